@@ -1,0 +1,1 @@
+"""The `zklock` command line (installed as zklock.cli)."""

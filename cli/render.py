@@ -1,0 +1,23 @@
+"""Aligned text tables for human output."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return ""
+    text = str(value)
+    return text.replace("\n", " ").replace("\t", " ")
+
+
+def table(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """Left-aligned columns under an upper-case header."""
+    body = [[cell(r.get(c)) for c in columns] for r in rows]
+    header = [c.upper() for c in columns]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(b, widths)).rstrip() for b in body]
+    return "\n".join(lines)

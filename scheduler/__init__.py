@@ -1,0 +1,1 @@
+"""Scheduled SQL queries coordinated through ZooKeeper (installed as zklock.scheduler)."""

@@ -1,0 +1,104 @@
+"""Shared fixtures: one real ZooKeeper per test session, a unique root per test.
+
+ZooKeeper comes from ZKLOCK_ZK when set, else the project starts its own
+server on a free port. If it cannot, the suite fails: it never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from zklock import LockManager
+from zklock.server import ZkServer, free_port
+
+# Tests run with short session timeouts; tickTime 500 ms allows 1 s .. 20 s.
+TICK_MS = 500
+SESSION_TIMEOUT = 2.0
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory):
+    """A standalone ZooKeeper for the whole session (None when ZKLOCK_ZK is given)."""
+    if os.environ.get("ZKLOCK_ZK"):
+        yield None
+        return
+    server = ZkServer(tmp_path_factory.mktemp("zk"), port=free_port(), tick_time_ms=TICK_MS,
+                      force_sync=False, container_check_ms=500)
+    server.start(wait=90)  # raises ServerError (a failure, never a skip) when it cannot
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def zk_hosts(zk_server) -> str:
+    return os.environ.get("ZKLOCK_ZK") or zk_server.connect
+
+
+@pytest.fixture
+def root() -> str:
+    """A znode root no other test uses."""
+    return f"/test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def make_manager(zk_hosts: str, root: str):
+    """Build LockManagers on the test's root; all are closed at the end."""
+    made: list[LockManager] = []
+
+    def make(**kw) -> LockManager:
+        kw.setdefault("hosts", zk_hosts)
+        kw.setdefault("root", root)
+        kw.setdefault("retries", 0)
+        kw.setdefault("retry_interval", 0.05)
+        kw.setdefault("session_timeout", SESSION_TIMEOUT)
+        mgr = LockManager(**kw)
+        made.append(mgr)
+        return mgr
+
+    yield make
+    for mgr in made:
+        try:
+            mgr.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def manager(make_manager) -> LockManager:
+    return make_manager()
+
+
+@pytest.fixture
+def zk(zk_hosts: str):
+    """A plain kazoo client for inspecting the tree."""
+    client = KazooClient(hosts=zk_hosts)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
+
+
+def lock_nodes(client: KazooClient, path: str) -> list[str]:
+    """Every lock node below ``path`` (recursively)."""
+    from zklock.locknode import LockNodeName
+
+    out = []
+    if not client.exists(path):
+        return out
+    for kid in client.get_children(path):
+        full = f"{path}/{kid}"
+        if LockNodeName.parse(kid):
+            out.append(full)
+        else:
+            out.extend(lock_nodes(client, full))
+    return out
+
+
+PYTHON = sys.executable
+PROJECT = Path(__file__).resolve().parents[1]

@@ -1,0 +1,171 @@
+"""The lock protocol against a real ZooKeeper."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+from conftest import lock_nodes
+
+from zklock import LockManager, LockNotAcquired, LockSet, Mode
+from zklock.errors import InvalidArguments, InvalidLockObject
+
+MODES = [Mode.SHARED, Mode.EXCLUSIVE]
+
+
+@pytest.mark.parametrize("held, requested", list(itertools.product(MODES, MODES)))
+@pytest.mark.parametrize("level", ["db", "db.t", "db.t/p=1"])
+def test_compatibility_matrix(make_manager, held, requested, level):
+    a, b = make_manager(), make_manager()
+    with a.acquire([(level, held)]):
+        if requested.compatible_with(held):
+            with b.acquire([(level, requested)]) as got:
+                assert got.is_valid
+        else:
+            with pytest.raises(LockNotAcquired) as err:
+                b.acquire([(level, requested)])
+            assert level in str(err.value) and held.value in str(err.value)
+
+
+def test_hierarchy(make_manager):
+    a, b = make_manager(), make_manager()
+    with a.acquire([("db.t/ds=1", "X")]):
+        # S on the table with X on one of its partitions is granted
+        with b.acquire([("db.t", "S")]):
+            pass
+        # X on the table is denied while any partition holds a lock
+        with pytest.raises(LockNotAcquired):
+            b.acquire([("db.t", "X")])
+        # S (or X) on a sibling partition is granted
+        with b.acquire([("db.t/ds=2", "S")]):
+            pass
+        with b.acquire([("db.t/ds=2", "X")]):
+            pass
+        with pytest.raises(LockNotAcquired):
+            b.acquire([("db", "X")])
+
+
+def test_all_or_none_leaves_nothing_behind(make_manager, zk, root):
+    a, b = make_manager(), make_manager()
+    with a.acquire([("db.t/ds=5", "X")]):
+        before = set(lock_nodes(zk, root))
+        with pytest.raises(LockNotAcquired) as err:
+            b.acquire([(f"db.t/ds={i}", "X") for i in range(10)] + [("db.u", "X")],
+                      retries=2, retry_interval=0.02)
+        assert "db.t/ds=5" in str(err.value)
+        assert set(lock_nodes(zk, root)) == before
+        assert err.value.conflicts and err.value.conflicts[0].record.data.pid > 0
+    assert lock_nodes(zk, root) == []
+
+
+def test_retry_succeeds_after_holder_releases(make_manager):
+    a, b = make_manager(), make_manager()
+    held = a.acquire([("db.t", "X")])
+    threading.Timer(0.3, held.release).start()
+    t0 = time.monotonic()
+    with b.acquire([("db.t", "S")], retries=50, retry_interval=0.05) as got:
+        assert got.is_valid
+    assert time.monotonic() - t0 >= 0.25
+
+
+def test_retries_zero_is_one_attempt(make_manager):
+    a, b = make_manager(), make_manager()
+    with a.acquire([("db.t", "X")]):
+        t0 = time.monotonic()
+        with pytest.raises(LockNotAcquired) as err:
+            b.acquire([("db.t", "X")], retries=0, retry_interval=5)
+        assert time.monotonic() - t0 < 2
+        assert "after 1 attempt" in str(err.value)
+
+
+def test_fencing_tokens_increase(make_manager):
+    a = make_manager()
+    tokens = []
+    for _ in range(5):
+        with a.acquire([("db.t/p=1", "X")]) as got:
+            tokens.append(got.fencing_token)
+    assert tokens == sorted(tokens) and len(set(tokens)) == 5
+    assert all(t > 0 for t in tokens)
+
+
+def test_lock_data_and_show(make_manager):
+    a = make_manager(query_max_length=10)
+    with a.acquire([("Sales.Orders/ds=2024-01-01", "X"), ("sales.customers", "S")],
+                   query_id="q-17", query="INSERT INTO sales.orders SELECT 1"):
+        recs = a.show(extended=True)
+        got = {(r.object, r.mode.value) for r in recs}
+        assert got == {("sales", "S"), ("sales.orders", "S"), ("sales.customers", "S"),
+                       ("sales.orders/ds=2024-01-01", "X")}
+        r = next(r for r in recs if r.mode is Mode.EXCLUSIVE)
+        d = r.to_dict()
+        assert d["query_id"] == "q-17" and d["query"] == "INSERT INT..."
+        assert d["kind"] == "implicit" and d["acquired_at"].endswith("Z") and d["pid"] > 0
+        # show of a table includes its partitions, not its siblings or parents
+        names = {r.object for r in a.show("sales.orders")}
+        assert names == {"sales.orders", "sales.orders/ds=2024-01-01"}
+        assert {r.object for r in a.show("sales")} >= {"sales", "sales.customers"}
+        assert a.show("sales.orders/ds=2024-01-01")[0].mode is Mode.EXCLUSIVE
+        assert a.show("nosuch.table") == []
+    assert a.show() == []
+
+
+def test_support_concurrency_off(make_manager, zk, root):
+    a = make_manager(support_concurrency=False)
+    got = a.acquire([("db.t", "X")])
+    assert isinstance(got, LockSet) and got.is_valid and got.held == []
+    got.check()
+    assert lock_nodes(zk, root) == []
+
+
+def test_empty_object_nodes_are_removed(make_manager, zk, root):
+    a = make_manager()
+    with a.acquire([("db.t/p=1", "X")]):
+        assert zk.exists(f"{root}/db/t/p=1")
+    deadline = time.monotonic() + 15
+    while zk.exists(f"{root}/db") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not zk.exists(f"{root}/db")
+    # and a create racing with that removal still succeeds
+    for _ in range(20):
+        with a.acquire([("db.t/p=1", "X")]):
+            pass
+
+
+def test_large_set_chunks_under_jute_maxbuffer(make_manager, zk, root):
+    a, b = make_manager(query_max_length=5000), make_manager()
+    objs = [(f"db.t/p={i}", "X") for i in range(600)]
+    with a.acquire(objs, query="x" * 5000) as got:  # ~3 MB of lock data: several multis
+        assert len(got.held) == 602
+        with pytest.raises(LockNotAcquired):
+            b.acquire([("db.t/p=599", "S")])
+    assert lock_nodes(zk, root) == []
+
+
+def test_bad_input(make_manager):
+    a = make_manager()
+    with pytest.raises(InvalidLockObject):
+        a.acquire([("db/../etc", "X")])
+    with pytest.raises(InvalidArguments):
+        a.acquire([("db.t", "X")], retries=-1)
+    with pytest.raises(InvalidArguments):
+        LockManager(hosts="127.0.0.1:1", root="relative")
+
+
+def test_accepts_started_kazoo_client(zk, root):
+    mgr = LockManager(client=zk, root=root, retries=0)
+    with mgr.acquire([("db.t", "S")]) as got:
+        assert got.fencing_token > 0
+    mgr.close()
+    assert zk.connected  # not ours to stop
+
+
+def test_release_is_idempotent_and_check_after_release(make_manager):
+    a = make_manager()
+    got = a.acquire([("db.t", "X")])
+    got.release()
+    got.release()
+    assert not got.is_valid
+    with pytest.raises(Exception, match="released"):
+        got.check()

@@ -1,0 +1,195 @@
+"""Settings: the one home of zklock's configuration.
+
+Each setting has a default, a ``ZKLOCK_*`` environment variable and, where a
+pipeline would set it, a ``spark.zklock.*`` Spark conf key. Precedence is:
+explicit argument, then Spark conf, then environment, then default.
+docs/configuration.md is the reference page; a test keeps it in step with
+:data:`SETTINGS`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import InvalidArguments
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidArguments(f"not a boolean: {value!r}")
+
+
+_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string such as ``500ms``, ``30s``, ``10m``, ``1h``, ``2d``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip().lower()
+        num = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = text[len(num):] or "s"
+        if unit not in _UNITS:
+            raise InvalidArguments(f"bad duration {value!r}: use e.g. 500ms, 30s, 10m, 1h, 2d")
+        try:
+            seconds = float(num) * _UNITS[unit]
+        except ValueError:
+            raise InvalidArguments(
+                f"bad duration {value!r}: use e.g. 500ms, 30s, 10m, 1h, 2d"
+            ) from None
+    if seconds < 0 or seconds != seconds:
+        raise InvalidArguments(f"duration must be >= 0, got {value!r}")
+    return seconds
+
+
+def _int(value: Any) -> int:
+    try:
+        out = int(value)
+    except (TypeError, ValueError):
+        raise InvalidArguments(f"not an integer: {value!r}") from None
+    if out < 0:
+        raise InvalidArguments(f"must be >= 0, got {value!r}")
+    return out
+
+
+def _root(value: Any) -> str:
+    text = str(value).strip()
+    if not text.startswith("/") or "//" in text or text.endswith("/") and text != "/":
+        raise InvalidArguments(f"root must be an absolute znode path such as /warehouse: {value!r}")
+    if any(p in (".", "..") for p in text.split("/")):
+        raise InvalidArguments(f"root may not contain '.' or '..': {value!r}")
+    return text.rstrip("/") or "/"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    env: str
+    spark: Optional[str]
+    doc: str
+
+
+SETTINGS: list[Setting] = [
+    Setting("hosts", None, str, "ZKLOCK_ZK", "spark.zklock.zookeeper.quorum",
+            "ZooKeeper connect string (host:port,...[/chroot]). Unset: the server started by"
+            " `zklock server start` in the state directory, else 127.0.0.1:2181."),
+    Setting("root", "/warehouse", _root, "ZKLOCK_ROOT", "spark.zklock.root",
+            "Znode under which lock objects live (/<root>/<db>/<table>/<k=v>/...)."),
+    Setting("retries", 10, _int, "ZKLOCK_RETRIES", "spark.zklock.lock.retries",
+            "Extra attempts after a denied one; 0 means a single attempt."),
+    Setting("retry_interval", 1.0, parse_duration, "ZKLOCK_RETRY_INTERVAL",
+            "spark.zklock.lock.retryInterval",
+            "Sleep between attempts (jittered +-25% so contenders do not retry in lockstep)."),
+    Setting("support_concurrency", True, parse_bool, "ZKLOCK_SUPPORT_CONCURRENCY",
+            "spark.zklock.support.concurrency",
+            "Like hive.support.concurrency: false makes acquire a no-op returning an empty set."),
+    Setting("session_timeout", 10.0, parse_duration, "ZKLOCK_SESSION_TIMEOUT",
+            "spark.zklock.session.timeout",
+            "ZooKeeper session timeout: how long a dead holder's implicit locks survive."),
+    Setting("connect_timeout", 5.0, parse_duration, "ZKLOCK_CONNECT_TIMEOUT",
+            "spark.zklock.connect.timeout",
+            "How long to wait for ZooKeeper before failing with a clear error."),
+    Setting("query_max_length", 1000, _int, "ZKLOCK_QUERY_MAX_LENGTH",
+            "spark.zklock.query.maxLength",
+            "Query text stored in a lock node is truncated to this many characters."),
+    Setting("lose_on_suspend", True, parse_bool, "ZKLOCK_LOSE_ON_SUSPEND",
+            "spark.zklock.loseOnSuspend",
+            "Declare held lock sets lost as soon as the connection is suspended (safe default);"
+            " false waits for the session to be reported expired."),
+    Setting("user", None, str, "ZKLOCK_USER", "spark.zklock.user",
+            "User recorded in lock nodes; default: the OS user."),
+    Setting("max_lease_s", 86400.0, parse_duration, "ZKLOCK_MAX_LEASE", "spark.zklock.lease.max",
+            "Longest total lifetime of a lease, extensions included."),
+    Setting("lease_hard_limit_s", 3600.0, parse_duration, "ZKLOCK_LEASE_HARD_LIMIT",
+            "spark.zklock.lease.hardLimit",
+            "Expired leases older than this past their end are reaped."),
+    Setting("state_dir", ".zklock", str, "ZKLOCK_STATE_DIR", None,
+            "Directory of the embedded ZooKeeper server (data, logs, pid, connect string)."),
+]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings; build with :meth:`resolve`."""
+
+    hosts: Optional[str] = None
+    root: str = "/warehouse"
+    retries: int = 10
+    retry_interval: float = 1.0
+    support_concurrency: bool = True
+    session_timeout: float = 10.0
+    connect_timeout: float = 5.0
+    query_max_length: int = 1000
+    lose_on_suspend: bool = True
+    user: Optional[str] = None
+    max_lease_s: float = 86400.0
+    lease_hard_limit_s: float = 3600.0
+    state_dir: str = ".zklock"
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def resolve(cls, overrides: Optional[Mapping[str, Any]] = None,
+                spark_conf: Optional[Mapping[str, Any]] = None,
+                environ: Optional[Mapping[str, str]] = None) -> Settings:
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        spark_conf = spark_conf or {}
+        environ = os.environ if environ is None else environ
+        known = {s.name for s in SETTINGS}
+        unknown = set(overrides) - known
+        if unknown:
+            raise InvalidArguments(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {}
+        for s in SETTINGS:
+            if s.name in overrides:
+                raw, source = overrides[s.name], s.name
+            elif s.spark and spark_conf.get(s.spark) not in (None, ""):
+                raw, source = spark_conf[s.spark], s.spark
+            elif environ.get(s.env) not in (None, ""):
+                raw, source = environ[s.env], s.env
+            else:
+                values[s.name] = s.default
+                continue
+            try:
+                values[s.name] = s.parse(raw)
+            except InvalidArguments as exc:
+                raise InvalidArguments(f"{source}: {exc}") from None
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> Settings:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update(changes)
+        return Settings(**data)
+
+    @property
+    def effective_user(self) -> str:
+        if self.user:
+            return self.user
+        try:
+            return getpass.getuser()
+        except Exception:  # no passwd entry in some containers
+            return f"uid{os.getuid()}"
+
+    def connect_string(self) -> str:
+        """The configured hosts, else the embedded server's, else 127.0.0.1:2181."""
+        if self.hosts:
+            return self.hosts
+        info = Path(self.state_dir) / "server.json"
+        try:
+            return json.loads(info.read_text())["connect"]
+        except (OSError, ValueError, KeyError):
+            return "127.0.0.1:2181"

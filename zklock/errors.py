@@ -1,0 +1,69 @@
+"""The exceptions zklock raises.
+
+Every error a user can cause or meet carries enough text to act on it
+without a traceback: which object, which holder, which setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class ZkLockError(Exception):
+    """Base class of every zklock error."""
+
+
+class InvalidLockObject(ZkLockError, ValueError):
+    """A lock object name that cannot be turned into a safe znode path."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        self.text = text
+        self.reason = reason
+        super().__init__(f"invalid lock object {text!r}: {reason}")
+
+
+class InvalidArguments(ZkLockError, ValueError):
+    """Bad arguments to a lock or lease call (seed 000's InvalidArgumentsException)."""
+
+
+class LockNotAcquired(ZkLockError):
+    """A lock request was denied on every attempt.
+
+    ``conflicts`` lists the records (object, mode, holder data) that denied it
+    on the last attempt.
+    """
+
+    def __init__(self, message: str, conflicts: Sequence[Any] = ()) -> None:
+        self.conflicts = list(conflicts)
+        super().__init__(message)
+
+
+class LeaseAlreadyExists(LockNotAcquired):
+    """A lease could not be granted because a conflicting lock or lease is held."""
+
+
+class ExceedsMaxLeaseTime(ZkLockError):
+    """Extending a lease would take its total lifetime past the configured maximum."""
+
+
+class LeaseNotFound(InvalidArguments):
+    """No live lease has the given id (dropped, reaped, or taken over)."""
+
+
+class LockLost(ZkLockError):
+    """A held lock set can no longer be guaranteed (session suspended, expired or nodes gone)."""
+
+    def __init__(self, objects: Sequence[str], reason: str) -> None:
+        self.objects = list(objects)
+        self.reason = reason
+        shown = ", ".join(self.objects[:5]) + (" ..." if len(self.objects) > 5 else "")
+        super().__init__(f"lock lost on {shown or 'no objects'}: {reason}")
+
+
+class ZooKeeperUnavailable(ZkLockError):
+    """ZooKeeper could not be reached within the connect timeout."""
+
+
+class ServerError(ZkLockError):
+    """The embedded ZooKeeper server could not be started, stopped or found."""

@@ -1,0 +1,155 @@
+"""LockSet: a granted, all-or-none set of locks that knows when it is lost.
+
+Hive, Curator and kazoo all let a holder go on believing it holds a lock
+after its session is gone. A LockSet follows its session: it stops being
+valid the moment the connection is suspended (or, when so configured, when
+the session is reported expired), tells every ``on_lost`` callback once, and
+never reports itself held again. If the same session comes back, the manager
+re-checks that the set's nodes still exist before trusting it again.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+from .errors import LockLost
+from .lockrequest import LockTarget
+
+if TYPE_CHECKING:
+    from .manager import LockManager
+
+log = logging.getLogger(__name__)
+
+
+class State(enum.Enum):
+    HELD = "held"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+    RELEASED = "released"
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """One granted lock node of a set."""
+
+    target: LockTarget
+    object_path: str
+    node_path: str
+    czxid: int
+
+
+class LockSet:
+    """Locks granted together; release them together (or use ``with``)."""
+
+    def __init__(self, manager: Optional[LockManager], held: list[HeldLock],
+                 session_id: Optional[int] = None, query_id: str = "") -> None:
+        self._manager = manager
+        self.held = held
+        self.session_id = session_id
+        self.query_id = query_id
+        self._state = State.HELD
+        self._reason = ""
+        self._callbacks: list[Callable[[LockSet], None]] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def empty(cls) -> LockSet:
+        """A valid set holding nothing (concurrency support switched off)."""
+        return cls(None, [])
+
+    # ---- what is held -----------------------------------------------------
+    @property
+    def objects(self) -> list[str]:
+        return [h.target.obj.name for h in self.held]
+
+    @property
+    def targets(self) -> list[LockTarget]:
+        return [h.target for h in self.held]
+
+    @property
+    def fencing_token(self) -> int:
+        """The largest czxid of the set's nodes: increases across every later conflicting grant."""
+        return max((h.czxid for h in self.held), default=0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def is_valid(self) -> bool:
+        """True only while the set is held and its session is connected."""
+        return self._state is State.HELD
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` unless the set is still held."""
+        if self._state is State.HELD:
+            return
+        if self._state is State.RELEASED:
+            raise LockLost(self.objects, "the lock set was released")
+        raise LockLost(self.objects, self._reason or "session lost")
+
+    def on_lost(self, callback: Callable[[LockSet], None]) -> None:
+        """Call ``callback(lockset)`` once when the set is lost (at once if it already is)."""
+        with self._lock:
+            if self._state is not State.LOST:
+                self._callbacks.append(callback)
+                return
+        self._run_callback(callback)
+
+    # ---- state changes (driven by the manager's session listener) --------
+    def _suspend(self, reason: str) -> None:
+        with self._lock:
+            if self._state is State.HELD:
+                self._state = State.SUSPENDED
+                self._reason = reason
+
+    def _resume(self) -> None:
+        with self._lock:
+            if self._state is State.SUSPENDED:
+                self._state = State.HELD
+                self._reason = ""
+
+    def _lose(self, reason: str) -> bool:
+        """Mark lost and fire callbacks; False if it was already lost or released."""
+        with self._lock:
+            if self._state in (State.LOST, State.RELEASED):
+                return False
+            self._state = State.LOST
+            self._reason = reason
+            callbacks, self._callbacks = self._callbacks, []
+        log.warning("lock set %s lost: %s", self.objects[:3], reason)
+        for cb in callbacks:
+            self._run_callback(cb)
+        return True
+
+    def _run_callback(self, cb: Callable[[LockSet], None]) -> None:
+        try:
+            cb(self)
+        except Exception:  # a user's callback must not break the session thread
+            log.exception("on_lost callback failed")
+
+    # ---- release ----------------------------------------------------------
+    def release(self) -> None:
+        """Delete the set's nodes in one multi. Idempotent."""
+        with self._lock:
+            if self._state is State.RELEASED:
+                return
+            self._state = State.RELEASED
+            self._callbacks = []
+        if self._manager is not None and self.held:
+            self._manager._release(self)
+
+    def __enter__(self) -> LockSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (f"LockSet({len(self.held)} locks, state={self._state.value},"
+                f" token={self.fencing_token})")

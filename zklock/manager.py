@@ -1,0 +1,434 @@
+"""LockManager: seed 001's all-or-none S/X protocol in a constant number of round trips.
+
+One attempt at a set of N objects costs, whatever N is:
+
+1. on retries, or when an object node is missing, a pipelined getChildren of
+   every object node (the pre-read): a visible conflict denies at once,
+   before anything is written, and it tells which object nodes to create;
+2. one multi that creates the missing object nodes and every lock node
+   (``create2``, so each reply carries the node's czxid);
+3. a pipelined getChildren of the object nodes that already existed (nodes
+   this multi created cannot have older siblings), to apply the grant rule;
+4. on denial, one multi that deletes what the attempt created.
+
+Object nodes are ZooKeeper containers, created in the same multi when
+missing, so release is one multi deleting the lock nodes and the server
+removes object nodes left empty. Hive makes three sequential calls per object per attempt and keeps
+earlier objects while it retries later ones; this never holds a partial set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import secrets
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+from .config import Settings
+from .errors import InvalidArguments, LockNotAcquired, ZooKeeperUnavailable
+from .listing import LockRecord, ms_to_iso, walk
+from .locknode import LockData, LockNodeName, blocks, conflicts_now
+from .lockrequest import LockSpec, LockTarget, normalize
+from .lockset import HeldLock, LockSet, State
+from .mode import Mode
+from .objects import LockObject
+from .zk import EPHEMERAL, PERSISTENT, SEQUENTIAL, ChunkedMultiFailed, MultiFailed, ZkOps
+
+log = logging.getLogger(__name__)
+
+MAX_RACE_RETRIES = 20  # immediate re-tries when an object node appears/vanishes under us
+
+
+@dataclass
+class Conflict:
+    """Why an attempt was denied: our request on ``target`` meets ``holder_node``."""
+
+    target: LockTarget
+    holder_node: str
+    holder_mode: Mode
+    record: Optional[LockRecord] = None
+
+    def describe(self) -> str:
+        r = self.record
+        who = "a holder that has since released"
+        if r is not None and r.data is not None:
+            d = r.data
+            parts = [f"user {d.user or '?'}@{d.host or '?'}"]
+            if d.pid:
+                parts.append(f"pid {d.pid}")
+            if d.query_id:
+                parts.append(f"query {d.query_id}")
+            if r.explicit and d.lease_id is not None:
+                parts.append(f"lease {d.lease_id}")
+            parts.append(f"since {r.acquired_at}")
+            who = ", ".join(parts)
+        return (f"{self.target.obj.name} ({self.target.mode.value} requested) is held in "
+                f"{self.holder_mode.value} by {who}")
+
+
+def connect(settings: Settings) -> KazooClient:
+    """Start a KazooClient, failing within the connect timeout with a clear error."""
+    hosts = settings.connect_string()
+    client = KazooClient(
+        hosts=hosts, timeout=settings.session_timeout,
+        connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+    )
+    try:
+        client.start(timeout=settings.connect_timeout)
+    except (KazooTimeoutError, OSError, ValueError) as exc:
+        client.stop()
+        client.close()
+        raise ZooKeeperUnavailable(
+            f"cannot reach ZooKeeper at {hosts} within {settings.connect_timeout:g}s"
+            f" ({type(exc).__name__}); start one with `zklock server start` or set ZKLOCK_ZK"
+        ) from None
+    return client
+
+
+class LockManager:
+    """Takes, lists and releases hierarchical S/X locks on a real ZooKeeper."""
+
+    def __init__(self, hosts: Optional[str] = None, root: Optional[str] = None,
+                 retries: Optional[int] = None, retry_interval: Optional[float] = None,
+                 support_concurrency: Optional[bool] = None,
+                 client: Optional[KazooClient] = None,
+                 settings: Optional[Settings] = None, **more: Any) -> None:
+        overrides = dict(hosts=hosts, root=root, retries=retries, retry_interval=retry_interval,
+                         support_concurrency=support_concurrency, **more)
+        if settings is None:
+            settings = Settings.resolve(overrides)
+        else:
+            settings = settings.with_(**{k: v for k, v in overrides.items() if v is not None})
+        self.settings = settings
+        self.root = settings.root
+        self._own_client = client is None
+        self.client = client if client is not None else connect(settings)
+        self.ops = ZkOps(self.client, timeout=max(settings.session_timeout, 5.0) * 3)
+        self._sets: weakref.WeakSet[LockSet] = weakref.WeakSet()
+        self._sets_lock = threading.Lock()
+        self._root_ready = False
+        self._host = socket.gethostname()
+        self.client.add_listener(self._on_state)
+
+    # ---- lifecycle ----------------------------------------------------------
+    def close(self) -> None:
+        """Release nothing implicitly held elsewhere; stop the client if we started it."""
+        self.client.remove_listener(self._on_state)
+        if self._own_client:
+            try:
+                self.client.stop()
+            finally:
+                self.client.close()
+
+    def __enter__(self) -> LockManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def session_id(self) -> Optional[int]:
+        cid = self.client.client_id
+        return cid[0] if cid else None
+
+    # ---- acquire ------------------------------------------------------------
+    def acquire(self, locks: Iterable[LockSpec], query_id: Optional[str] = None,
+                query: Optional[str] = None, retries: Optional[int] = None,
+                retry_interval: Optional[float] = None) -> LockSet:
+        """Take every lock of the request or none; raise :class:`LockNotAcquired` if denied.
+
+        A denied attempt deletes what it created, sleeps ``retry_interval``
+        (jittered) and retries the whole set, ``retries`` more times.
+        """
+        targets = normalize(locks)
+        if not self.settings.support_concurrency or not targets:
+            return LockSet.empty()
+        data = self._lock_data(query_id, query, kind="implicit")
+        return self._acquire_targets(targets, data, explicit=False, retries=retries,
+                                     retry_interval=retry_interval, query_id=query_id or "")
+
+    def _acquire_targets(self, targets: list[LockTarget], data: LockData, explicit: bool,
+                         retries: Optional[int] = None, retry_interval: Optional[float] = None,
+                         query_id: str = "", deadline: Optional[float] = None,
+                         error: type[LockNotAcquired] = LockNotAcquired) -> LockSet:
+        retries = self.settings.retries if retries is None else retries
+        interval = self.settings.retry_interval if retry_interval is None else retry_interval
+        if not isinstance(retries, int) or retries < 0:
+            raise InvalidArguments(f"retries must be an int >= 0, got {retries!r}")
+        if interval < 0:
+            raise InvalidArguments(f"retry_interval must be >= 0, got {interval!r}")
+        self._ensure_root()
+        raw = data.to_bytes()
+        attempt = 0
+        while True:
+            outcome = self._attempt(targets, raw, explicit, pre_read=attempt > 0)
+            if isinstance(outcome, LockSet):
+                outcome.query_id = query_id
+                with self._sets_lock:
+                    self._sets.add(outcome)
+                return outcome
+            attempt += 1
+            if deadline is None:
+                exhausted = attempt > retries
+            else:
+                exhausted = time.monotonic() + interval > deadline
+            if exhausted:
+                self._describe(outcome)
+                text = "; ".join(c.describe() for c in outcome[:5])
+                more = f" (+{len(outcome) - 5} more)" if len(outcome) > 5 else ""
+                raise error(f"lock not acquired after {attempt} attempt(s): {text}{more}",
+                            conflicts=outcome)
+            time.sleep(interval * random.uniform(0.75, 1.25))
+
+    def _attempt(self, targets: list[LockTarget], data: bytes, explicit: bool,
+                 pre_read: bool) -> Union[LockSet, list[Conflict]]:
+        """One attempt at the whole set: a LockSet, or the conflicts that denied it.
+
+        Without ``pre_read`` (the first, optimistic attempt) the multi assumes
+        every object node exists; a NoNode sends it round once more with the
+        pre-read, which finds what to create and denies visible conflicts early.
+        """
+        paths = {t: t.obj.znode(self.root) for t in targets}
+        flags = SEQUENTIAL | (PERSISTENT if explicit else EPHEMERAL)
+        for _race in range(MAX_RACE_RETRIES):
+            attempt_id = secrets.token_hex(12)
+            missing: list[str] = []
+            if pre_read:
+                pre = self.ops.with_retry(self.ops.children_many, paths.values())
+                conflicts = self._pre_conflicts(targets, paths, pre)
+                if conflicts:
+                    return conflicts
+                missing = sorted((p for p in paths.values() if pre[p] is None),
+                                 key=lambda p: p.count("/"))
+            ops = [self.ops.container_op(p) for p in missing]
+            ops += [self.ops.create_op(
+                f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id)}", data, flags)
+                for t in targets]
+            session = self.session_id
+            try:
+                results, zxids = self.ops.multi_chunked(ops)
+            except MultiFailed as exc:
+                if isinstance(exc.error, (NodeExistsError, NoNodeError)):
+                    pre_read = True  # an object node is missing, or raced with its removal
+                    continue
+                raise
+            except ChunkedMultiFailed as exc:
+                self._cleanup_attempt(paths, attempt_id)
+                if isinstance(exc.error, (NodeExistsError, NoNodeError, ConnectionLoss,
+                                          SessionExpiredError, KazooTimeoutError)):
+                    pre_read = True
+                    continue
+                raise exc.error from None
+            except (ConnectionLoss, SessionExpiredError, KazooTimeoutError):
+                # The multi may or may not have been applied: find our own nodes by attempt id.
+                self._cleanup_attempt(paths, attempt_id)
+                continue
+            except BaseException:
+                self._cleanup_attempt(paths, attempt_id)
+                raise
+            try:
+                n = len(missing)
+                granted = self._check_grant(targets, paths, set(missing),
+                                            list(zip(results[n:], zxids[n:])), attempt_id, session)
+            except BaseException:
+                self._cleanup_attempt(paths, attempt_id)
+                raise
+            if granted is None:
+                continue  # session changed under us; cleaned up, try again
+            return granted
+        raise LockNotAcquired(
+            f"gave up after {MAX_RACE_RETRIES} races with concurrent node creation/removal")
+
+    def _pre_conflicts(self, targets: list[LockTarget], paths: dict[LockTarget, str],
+                       listing: dict[str, Optional[list[str]]]) -> list[Conflict]:
+        out = []
+        for t in targets:
+            for kid in listing.get(paths[t]) or ():
+                sib = LockNodeName.parse(kid)
+                if sib is not None and conflicts_now(t.mode, sib):
+                    out.append(Conflict(t, f"{paths[t]}/{kid}", sib.mode))
+        return self._live(out)
+
+    def _check_grant(self, targets: list[LockTarget], paths: dict[LockTarget, str],
+                     created: set[str], results: list, attempt_id: str,
+                     session: Optional[int]) -> Union[LockSet, list[Conflict], None]:
+        """Apply seed 001's grant rule to the siblings of every node we just made."""
+        held = [HeldLock(t, paths[t], node_path, czxid)
+                for t, (node_path, czxid) in zip(targets, results)]
+        existing = [paths[t] for t in targets if paths[t] not in created]
+        post = self.ops.with_retry(self.ops.children_many, existing) if existing else {}
+        conflicts = []
+        mine = {h.object_path: h for h in held}
+        for t in targets:
+            p = paths[t]
+            if p in created:
+                continue
+            my_seq = LockNodeName.parse(mine[p].node_path.rsplit("/", 1)[1]).seq
+            for kid in post.get(p) or ():
+                sib = LockNodeName.parse(kid)
+                if sib is None or sib.attempt == attempt_id:
+                    continue
+                if blocks(t.mode, my_seq, sib):
+                    conflicts.append(Conflict(t, f"{p}/{kid}", sib.mode))
+        conflicts = self._live(conflicts)
+        if conflicts:
+            self._delete_nodes([h.node_path for h in held])
+            return conflicts
+        if session != self.session_id or self.client.state != KazooState.CONNECTED:
+            self._cleanup_attempt(paths, attempt_id)
+            return None
+        return LockSet(self, held, session_id=session)
+
+    def _live(self, conflicts: list[Conflict]) -> list[Conflict]:
+        """Conflicts that still count (expired leases do not; see zklock.lease)."""
+        return conflicts
+
+    # ---- release and cleanup -----------------------------------------------
+    def _release(self, lockset: LockSet) -> None:
+        nodes = [h.node_path for h in lockset.held]
+        try:
+            self._delete_nodes(nodes)
+        except Exception as exc:  # ZooKeeper gone: ephemeral nodes go with the session
+            log.warning("release of %d lock(s) failed: %s", len(nodes), exc)
+        with self._sets_lock:
+            self._sets.discard(lockset)
+
+    def _delete_nodes(self, nodes: Sequence[str]) -> None:
+        """One multi deleting the lock nodes; lenient one-by-one deletes if that fails.
+
+        Object nodes are containers: ZooKeeper removes them once empty.
+        """
+        try:
+            self.ops.multi_chunked([self.ops.delete_op(n) for n in nodes])
+            return
+        except (MultiFailed, ChunkedMultiFailed, ConnectionLoss, SessionExpiredError):
+            pass
+        self.ops.with_retry(self.ops.delete_many, list(nodes))
+
+    def _cleanup_attempt(self, paths: dict[LockTarget, str], attempt_id: str) -> None:
+        """Delete every node carrying this attempt's id, riding out connection loss."""
+        def sweep() -> None:
+            listing = self.ops.children_many(paths.values())
+            mine = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
+                    if attempt_id in k]
+            self.ops.delete_many(mine)
+        try:
+            self.ops.with_retry(sweep)
+        except Exception as exc:
+            log.error("could not clean up attempt %s: %s", attempt_id, exc)
+            raise
+
+    def _ensure_root(self) -> None:
+        if not self._root_ready:
+            self.ops.ensure_path(self.root)
+            self._root_ready = True
+
+    # ---- describing holders -----------------------------------------------
+    def _describe(self, conflicts: list[Conflict]) -> None:
+        """Fill each conflict's holder record (one pipelined read)."""
+        try:
+            got = self.ops.get_many(c.holder_node for c in conflicts)
+        except Exception:
+            return
+        for c in conflicts:
+            item = got.get(c.holder_node)
+            if item is None:
+                continue
+            raw, stat = item
+            name = LockNodeName.parse(c.holder_node.rsplit("/", 1)[1])
+            c.record = LockRecord(c.target.obj.name, c.holder_mode, c.holder_node,
+                                  bool(name and name.explicit), name.seq if name else 0,
+                                  LockData.from_bytes(raw), stat.ctime, stat.mtime, stat.czxid,
+                                  bool(stat.ephemeralOwner))
+
+    def _lock_data(self, query_id: Optional[str], query: Optional[str], kind: str,
+                   **extra: Any) -> LockData:
+        q = query or ""
+        limit = self.settings.query_max_length
+        if len(q) > limit:
+            q = q[:limit] + "..."
+        sid = self.session_id
+        return LockData(
+            user=self.settings.effective_user, host=self._host, pid=os.getpid(),
+            session=f"0x{sid:x}" if sid else "", query_id=query_id or "", query=q,
+            acquired_at=ms_to_iso(int(time.time() * 1000)), kind=kind, **extra,
+        )
+
+    # ---- listing ------------------------------------------------------------
+    def show(self, obj: Union[str, LockObject, None] = None, extended: bool = False
+             ) -> list[LockRecord]:
+        """Held locks at or below ``obj`` (a table includes its partitions)."""
+        start = LockObject.parse(obj) if obj is not None else None
+        return self.ops.with_retry(walk, self.ops, self.root, start, extended)
+
+    # ---- session awareness ------------------------------------------------
+    def _on_state(self, state: str) -> None:
+        """Kazoo's listener runs on its connection thread: never block it."""
+        if state == KazooState.SUSPENDED:
+            self._dispatch(self._on_suspended)
+        elif state == KazooState.LOST:
+            self._dispatch(self._lose_all, "ZooKeeper session expired")
+        elif state == KazooState.CONNECTED:
+            self._dispatch(self._on_reconnected)
+
+    def _dispatch(self, func: Any, *args: Any) -> None:
+        threading.Thread(target=func, args=args, name="zklock-session", daemon=True).start()
+
+    def _live_sets(self) -> list[LockSet]:
+        with self._sets_lock:
+            return [s for s in self._sets if s.state in (State.HELD, State.SUSPENDED)]
+
+    def _on_suspended(self) -> None:
+        for s in self._live_sets():
+            if self.settings.lose_on_suspend:
+                s._lose("connection to ZooKeeper suspended; the session may expire")
+            else:
+                s._suspend("connection to ZooKeeper suspended")
+
+    def _lose_all(self, reason: str) -> None:
+        for s in self._live_sets():
+            s._lose(reason)
+
+    def _on_reconnected(self) -> None:
+        """Re-check suspended sets; delete nodes of sets declared lost that survived."""
+        sid = self.session_id
+        with self._sets_lock:
+            sets = list(self._sets)
+        for s in sets:
+            if s.state is State.RELEASED or not s.held:
+                continue
+            if s.session_id != sid:
+                s._lose("ZooKeeper session changed")
+                continue
+            if s.state is State.LOST:
+                try:
+                    self._delete_nodes([h.node_path for h in s.held])
+                except Exception as exc:
+                    log.warning("could not delete nodes of a lost lock set: %s", exc)
+                continue
+            try:
+                stats = self.ops.exists_many(h.node_path for h in s.held)
+            except Exception as exc:
+                s._lose(f"could not re-check lock nodes after reconnect: {exc}")
+                continue
+            if all(stats.values()):
+                s._resume()
+            else:
+                s._lose("lock nodes vanished while the connection was suspended")

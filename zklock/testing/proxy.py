@@ -1,0 +1,107 @@
+"""A TCP fault proxy between a client and ZooKeeper, for deterministic failures.
+
+It forwards bytes both ways and, on command, drops every connection, holds
+traffic (blackhole), or cuts the connection right after the client sends a
+request containing a marker, before the reply can come back: the way to get
+"connection loss in the middle of a create" on demand.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from typing import Optional
+
+
+class FaultProxy:
+    """Listen on a loopback port and forward to ``target`` (host, port)."""
+
+    def __init__(self, target: tuple[str, int], host: str = "127.0.0.1") -> None:
+        self.target = target
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind((host, 0))
+        self._listener.listen(64)
+        self.address = self._listener.getsockname()
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._lock = threading.Lock()
+        self._cut_marker: Optional[bytes] = None
+        self.cut_count = 0
+        self.blackhole = False
+        self.refuse = False
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True, name="fault-proxy").start()
+
+    @property
+    def connect(self) -> str:
+        return f"{self.address[0]}:{self.address[1]}"
+
+    def cut_after(self, marker: bytes) -> None:
+        """Drop the connection right after forwarding a client packet containing ``marker``."""
+        self._cut_marker = marker
+
+    def drop_all(self) -> None:
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for a, b in pairs:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self.drop_all()
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.refuse:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._pairs.append((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
+        socks = [client, upstream]
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select(socks, [], [], 0.2)
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        raise OSError("closed")
+                    if self.blackhole:
+                        continue
+                    other = upstream if s is client else client
+                    other.sendall(data)
+                    marker = self._cut_marker
+                    if s is client and marker and marker in data:
+                        self._cut_marker = None
+                        self.cut_count += 1
+                        time.sleep(0.2)  # let the server apply it; the reply is never relayed
+                        raise OSError("cut")
+        except OSError:
+            pass
+        finally:
+            for s in socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+            with self._lock:
+                if (client, upstream) in self._pairs:
+                    self._pairs.remove((client, upstream))
