@@ -7,6 +7,7 @@ traceback reaches the user.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,10 +78,14 @@ def emit(rows: Sequence[dict], as_json: bool, columns: Sequence[str]) -> None:
 @click.option("--root", envvar="ZKLOCK_ROOT", help="Lock root znode (default /warehouse).")
 @click.option("--state-dir", envvar="ZKLOCK_STATE_DIR",
               help="Embedded server state directory (default .zklock).")
+@click.option("-v", "--verbose", is_flag=True, help="Log ZooKeeper client chatter too.")
 @click.pass_context
 def cli(ctx: click.Context, zk: Optional[str], root: Optional[str],
-        state_dir: Optional[str]) -> None:
+        state_dir: Optional[str], verbose: bool) -> None:
     """zklock: shared and exclusive locks on databases, tables and partitions."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="zklock: %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.INFO if verbose else logging.CRITICAL)
     ctx.obj = Context(zk, root, state_dir)
     ctx.call_on_close(ctx.obj.close)
 

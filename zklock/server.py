@@ -3,7 +3,8 @@
 Used by ``zklock server start``, ``make demo`` (when no ZooKeeper is
 configured) and the test suite. It runs QuorumPeerMain on loopback with its
 config, data, log and pid under a state directory, waits for ``ruok`` to
-answer ``imok``, and refuses cleanly when the port is taken. The same class
+answer ``imok`` and for ``srvr`` to report that it serves, and refuses
+cleanly when the port is taken. The same class
 runs one member of a loopback ensemble (see zklock.testing.ensemble).
 """
 
@@ -221,8 +222,8 @@ class ZkServer:
                 tail = self.log_file.read_text(errors="replace")[-2000:]
                 self._forget()
                 raise ServerError(f"ZooKeeper exited with code {proc.returncode}:\n{tail}")
-            if self.ruok(timeout=0.5) and (not self.peers or self.mode() in ("leader",
-                                                                             "follower")):
+            # ruok answers before the server serves; srvr reports a mode only once it does
+            if self.ruok(timeout=0.5) and self.mode() in ("standalone", "leader", "follower"):
                 return self.connect
             time.sleep(0.1)
         self.stop()

@@ -94,7 +94,7 @@ class FaultProxy:
                         self.cut_count += 1
                         time.sleep(0.2)  # let the server apply it; the reply is never relayed
                         raise OSError("cut")
-        except OSError:
+        except (OSError, ValueError):  # ValueError: closed by drop_all meanwhile
             pass
         finally:
             for s in socks:

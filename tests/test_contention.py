@@ -1,0 +1,56 @@
+"""Several processes, many cycles, a few hot objects: no two incompatible holders overlap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import defaultdict
+
+from conftest import PYTHON
+
+WORKER = r"""
+import json, random, sys, time
+from zklock import LockManager, LockNotAcquired
+hosts, root, seed, cycles = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rnd = random.Random(seed)
+objects = ["hot.t", "hot.t/p=1", "hot.t/p=2", "hot.u", "hot"]
+m = LockManager(hosts=hosts, root=root, retries=200, retry_interval=0.01, session_timeout=4)
+for _ in range(cycles):
+    req = [(o, rnd.choice("SX")) for o in rnd.sample(objects, rnd.randint(1, 3))]
+    with m.acquire(req) as ls:
+        start = time.monotonic_ns()
+        time.sleep(rnd.random() * 0.005)
+        ls.check()
+        end = time.monotonic_ns()
+        for t in ls.targets:
+            print(json.dumps([t.obj.name, t.mode.value, ls.fencing_token, start, end, seed]))
+m.close()
+"""
+
+
+def test_no_incompatible_overlap_across_processes(zk_hosts, root):
+    procs = [subprocess.Popen([PYTHON, "-c", WORKER, zk_hosts, root, str(i), "40"],
+                              stdout=subprocess.PIPE, text=True) for i in range(4)]
+    sections = defaultdict(list)
+    total = 0
+    for p in procs:
+        out, _ = p.communicate(timeout=240)
+        assert p.returncode == 0
+        for line in out.splitlines():
+            obj, mode, token, start, end, who = json.loads(line)
+            sections[obj].append((start, end, mode, token, who))
+            total += 1
+    assert total >= 4 * 40
+    overlaps = 0
+    for obj, secs in sections.items():
+        secs.sort()
+        for i, (s1, e1, m1, t1, w1) in enumerate(secs):
+            for s2, e2, m2, t2, w2 in secs[i + 1:]:
+                if s2 >= e1:
+                    break
+                if w1 != w2 and "X" in (m1, m2):
+                    overlaps += 1
+        # fencing tokens of exclusive sections increase with time
+        xs = [t for s, e, m, t, w in secs if m == "X"]
+        assert xs == sorted(xs)
+    assert overlaps == 0
