@@ -107,7 +107,7 @@ class ZkServer:
     container_check_ms: int = 5000
 
     def __post_init__(self) -> None:
-        self.state_dir = Path(self.state_dir)
+        self.state_dir = Path(self.state_dir).resolve()
 
     @property
     def connect(self) -> str:

@@ -1,0 +1,41 @@
+# zklock: `make test` and `make demo` work on a machine with Python, Java, apt and this repo.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install zookeeper test demo zk-up zk-down bench bench-locks lint clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+zookeeper:
+	@scripts/ensure-zookeeper.sh
+
+test: install zookeeper
+	$(PY) -m pytest -q
+
+demo: install zookeeper
+	$(PY) scripts/demo.py
+
+zk-up: install zookeeper
+	$(VENV)/bin/zklock server start
+
+zk-down: install
+	$(VENV)/bin/zklock server stop
+
+bench-locks: install zookeeper
+	$(PY) bench/locks.py
+
+bench: bench-locks
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .zklock build *.egg-info .pytest_cache .ruff_cache

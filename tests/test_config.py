@@ -1,0 +1,39 @@
+"""Settings precedence and the reference page staying in step with the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zklock.config import SETTINGS, Settings, parse_duration
+from zklock.errors import InvalidArguments
+
+
+def test_precedence():
+    conf = {"spark.zklock.lock.retries": "7", "spark.zklock.root": "/from-spark"}
+    env = {"ZKLOCK_RETRIES": "3", "ZKLOCK_ROOT": "/from-env", "ZKLOCK_RETRY_INTERVAL": "250ms"}
+    s = Settings.resolve({"root": "/explicit"}, spark_conf=conf, environ=env)
+    assert (s.root, s.retries, s.retry_interval) == ("/explicit", 7, 0.25)
+    s = Settings.resolve(environ=env)
+    assert (s.root, s.retries) == ("/from-env", 3)
+    s = Settings.resolve(environ={})
+    assert (s.root, s.retries, s.support_concurrency) == ("/warehouse", 10, True)
+
+
+def test_bad_values_name_their_source():
+    with pytest.raises(InvalidArguments, match="ZKLOCK_RETRIES"):
+        Settings.resolve(environ={"ZKLOCK_RETRIES": "many"})
+    with pytest.raises(InvalidArguments, match="unknown setting"):
+        Settings.resolve({"retires": 3})
+    assert parse_duration("1h") == 3600 and parse_duration("500ms") == 0.5
+    with pytest.raises(InvalidArguments):
+        parse_duration("soon")
+
+
+def test_reference_page_lists_every_setting():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    for s in SETTINGS:
+        assert f"`{s.name}`" in page and s.env in page
+        if s.spark:
+            assert s.spark in page
