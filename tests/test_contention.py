@@ -14,7 +14,7 @@ from zklock import LockManager, LockNotAcquired
 hosts, root, seed, cycles = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rnd = random.Random(seed)
 objects = ["hot.t", "hot.t/p=1", "hot.t/p=2", "hot.u", "hot"]
-m = LockManager(hosts=hosts, root=root, retries=200, retry_interval=0.01, session_timeout=4)
+m = LockManager(hosts=hosts, root=root, retries=5000, retry_interval=0.01, session_timeout=4)
 for _ in range(cycles):
     req = [(o, rnd.choice("SX")) for o in rnd.sample(objects, rnd.randint(1, 3))]
     with m.acquire(req) as ls:

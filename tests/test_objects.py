@@ -21,6 +21,7 @@ def test_forms_and_case():
     assert LockObject.parse("orders/ds=1").name == "default.orders/ds=1"
     assert LockObject.of_table("orders").name == "default.orders"
     assert LockObject.parse("`sales`.`orders`").name == "sales.orders"
+    assert LockObject.parse("db@t@k=a@b").partition == (("k", "a@b"),)
     assert p.display_name == "sales@orders@ds=2024-01-01/hr=10"
 
 
@@ -53,7 +54,8 @@ def test_hive_escaping_compatible():
     ("db.t/a", "not k=v"), ("db.t/a=", "empty value"), ("..", "too many"),
     ("db.t/=1", "empty partition key"), ("d\x00b", "control"), ("d\nb.t", "control"),
     ("a" * 200, "max 128"), ("db.read-x", "read-"), ("db.t/k=" + "v" * 800, "max 767"),
-    ("db@t@", "empty partition"), ("a@b@c@d", "display form"), ("db b", "not allowed"),
+    ("db@t@", "empty partition"), ("a@b@c@d", "not k=v"), ("db b", "not allowed"),
+    ("db@@k=v", "empty table"),
 ])
 def test_invalid_names_say_what_is_wrong(bad, part):
     with pytest.raises(InvalidLockObject) as err:

@@ -35,11 +35,10 @@ def normalize(locks: Iterable[LockSpec]) -> list[LockTarget]:
     wanted: dict[LockObject, Mode] = {}
 
     def add(obj: LockObject, mode: Mode) -> None:
-        if wanted.get(obj) is not Mode.EXCLUSIVE:
-            wanted[obj] = mode if obj not in wanted else (
-                Mode.EXCLUSIVE if Mode.EXCLUSIVE in (mode, wanted[obj]) else Mode.SHARED
-            )
+        if mode is Mode.EXCLUSIVE or obj not in wanted:
+            wanted[obj] = mode
 
+    seen_parents: set = set()
     if isinstance(locks, (str, bytes)):
         raise InvalidArguments("locks must be a list of (object, mode) pairs, not a string")
     for item in locks:
@@ -57,7 +56,12 @@ def normalize(locks: Iterable[LockSpec]) -> list[LockTarget]:
                 mode = Mode.parse(raw_mode)
             except ValueError as exc:
                 raise InvalidArguments(str(exc)) from None
-        for parent in obj.parents():
-            add(parent, Mode.SHARED)
+        if obj.table is not None:
+            # parents of many partitions of one table are the same few objects
+            key = (obj.db, obj.table, obj.partition[:-1])
+            if key not in seen_parents:
+                seen_parents.add(key)
+                for parent in obj.parents():
+                    add(parent, Mode.SHARED)
         add(obj, mode)
     return sorted((LockTarget(o, m) for o, m in wanted.items()), key=lambda t: t.obj.name)

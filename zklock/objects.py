@@ -16,9 +16,10 @@ round-trips.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from .errors import InvalidLockObject
@@ -46,6 +47,9 @@ def _zk_forbidden(ch: str) -> bool:
 
 _NEEDS_ESCAPE = re.compile(
     "[\x00-\x1f\"#%'*/:=?\\\\\x7f{\\[\\]^\x80-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
+
+
+_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
 
 
 def _escape_char(m: re.Match[str]) -> str:
@@ -80,28 +84,38 @@ def unescape_path_name(text: str) -> str:
 _LOCK_NODE_LIKE = re.compile(r"^(read|write)-")
 
 
+class _Bad(ValueError):
+    """A reason, before it is tied to the whole name the user gave."""
+
+
 def _identifier(text: str, part: str, whole: str) -> str:
     """Validate and lowercase one database, table or partition-key name."""
+    try:
+        return _checked_identifier(text, part)
+    except _Bad as exc:
+        raise InvalidLockObject(whole, str(exc)) from None
+
+
+@functools.lru_cache(maxsize=8192)
+def _checked_identifier(text: str, part: str) -> str:
     name = text.strip().strip("`").strip()
     if not name:
-        raise InvalidLockObject(whole, f"empty {part} name")
+        raise _Bad(f"empty {part} name")
     if name in (".", ".."):
-        raise InvalidLockObject(whole, f"{part} name {name!r} is not allowed")
+        raise _Bad(f"{part} name {name!r} is not allowed")
     if len(name) > MAX_IDENTIFIER:
-        raise InvalidLockObject(
-            whole, f"{part} name is {len(name)} characters long (max {MAX_IDENTIFIER})"
+        raise _Bad(f"{part} name is {len(name)} characters long (max {MAX_IDENTIFIER})"
         )
     for ch in name:
         if ch == "/":
-            raise InvalidLockObject(whole, f"'/' inside {part} name {name!r}")
+            raise _Bad(f"'/' inside {part} name {name!r}")
         if _zk_forbidden(ch) or not ch.isprintable():
-            raise InvalidLockObject(whole, f"control character {ch!r} in {part} name {name!r}")
+            raise _Bad(f"control character {ch!r} in {part} name {name!r}")
         if ch in ".@=%" or ch.isspace():
-            raise InvalidLockObject(whole, f"character {ch!r} not allowed in {part} name {name!r}")
+            raise _Bad(f"character {ch!r} not allowed in {part} name {name!r}")
     name = name.lower()
     if _LOCK_NODE_LIKE.match(name):
-        raise InvalidLockObject(
-            whole, f"{part} name {name!r} may not start with 'read-' or 'write-' (lock node names)"
+        raise _Bad(f"{part} name {name!r} may not start with 'read-' or 'write-' (lock node names)"
         )
     return name
 
@@ -126,6 +140,7 @@ class LockObject:
     db: str
     table: str | None = None
     partition: PartitionSpec = ()
+    _parts: tuple = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         whole = f"{self.db}.{self.table}" if self.table else self.db
@@ -148,6 +163,7 @@ class LockObject:
                 )
             spec.append((k, v))
         object.__setattr__(self, "partition", tuple(spec))
+        object.__setattr__(self, "_parts", _parts_of(self.db, self.table, self.partition))
 
     # ---- construction -------------------------------------------------
     @classmethod
@@ -177,14 +193,14 @@ class LockObject:
         if not isinstance(text, str):
             raise InvalidLockObject(repr(text), "a lock object is a string such as 'db.table'")
         whole = text
-        if any(_zk_forbidden(ch) for ch in text):
-            bad = next(ch for ch in text if _zk_forbidden(ch))
-            raise InvalidLockObject(whole, f"control character {bad!r}")
+        bad = _FORBIDDEN.search(text)
+        if bad:
+            raise InvalidLockObject(whole, f"control character {bad.group(0)!r}")
         if not text.strip():
             raise InvalidLockObject(whole, "empty name")
-        if "@" in text:
-            pieces = text.split("@")
-            if len(pieces) > 3:
+        if "@" in text.split("/", 1)[0]:
+            pieces = text.split("@", 2)
+            if len(pieces) < 2:
                 raise InvalidLockObject(whole, "display form is db@table[@k=v/...]")
             db, table = pieces[0], pieces[1]
             spec_text = pieces[2] if len(pieces) == 3 else None
@@ -226,7 +242,7 @@ class LockObject:
     @property
     def partition_name(self) -> str:
         """Hive's escaped partition name ``k1=v1/k2=v2`` (empty for db and table)."""
-        return "/".join(f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in self.partition)
+        return "/".join(self._parts[2:])
 
     @property
     def name(self) -> str:
@@ -250,14 +266,10 @@ class LockObject:
 
     def znode_parts(self) -> list[str]:
         """The znode components below the lock root, one per level."""
-        parts = [self.db]
-        if self.table is not None:
-            parts.append(self.table)
-        parts.extend(f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in self.partition)
-        return parts
+        return list(self._parts)
 
     def znode(self, root: str) -> str:
-        return "/".join([root.rstrip("/")] + self.znode_parts())
+        return root.rstrip("/") + "/" + "/".join(self._parts)
 
     @classmethod
     def from_znode_parts(cls, parts: Iterable[str]) -> LockObject:
@@ -294,4 +306,10 @@ def _trusted(db: str, table: str | None, partition: PartitionSpec) -> LockObject
     object.__setattr__(obj, "db", db)
     object.__setattr__(obj, "table", table)
     object.__setattr__(obj, "partition", partition)
+    object.__setattr__(obj, "_parts", _parts_of(db, table, partition))
     return obj
+
+
+def _parts_of(db: str, table: str | None, partition: PartitionSpec) -> tuple:
+    head = (db,) if table is None else (db, table)
+    return head + tuple(f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in partition)
