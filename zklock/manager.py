@@ -297,7 +297,7 @@ class LockManager:
         return LockSet(self, held, session_id=session)
 
     def _live(self, conflicts: list[Conflict]) -> list[Conflict]:
-        """Conflicts that still count (expired leases do not; see zklock.lease)."""
+        """Conflicts that still count: the hook where expired leases will be skipped."""
         return conflicts
 
     # ---- release and cleanup -----------------------------------------------

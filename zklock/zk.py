@@ -74,16 +74,21 @@ class CreateContainer(Create):
 MAX_MULTI_BYTES = 512 * 1024
 
 
+def serialize_ops(operations: Sequence[Any]) -> bytes:
+    """The body shared by multi and multiRead: a header per op, then an end marker."""
+    b = bytearray()
+    for op in operations:
+        b.extend(MultiHeader(op.type, False, -1).serialize() + op.serialize())
+    return bytes(b + multiheader_struct.pack(-1, True, -1))
+
+
 class Multi2(namedtuple("Multi2", "operations")):
-    """A multi whose reply parser also understands ``create2`` results."""
+    """A multi that also returns its transaction's zxid and parses createContainer results."""
 
     type = 14
 
     def serialize(self) -> bytes:
-        b = bytearray()
-        for op in self.operations:
-            b.extend(MultiHeader(op.type, False, -1).serialize() + op.serialize())
-        return bytes(b + multiheader_struct.pack(-1, True, -1))
+        return serialize_ops(self.operations)
 
     @classmethod
     def deserialize(cls, data: bytes, offset: int) -> list:
@@ -127,10 +132,7 @@ class MultiRead(namedtuple("MultiRead", "operations")):
     type = 22
 
     def serialize(self) -> bytes:
-        b = bytearray()
-        for op in self.operations:
-            b.extend(MultiHeader(op.type, False, -1).serialize() + op.serialize())
-        return bytes(b + multiheader_struct.pack(-1, True, -1))
+        return serialize_ops(self.operations)
 
     @classmethod
     def deserialize(cls, data: bytes, offset: int) -> list:
