@@ -43,8 +43,8 @@ def main() -> int:
                           retry_interval=0.25)
         part = "sales.orders/ds=2024-01-01"
         held = alice.acquire([(part, "X"), ("sales.customers", "S")], query_id="alice-q1",
-                             query=f"INSERT OVERWRITE TABLE sales.orders PARTITION"
-                                   f" (ds='2024-01-01') SELECT ...")
+                             query="INSERT OVERWRITE TABLE sales.orders PARTITION"
+                                   " (ds='2024-01-01') SELECT ...")
         print(f"alice holds X on {part} (fencing token {held.fencing_token})")
         show(hosts, "--extended")
         try:

@@ -9,7 +9,7 @@ if [ ! -f "$jars/zookeeper.jar" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing Debian's zookeeper package (jars under /usr/share/java)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
+    apt-get update -qq && apt-get install -y -qq zookeeper >/dev/null
   else
     echo "ZooKeeper is missing: install Debian's zookeeper package (sudo apt-get install zookeeper)" >&2
     echo "or point ZKLOCK_ZK at a running server." >&2

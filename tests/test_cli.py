@@ -8,8 +8,8 @@ import time
 
 from click.testing import CliRunner
 from conftest import PYTHON
-
 from zklock.cli.main import cli
+
 from zklock.server import free_port
 
 

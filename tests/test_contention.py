@@ -42,10 +42,10 @@ def test_no_incompatible_overlap_across_processes(zk_hosts, root):
             total += 1
     assert total >= 4 * 40
     overlaps = 0
-    for obj, secs in sections.items():
+    for secs in sections.values():
         secs.sort()
-        for i, (s1, e1, m1, t1, w1) in enumerate(secs):
-            for s2, e2, m2, t2, w2 in secs[i + 1:]:
+        for i, (_s1, e1, m1, _t1, w1) in enumerate(secs):
+            for s2, _e2, m2, _t2, w2 in secs[i + 1:]:
                 if s2 >= e1:
                     break
                 if w1 != w2 and "X" in (m1, m2):

@@ -288,7 +288,8 @@ class LockObject:
         if self.table is None:
             return []
         out = [_trusted(self.db, None, ())]
-        out += [_trusted(self.db, self.table, self.partition[:d]) for d in range(len(self.partition))]
+        out += [_trusted(self.db, self.table, self.partition[:d])
+                for d in range(len(self.partition))]
         return out
 
     def contains(self, other: LockObject) -> bool:
