@@ -26,13 +26,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (
     EXCEPTIONS,
     ConnectionClosedError,
-    ConnectionLoss,
     KazooException,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
     RuntimeInconsistency,
-    SessionExpiredError,
     UnimplementedError,
 )
 from kazoo.protocol.serialization import (
@@ -400,5 +398,3 @@ class ChunkedMultiFailed(KazooException):
         self.results = results
         super().__init__(f"chunked multi failed: {error!r}")
 
-
-CONNECTION_ERRORS = (ConnectionLoss, SessionExpiredError)
