@@ -134,9 +134,9 @@ def test_empty_object_nodes_are_removed(make_manager, zk, root):
 
 
 def test_large_set_chunks_under_jute_maxbuffer(make_manager, zk, root):
-    a, b = make_manager(query_max_length=5000), make_manager()
+    a, b = make_manager(query_max_length=2000), make_manager()
     objs = [(f"db.t/p={i}", "X") for i in range(600)]
-    with a.acquire(objs, query="x" * 5000) as got:  # ~3 MB of lock data: several multis
+    with a.acquire(objs, query="x" * 2000) as got:  # ~1.3 MB of lock data: several multis
         assert len(got.held) == 602
         with pytest.raises(LockNotAcquired):
             b.acquire([("db.t/p=599", "S")])
