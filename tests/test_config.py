@@ -37,3 +37,9 @@ def test_reference_page_lists_every_setting():
         assert f"`{s.name}`" in page and s.env in page
         if s.spark:
             assert s.spark in page
+
+
+def test_settings_defaults_match_the_table():
+    plain = Settings()
+    for s in SETTINGS:
+        assert getattr(plain, s.name) == s.default, s.name

@@ -229,32 +229,12 @@ class ZkServer:
         self.stop()
         raise ServerError(f"ZooKeeper did not answer imok within {wait:g}s; see {self.log_file}")
 
-    def wait_ready(self, wait: float = 60.0) -> None:
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if self.mode() in ("leader", "follower", "standalone"):
-                return
-            time.sleep(0.1)
-        raise ServerError(f"ZooKeeper at {self.connect} not serving after {wait:g}s")
-
     def _forget(self) -> None:
         for f in (self.pid_file, self.info_file):
             try:
                 f.unlink()
             except OSError:
                 pass
-
-    def signal(self, sig: int) -> None:
-        pid = self.pid()
-        if pid:
-            os.kill(pid, sig)
-
-    def kill(self) -> None:
-        """SIGKILL the server (fault injection)."""
-        pid = self.pid()
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            self._reap(pid, 10)
 
     def stop(self, wait: float = 15.0) -> bool:
         """Stop the server; False when none was running."""
