@@ -52,6 +52,7 @@ class LockSet:
         self.held = held
         self.session_id = session_id
         self.query_id = query_id
+        self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)
         self._state = State.HELD
         self._reason = ""
         self._callbacks: list[Callable[[LockSet], None]] = []

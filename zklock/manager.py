@@ -181,6 +181,7 @@ class LockManager:
             outcome = self._attempt(targets, raw, explicit, pre_read=attempt > 0)
             if isinstance(outcome, LockSet):
                 outcome.query_id = query_id
+                outcome.attempts = attempt + 1
                 with self._sets_lock:
                     self._sets.add(outcome)
                 return outcome

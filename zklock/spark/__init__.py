@@ -1,0 +1,29 @@
+"""zklock for PySpark: implicit S/X locks for every statement a pipeline runs.
+
+``from zklock.spark import LockingSession`` and wrap the pipeline's
+SparkSession once. Needs PySpark 4 (classic, not Spark Connect): the lock
+planner reads Spark's own parser and analyzer through py4j.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dataframe import LockingDataFrame
+from .planner import LockPlan, LockPlanner
+from .session import LockingSession
+
+SPARK_DEFAULTS = {
+    # sysdb.locks (and the scheduler's sysdb views) are global temporary views in "sysdb".
+    "spark.sql.globalTempDatabase": "sysdb",
+}
+
+
+def configure(builder: Any) -> Any:
+    """Apply the static Spark settings zklock relies on to a SparkSession builder."""
+    for key, value in SPARK_DEFAULTS.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+__all__ = ["LockPlan", "LockPlanner", "LockingDataFrame", "LockingSession", "configure"]

@@ -1,0 +1,217 @@
+"""Lock-aware DataFrames: reads lock for the duration of each action, writes lock their target.
+
+Spark's queries are lazy, so a DataFrame from a LockingSession takes its S
+locks when an action runs (collect, count, show, toPandas, take, first, head,
+tail, foreach, foreachPartition, toLocalIterator, isEmpty, toArrow,
+checkpoint, localCheckpoint) and releases them when it returns. Every
+DataFrame derived from it (select, filter, join, groupBy().agg(), na, ...)
+is lock-aware too, and it remains a real PySpark DataFrame, so it can be
+passed anywhere one is expected.
+
+Writers lock their target: ``df.write.insertInto/saveAsTable`` and
+``df.writeTo(t).append/overwrite/overwritePartitions/create/replace/
+createOrReplace`` take X on the table (X on the pinned partition for
+``overwrite(condition)`` when the condition pins it), and S on the
+DataFrame's sources. ``df.write.save(path)`` writes a path, not a catalog
+object, so only its sources are locked.
+
+Not covered: ``df.rdd`` and ``df.toJSON()`` (they leave the SQL engine as
+RDDs, whose later actions zklock cannot see), and streaming queries.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Optional
+
+from pyspark.sql.classic.dataframe import DataFrame as _ClassicDataFrame
+from pyspark.sql.group import GroupedData
+from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWriterV2
+
+if TYPE_CHECKING:
+    from .session import LockingSession
+
+ACTIONS = frozenset({
+    "collect", "count", "show", "toPandas", "take", "first", "head", "tail", "foreach",
+    "foreachPartition", "isEmpty", "toArrow", "checkpoint", "localCheckpoint",
+})
+_NOT_WRAPPED = ACTIONS | {"toLocalIterator", "write", "writeTo", "writeStream", "rdd", "na",
+                          "stat", "sparkSession", "sql_ctx", "schema", "columns", "dtypes",
+                          "isStreaming", "storageLevel"}
+
+
+class LockingDataFrame(_ClassicDataFrame):
+    """A PySpark DataFrame whose actions and writes take zklock locks."""
+
+    def __init__(self, df: _ClassicDataFrame, session: LockingSession) -> None:
+        super().__init__(df._jdf, df.sparkSession)
+        self._zk_session = session
+
+    # ---- reads ------------------------------------------------------------
+    def _zk_locked(self, action: str, fn: Any) -> Any:
+        session = self._zk_session
+        return session._run_read(self, action, fn)
+
+    def toLocalIterator(self, prefetchPartitions: bool = False) -> Iterator[Any]:
+        """Holds the S locks until the iterator is exhausted or closed."""
+        session = self._zk_session
+        handle = session._open_read(self, "toLocalIterator")
+        parent = super().toLocalIterator
+
+        def rows() -> Iterator[Any]:
+            with handle:
+                yield from handle.iterate(lambda: parent(prefetchPartitions))
+        return rows()
+
+    # ---- writes -----------------------------------------------------------
+    @property
+    def write(self) -> DataFrameWriter:
+        return LockingWriter(self)
+
+    def writeTo(self, table: str) -> DataFrameWriterV2:
+        return LockingWriterV2(self, table)
+
+    def __repr__(self) -> str:
+        return "Locking" + super().__repr__()
+
+
+def _action(name: str) -> Any:
+    base = getattr(_ClassicDataFrame, name)
+
+    @functools.wraps(base)
+    def method(self: LockingDataFrame, *args: Any, **kwargs: Any) -> Any:
+        return self._zk_locked(name, lambda: base(self, *args, **kwargs))
+    return method
+
+
+def _transform(name: str) -> Any:
+    base = getattr(_ClassicDataFrame, name)
+
+    @functools.wraps(base)
+    def method(self: LockingDataFrame, *args: Any, **kwargs: Any) -> Any:
+        return adopt(base(self, *args, **kwargs), self._zk_session)
+    return method
+
+
+def adopt(value: Any, session: LockingSession) -> Any:
+    """Make DataFrames (and groupings of them) coming out of Spark lock-aware."""
+    if isinstance(value, LockingDataFrame):
+        return value
+    if isinstance(value, _ClassicDataFrame):
+        return LockingDataFrame(value, session)
+    if isinstance(value, GroupedData):
+        return _Adopting(value, session)
+    return value
+
+
+class _Adopting:
+    """A GroupedData (or similar helper) whose DataFrame results are lock-aware."""
+
+    def __init__(self, inner: Any, session: LockingSession) -> None:
+        self._inner = inner
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return adopt(value, self._session)
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return adopt(value(*args, **kwargs), self._session)
+        return call
+
+
+for _name in ACTIONS:
+    setattr(LockingDataFrame, _name, _action(_name))
+for _name, _value in vars(_ClassicDataFrame).items():
+    if _name.startswith("_") and _name not in ("__getitem__",):
+        continue
+    if _name in _NOT_WRAPPED or not callable(_value) or isinstance(
+            _value, (property, staticmethod, classmethod)):
+        continue
+    setattr(LockingDataFrame, _name, _transform(_name))
+
+
+class LockingWriter(DataFrameWriter):
+    """``df.write`` that locks the target table in X and the sources in S."""
+
+    def __init__(self, df: LockingDataFrame) -> None:
+        super().__init__(df)
+        self._zk_df = df
+
+    def _locked(self, table: Optional[str], what: str, fn: Any) -> Any:
+        session = self._zk_df._zk_session
+        return session._run_write(self._zk_df, table, None, what, fn)
+
+    def insertInto(self, tableName: str, overwrite: Optional[bool] = None) -> None:
+        parent = super().insertInto
+        return self._locked(tableName, f"insertInto {tableName}",
+                            lambda: parent(tableName, overwrite))
+
+    def saveAsTable(self, name: str, format: Optional[str] = None, mode: Optional[str] = None,
+                    partitionBy: Any = None, **options: Any) -> None:
+        parent = super().saveAsTable
+        return self._locked(name, f"saveAsTable {name}",
+                            lambda: parent(name, format, mode, partitionBy, **options))
+
+    def save(self, path: Optional[str] = None, format: Optional[str] = None,
+             mode: Optional[str] = None, partitionBy: Any = None, **options: Any) -> None:
+        parent = super().save
+        return self._locked(None, f"save {path or ''}".strip(),
+                            lambda: parent(path, format, mode, partitionBy, **options))
+
+
+class LockingWriterV2(DataFrameWriterV2):
+    """``df.writeTo(table)`` that locks the table in X and the sources in S."""
+
+    def __init__(self, df: LockingDataFrame, table: str) -> None:
+        super().__init__(df, table)
+        self._zk_df = df
+        self._zk_table = table
+
+    def _locked(self, what: str, fn: Any, partition: Optional[dict] = None) -> Any:
+        session = self._zk_df._zk_session
+        return session._run_write(self._zk_df, self._zk_table, partition,
+                                  f"writeTo {self._zk_table} {what}", fn)
+
+    def append(self) -> None:
+        parent = super().append
+        return self._locked("append", parent)
+
+    def overwrite(self, condition: Any) -> None:
+        parent = super().overwrite
+        pins = self._zk_df._zk_session._planner.column_pins(self._zk_table, condition)
+        return self._locked("overwrite", lambda: parent(condition), partition=pins)
+
+    def overwritePartitions(self) -> None:
+        parent = super().overwritePartitions
+        return self._locked("overwritePartitions", parent)
+
+    def create(self) -> None:
+        parent = super().create
+        return self._locked("create", parent)
+
+    def replace(self) -> None:
+        parent = super().replace
+        return self._locked("replace", parent)
+
+    def createOrReplace(self) -> None:
+        parent = super().createOrReplace
+        return self._locked("createOrReplace", parent)
+
+
+class LockingReader(DataFrameReader):
+    """``session.read``: every DataFrame it returns is lock-aware (tables lock; paths do not)."""
+
+    def __init__(self, session: LockingSession) -> None:
+        super().__init__(session._spark)
+        self._zk_session = session
+
+    def _df(self, jdf: Any) -> LockingDataFrame:
+        return LockingDataFrame(super()._df(jdf), self._zk_session)
+
+    def table(self, tableName: str) -> LockingDataFrame:
+        self._zk_session._refresh_system_views(tableName)
+        return super().table(tableName)  # type: ignore[return-value]

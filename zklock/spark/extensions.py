@@ -1,0 +1,213 @@
+"""The SQL zklock adds to Spark: SHOW LOCKS, EXPLAIN LOCKS and SET zklock.*.
+
+Spark's parser does not know these statements, so the session recognises
+them first with this small tokenizer and hands everything else to Spark.
+The grammar is tiny and fixed, which is why it is written here rather than
+by extending Spark's ANTLR grammar (that needs JVM code on the classpath).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from ..errors import InvalidArguments
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # word | quoted (backticks) | string | number | punct
+    text: str
+    start: int
+    end: int
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "word" else ""
+
+
+_PUNCT = "(),.=;:"
+
+
+def tokenize(sql: str, limit: Optional[int] = None) -> list[Token]:
+    """Tokens of ``sql`` (at most ``limit``); raises InvalidArguments on an unclosed quote."""
+    out: list[Token] = []
+    i, n = 0, len(sql)
+    while i < n and (limit is None or len(out) < limit):
+        ch = sql[i]
+        if ch.isspace():
+            i += 1
+        elif sql.startswith("--", i):
+            nl = sql.find("\n", i)
+            i = n if nl < 0 else nl + 1
+        elif sql.startswith("/*", i):
+            close = sql.find("*/", i + 2)
+            if close < 0:
+                raise InvalidArguments("unclosed /* comment")
+            i = close + 2
+        elif ch in "'\"`":
+            j, buf = i + 1, []
+            while True:
+                if j >= n:
+                    raise InvalidArguments(f"unclosed {ch} quote at position {i}")
+                c = sql[j]
+                if c == "\\" and ch != "`" and j + 1 < n:
+                    buf.append(sql[j + 1])
+                    j += 2
+                elif c == ch:
+                    if j + 1 < n and sql[j + 1] == ch:  # doubled quote
+                        buf.append(ch)
+                        j += 2
+                    else:
+                        break
+                else:
+                    buf.append(c)
+                    j += 1
+            kind = "quoted" if ch == "`" else "string"
+            out.append(Token(kind, "".join(buf), i, j + 1))
+            i = j + 1
+        elif ch in _PUNCT:
+            out.append(Token("punct", ch, i, i + 1))
+            i += 1
+        else:
+            j = i
+            while j < n and not sql[j].isspace() and sql[j] not in _PUNCT + "'\"`":
+                j += 1
+            text = sql[i:j]
+            kind = "number" if text.replace(".", "", 1).lstrip("+-").isdigit() else "word"
+            out.append(Token(kind, text, i, j))
+            i = j
+    return out
+
+
+@dataclass
+class ShowLocks:
+    """SHOW LOCKS [DATABASE db | [db.]t [PARTITION (k='v', ...)]] [EXTENDED]."""
+
+    database: Optional[str] = None
+    table: Optional[list[str]] = None
+    partition: dict[str, str] = field(default_factory=dict)
+    extended: bool = False
+
+
+@dataclass
+class ExplainLocks:
+    """EXPLAIN LOCKS <statement>."""
+
+    statement: str
+
+
+@dataclass
+class SetZkLock:
+    """SET zklock.<key>=<value> (also spark.zklock.<key>); no value shows the setting."""
+
+    key: str
+    value: Optional[str]
+
+
+Extension = Union[ShowLocks, ExplainLocks, SetZkLock]
+
+
+class _Cursor:
+    def __init__(self, sql: str, tokens: list[Token], pos: int = 0) -> None:
+        self.sql, self.tokens, self.pos = sql, tokens, pos
+
+    def peek(self) -> Optional[Token]:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> Token:
+        tok = self.peek()
+        if tok is None:
+            raise InvalidArguments(f"unexpected end of statement: {self.sql.strip()!r}")
+        self.pos += 1
+        return tok
+
+    def keyword(self, *words: str) -> bool:
+        tok = self.peek()
+        if tok is not None and tok.upper in words:
+            self.pos += 1
+            return True
+        return False
+
+    def expect(self, text: str) -> None:
+        tok = self.take()
+        if tok.text.upper() != text.upper() or tok.kind not in ("punct", "word"):
+            raise InvalidArguments(f"expected {text!r} at position {tok.start}, got {tok.text!r}")
+
+    def identifier(self, what: str) -> str:
+        tok = self.take()
+        if tok.kind not in ("word", "quoted"):
+            raise InvalidArguments(f"expected a {what} at position {tok.start}, got {tok.text!r}")
+        return tok.text
+
+    def end(self) -> None:
+        tok = self.peek()
+        if tok is not None and tok.text == ";":
+            self.pos += 1
+            tok = self.peek()
+        if tok is not None:
+            raise InvalidArguments(f"unexpected {tok.text!r} at position {tok.start}")
+
+
+def parse_extension(sql: str) -> Optional[Extension]:
+    """The zklock statement ``sql`` is, or None when it is for Spark."""
+    head = tokenize(sql, limit=3)
+    if len(head) < 2 or head[0].kind != "word":
+        return None
+    first, second = head[0].upper, head[1]
+    if first == "SHOW" and second.upper == "LOCKS":
+        return _show_locks(_Cursor(sql, tokenize(sql), 2))
+    if first == "EXPLAIN" and second.upper == "LOCKS":
+        rest = sql[second.end:].strip()
+        if not rest:
+            raise InvalidArguments("EXPLAIN LOCKS needs a statement")
+        return ExplainLocks(rest.rstrip(";").strip())
+    if first == "SET" and second.kind == "word" and second.text.lower().startswith(
+            ("zklock.", "spark.zklock.")):
+        rest = sql[head[0].end:].strip().rstrip(";").strip()
+        key, eq, value = rest.partition("=")
+        key = key.strip().lower()
+        if key.startswith("spark."):
+            key = key[len("spark."):]
+        return SetZkLock(key, value.strip() if eq else None)
+    return None
+
+
+def _show_locks(cur: _Cursor) -> ShowLocks:
+    out = ShowLocks()
+    if cur.keyword("EXTENDED"):
+        out.extended = True
+        cur.end()
+        return out
+    tok = cur.peek()
+    if tok is None or tok.text == ";":
+        cur.end()
+        return out
+    if cur.keyword("DATABASE", "SCHEMA"):
+        out.database = cur.identifier("database name")
+    else:
+        parts = [cur.identifier("table name")]
+        while (nxt := cur.peek()) is not None and nxt.text == ".":
+            cur.take()
+            parts.append(cur.identifier("table name"))
+        if len(parts) > 3:
+            raise InvalidArguments(f"bad table name {'.'.join(parts)!r}")
+        out.table = parts
+        if cur.keyword("PARTITION"):
+            cur.expect("(")
+            while True:
+                key = cur.identifier("partition column")
+                cur.expect("=")
+                value = cur.take()
+                if value.kind not in ("string", "number", "word"):
+                    raise InvalidArguments(
+                        f"expected a partition value at position {value.start}")
+                out.partition[key] = value.text
+                sep = cur.take()
+                if sep.text == ")":
+                    break
+                if sep.text != ",":
+                    raise InvalidArguments(f"expected ',' or ')' at position {sep.start}")
+    out.extended = cur.keyword("EXTENDED")
+    cur.end()
+    return out

@@ -1,0 +1,112 @@
+"""Spark's JVM as zklock needs it: the parser, the analyzer and Catalyst plans, via py4j.
+
+This is the one module that knows Spark's internal class names. Every call
+crosses py4j (about 0.1 ms each), so helpers fetch a whole Scala collection
+in one call (``mkString``) instead of element by element. Errors raised by
+Spark reach the caller as PySpark's own exceptions (ParseException,
+AnalysisException, ...), never as raw Py4JJavaError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pyspark.errors.exceptions.captured import capture_sql_exception
+
+T = TypeVar("T")
+SEP = "\u0001"
+
+
+def captured(func: Callable[..., T]) -> Callable[..., T]:
+    """Raise Spark's exceptions as PySpark exceptions (what ``spark.sql`` does)."""
+    return capture_sql_exception(func)  # type: ignore[no-any-return]
+
+
+class SparkJvm:
+    """Handles on one SparkSession's JVM side."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.jss = spark._jsparkSession
+        self.jvm = spark._jvm
+        state = self.jss.sessionState()
+        self.parser = state.sqlParser()
+        self.state = state
+        self.catalog = state.catalog()
+        jvm = self.jvm
+        self._skip = getattr(jvm.org.apache.spark.sql.execution,
+                             "CommandExecutionMode$").__getattr__("MODULE$").SKIP()
+        patterns = getattr(jvm.org.apache.spark.sql.catalyst.trees, "TreePattern$")
+        self.plan_expression = patterns.__getattr__("MODULE$").PLAN_EXPRESSION()
+        logical = jvm.org.apache.spark.sql.catalyst.plans.logical
+        self._logical_plan = logical.LogicalPlan._java_lang_class
+        self._command = logical.Command._java_lang_class
+        self._dataset = jvm.org.apache.spark.sql.classic.Dataset
+        self._none = jvm.scala.Option.apply(None)
+        self._converters = jvm.scala.jdk.javaapi.CollectionConverters
+
+    # ---- parse, analyze, run ----------------------------------------------
+    @captured
+    def parse(self, sql: str) -> Any:
+        return self.parser.parsePlan(sql)
+
+    @captured
+    def analyze(self, plan: Any) -> Any:
+        """The analyzed plan, without executing commands (they run in :meth:`run`)."""
+        return self.state.executePlan(plan, self._skip).analyzed()
+
+    @captured
+    def run(self, analyzed: Any) -> Any:
+        """Execute an analyzed plan as ``spark.sql`` would (commands run eagerly here)."""
+        from pyspark.sql.classic.dataframe import DataFrame
+
+        return DataFrame(self._dataset.ofRows(self.jss, analyzed), self.spark)
+
+    def is_command(self, plan: Any) -> bool:
+        return bool(self._command.isInstance(plan))
+
+    def is_logical_plan(self, obj: Any) -> bool:
+        return bool(self._logical_plan.isInstance(obj))
+
+    # ---- Scala values -------------------------------------------------------
+    def strings(self, seq: Any) -> list[str]:
+        """A Scala Seq of strings (or of anything, by ``toString``) in one call."""
+        text = seq.mkString(SEP)
+        return text.split(SEP) if text else []
+
+    def items(self, seq: Any) -> list[Any]:
+        return list(self._converters.asJava(seq))
+
+    def mapping(self, scala_map: Any) -> dict[Any, Any]:
+        return dict(self._converters.asJava(scala_map).items())
+
+    @staticmethod
+    def option(opt: Any) -> Any:
+        return opt.get() if opt.isDefined() else None
+
+    # ---- catalog --------------------------------------------------------------
+    def current_database(self) -> str:
+        return str(self.catalog.getCurrentDatabase())
+
+    def is_temp_view(self, name: str) -> bool:
+        return bool(self.catalog.getTempView(name).isDefined())
+
+    def table_identifier(self, db: str, table: str) -> Any:
+        return self.jvm.org.apache.spark.sql.catalyst.TableIdentifier(
+            table, self.jvm.scala.Option.apply(db))
+
+    def partition_schema(self, catalog_table: Any) -> list[tuple[str, str]]:
+        """(name, type) of a catalog table's partition columns, in order."""
+        fields = json.loads(catalog_table.partitionSchema().json())["fields"]
+        return [(f["name"], f["type"] if isinstance(f["type"], str) else "complex")
+                for f in fields]
+
+    def table_metadata(self, db: str, table: str) -> Any:
+        return self.catalog.getTableMetadata(self.table_identifier(db, table))
+
+    def partition_names(self, catalog_table: Any) -> list[str]:
+        """Every partition of a table as Hive's escaped ``k=v/k=v`` name."""
+        return self.strings(self.catalog.listPartitionNames(catalog_table.identifier(),
+                                                             self._none))

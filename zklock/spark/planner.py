@@ -1,0 +1,450 @@
+"""LockPlanner: the S and X locks a Spark statement or DataFrame needs, from Spark's own plans.
+
+Seed 001's lock table, applied to Catalyst instead of Hive's compiler:
+
+* what a statement *writes* comes from the parsed plan, whose command nodes
+  (``InsertIntoStatement``, ``AddPartitions``, ``DropTable`` ...) are the same
+  whatever table format is behind them;
+* what it *reads* comes from the analyzed plan, where views are expanded to
+  their base tables and CTEs, subqueries, joins and unions are all visible.
+  A read takes S on each permanent view and base table, and on each partition
+  it scans: partitions pinned by ``=``/``IN`` on partition columns are locked
+  one by one (existing or not); otherwise every existing partition that
+  matches the pinned prefix is locked, as Hive does.
+* a dynamic-partition insert takes X on the table, or on its static prefix.
+
+Nothing here uses regular expressions on SQL text. Pins are only taken from
+filters that provably apply to the scan (through projections, aliases, views,
+inner joins and other filters); anything else falls back to the conservative
+answer, which locks more, never less.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..lockrequest import LockTarget, normalize
+from ..mode import Mode
+from ..objects import LockObject, unescape_path_name
+from .jvm import SparkJvm
+
+log = logging.getLogger(__name__)
+
+S, X = Mode.SHARED, Mode.EXCLUSIVE
+
+#: Statements that touch no table data or metadata that others could change under them.
+NO_LOCKS = frozenset({
+    "SetCommand", "ResetCommand", "SetCatalogAndNamespace", "ShowTables", "ShowTablesExtended",
+    "ShowNamespaces", "ShowViews", "ShowColumns", "ShowPartitions", "ShowTableProperties",
+    "ShowCreateTable", "ShowFunctions", "ShowCatalogsCommand", "ShowCurrentNamespaceCommand",
+    "ShowTableExtended", "DescribeRelation", "DescribeColumn", "DescribeNamespace",
+    "DescribeFunction", "DescribeQueryCommand", "ExplainCommand", "UncacheTable",
+    "ClearCacheCommand", "RefreshTable", "RefreshFunction", "RefreshResource", "AddJarsCommand",
+    "AddFilesCommand", "AddArchivesCommand", "ListJarsCommand", "ListFilesCommand",
+    "ListArchivesCommand", "CreateFunction", "DropFunction", "CreateTempViewUsing",
+    "CreateViewCommand", "CreateVariable", "DropVariable", "SetVariable", "ShowVariable",
+})
+#: X on the target table or view (seed rows "alter table ...", "drop table"; plus DDL Spark has).
+X_TABLE = frozenset({
+    "CreateTable", "CreateTableAsSelect", "ReplaceTable", "ReplaceTableAsSelect", "CreateView",
+    "AlterViewAs", "AlterViewSchemaBinding", "DropView", "DropTable", "TruncateTable",
+    "RepairTable", "RecoverPartitions", "AddColumns", "ReplaceColumns", "AlterColumns",
+    "AlterColumn", "RenameColumn", "DropColumns", "SetTableProperties", "UnsetTableProperties",
+    "SetViewProperties", "UnsetViewProperties", "CommentOnTable", "AlterTableCollation",
+    "AlterTableClusterBy", "DeleteFromTable", "UpdateTable", "MergeIntoTable",
+    "OverwriteByExpression", "OverwritePartitionsDynamic", "AppendData", "ReplaceData",
+    "WriteDelta", "SetTableLocation", "CreateIndex", "DropIndex", "AddConstraint",
+    "DropConstraint",
+})
+#: X on the database.
+X_DATABASE = frozenset({
+    "CreateNamespace", "DropNamespace", "SetNamespaceProperties", "SetNamespaceLocation",
+    "UnsetNamespaceProperties", "CommentOnNamespace",
+})
+#: Statements that define a view: their sources are locked at table level only.
+VIEW_DDL = frozenset({"CreateView", "AlterViewAs"})
+#: Nodes through which a parent's filter still constrains what a scan below reads.
+FILTER_TRANSPARENT = frozenset({
+    "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
+    "Repartition", "ResolvedHint", "Distinct", "Deduplicate",
+})
+#: Above this many pinned partitions, lock what exists instead of the cross product.
+MAX_PINNED = 1000
+_INTEGRAL = frozenset({"byte", "short", "integer", "long"})
+
+
+@dataclass
+class LockPlan:
+    """The locks of one statement, and what the session needs to run it."""
+
+    statement: str
+    targets: list[LockTarget]
+    is_command: bool = False
+    parsed: Any = None
+    analyzed: Any = None
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(object, mode) in acquisition order."""
+        return [(t.obj.name, t.mode.value) for t in self.targets]
+
+
+@dataclass
+class _Relation:
+    obj: LockObject
+    catalog_table: Any
+    output: Any
+    partition_cols: list[tuple[str, str]]
+
+
+class LockPlanner:
+    """Turns SQL text, an analyzed plan or a DataFrame into a normalised lock list."""
+
+    def __init__(self, spark: Any) -> None:
+        self.jvm = SparkJvm(spark)
+
+    # ---- entry points -------------------------------------------------------
+    def plan_sql(self, sql: str) -> LockPlan:
+        """Parse and analyze ``sql`` (raising Spark's own errors) and plan its locks."""
+        parsed = self.jvm.parse(sql)
+        return self.plan_parsed(parsed)
+
+    def plan_parsed(self, parsed: Any) -> LockPlan:
+        name = str(parsed.nodeName())
+        if name in NO_LOCKS:
+            return LockPlan(name, [], is_command=True, parsed=parsed)
+        analyzed = self.jvm.analyze(parsed)
+        is_command = self.jvm.is_command(analyzed)
+        specs: list[tuple[LockObject, Mode]] = []
+        specs += self._writes(name, parsed, is_command)
+        specs += self.reads(analyzed, partitions=name not in VIEW_DDL)
+        return LockPlan(name, normalize(specs), is_command, parsed, analyzed)
+
+    def plan_dataframe(self, df: Any) -> list[LockTarget]:
+        """S locks for an action on ``df`` (its analyzed plan is cached by Spark)."""
+        return normalize(self.reads(df._jdf.queryExecution().analyzed()))
+
+    def plan_table_write(self, name: str, df: Any = None,
+                         partition: Optional[dict[str, Any]] = None) -> list[LockTarget]:
+        """X on a write target table (or its static partition prefix), S on ``df``'s sources."""
+        parts = [p for p in self._split_name(name)]
+        obj = self._table_object(parts)
+        specs: list[tuple[LockObject, Mode]] = []
+        if obj is not None:
+            specs.append((self._static_prefix(obj, partition or {}), X))
+        if df is not None:
+            specs += self.reads(df._jdf.queryExecution().analyzed())
+        return normalize(specs)
+
+    # ---- writes: from the parsed plan ------------------------------------------
+    def _writes(self, name: str, parsed: Any, is_command: bool) -> list[tuple[LockObject, Mode]]:
+        if name == "InsertIntoStatement":
+            obj = self._table_object(self._ident(parsed.table()))
+            if obj is None:
+                return []
+            spec = {str(k): (str(v.get()) if v.isDefined() else None)
+                    for k, v in self.jvm.mapping(parsed.partitionSpec()).items()}
+            return [(self._static_prefix(obj, spec), X)]
+        if name in X_DATABASE:
+            parts = self._ident(parsed.children().apply(0))
+            return [(LockObject(parts[-1]), X)] if parts else []
+        if name == "RenameTable":
+            old = self._table_object(self._ident(parsed.children().apply(0)))
+            new = self._table_object(self.jvm.strings(parsed.newName()))
+            return [(o, X) for o in (old, new) if o is not None]
+        if name in ("DeleteFromTable", "UpdateTable"):
+            return self._on_table(parsed.table(), X)
+        if name == "MergeIntoTable":
+            return self._on_table(parsed.targetTable(), X)
+        if name in ("CacheTable", "CacheTableAsSelect"):
+            return []  # reads only
+        if name in ("AddPartitions", "DropPartitions"):
+            return self._on_partitions(parsed, self.jvm.items(parsed.parts()), X)
+        if name == "RenamePartitions":
+            return self._on_partitions(parsed, [getattr(parsed, "from")(), parsed.to()], X)
+        if name == "TruncatePartition":
+            return self._on_partitions(parsed, [parsed.partitionSpec()], X)
+        if name in ("LoadData", "SetTableLocation"):
+            spec = self.jvm.option(parsed.partition() if name == "LoadData"
+                                   else parsed.partitionSpec())
+            return self._on_spec(parsed, spec, X)
+        if name == "SetTableSerDeProperties":  # seed 001: S on T1
+            return self._on_spec(parsed, self.jvm.option(parsed.partitionSpec()), S)
+        if name in ("AnalyzeTable", "AnalyzeColumn"):
+            spec = {}
+            if name == "AnalyzeTable":
+                spec = {str(k): str(v.get())
+                        for k, v in self.jvm.mapping(parsed.partitionSpec()).items()
+                        if v.isDefined()}
+            obj = self._table_object(self._ident(parsed.children().apply(0)))
+            return [(self._static_prefix(obj, spec), S)] if obj is not None else []
+        if name == "AnalyzeTables":
+            parts = self._ident(parsed.children().apply(0))
+            return [(LockObject(parts[-1]), S)] if parts else []
+        if name in X_TABLE:
+            return self._on_table(parsed.children().apply(0), X)
+        if is_command:
+            # An unknown command: X on every table it names (conservative), reads as usual.
+            out = []
+            for child in self.jvm.items(parsed.children()):
+                out += self._on_table(child, X)
+            if out:
+                log.info("zklock: no rule for %s; taking X on %s", name,
+                         [o.name for o, _ in out])
+            return out
+        return []
+
+    def _on_table(self, node: Any, mode: Mode) -> list[tuple[LockObject, Mode]]:
+        obj = self._table_object(self._ident(node))
+        return [(obj, mode)] if obj is not None else []
+
+    def _on_partitions(self, parsed: Any, specs: Iterable[Any], mode: Mode
+                       ) -> list[tuple[LockObject, Mode]]:
+        obj = self._table_object(self._ident(parsed.children().apply(0)))
+        if obj is None:
+            return []
+        out = []
+        for spec in specs:
+            if str(spec.nodeName()) != "UnresolvedPartitionSpec":
+                return [(obj, mode)]
+            out.append((self._static_prefix(obj, self.jvm.mapping(spec.spec())), mode))
+        return out
+
+    def _on_spec(self, parsed: Any, spec: Any, mode: Mode) -> list[tuple[LockObject, Mode]]:
+        obj = self._table_object(self._ident(parsed.children().apply(0)))
+        if obj is None:
+            return []
+        return [(self._static_prefix(obj, self.jvm.mapping(spec) if spec is not None else {}),
+                 mode)]
+
+    def _static_prefix(self, table: LockObject, spec: dict[str, Any]) -> LockObject:
+        """The table, or its partition given by the leading static values of ``spec``.
+
+        Columns after the first dynamic (or missing) one are ignored: the
+        seed's conservative rule for dynamic partitions.
+        """
+        if not spec:
+            return table
+        values = {str(k).lower(): v for k, v in spec.items()}
+        try:
+            meta = self.jvm.table_metadata(table.db, table.table or "")
+            columns = self.jvm.partition_schema(meta)
+        except Exception:  # no such table (CREATE, or Spark will raise its own error)
+            return table
+        prefix = []
+        for col, typ in columns:
+            value = values.get(col.lower())
+            if value is None:
+                break
+            prefix.append((col, _normalize_value(str(value), typ)))
+        return LockObject(table.db, table.table, tuple(prefix))
+
+    # ---- reads: from the analyzed plan -----------------------------------------
+    def reads(self, analyzed: Any, partitions: bool = True) -> list[tuple[LockObject, Mode]]:
+        """S on every permanent view, table and scanned partition ``analyzed`` reads."""
+        out: list[tuple[LockObject, Mode]] = []
+        inner = bool(analyzed.containsPattern(self.jvm.plan_expression))
+        self._walk(analyzed, [], out, partitions, inner, root=True)
+        return out
+
+    def _walk(self, node: Any, conditions: list[Any], out: list, partitions: bool,
+              inner: bool, root: bool = False) -> None:
+        name = str(node.nodeName())
+        if name in ("LogicalRelation", "HiveTableRelation"):
+            rel = self._relation(node, name)
+            if rel is not None:
+                out.append((rel.obj, S))
+                if partitions and rel.partition_cols:
+                    out += [(p, S) for p in self._scanned(rel, conditions)]
+            return
+        if name in ("DataSourceV2Relation", "DataSourceV2ScanRelation"):
+            ident = self.jvm.option(node.identifier())
+            if ident is not None:
+                parts = [str(p) for p in ident.namespace()] + [str(ident.name())]
+                obj = self._table_object(parts)
+                if obj is not None:
+                    out.append((obj, S))
+            return
+        if name == "View" and not node.isTempView():
+            ident = node.desc().identifier()
+            db = self.jvm.option(ident.database())
+            out.append((LockObject(str(db or self.jvm.current_database()), str(ident.table())),
+                        S))
+        if name == "Filter":
+            conditions = conditions + [node.condition()]
+        elif name == "Join" and str(node.joinType().toString()) == "Inner":
+            cond = self.jvm.option(node.condition())
+            if cond is not None:
+                conditions = conditions + [cond]
+        elif name not in FILTER_TRANSPARENT:
+            conditions = []
+        kids = node.children()
+        for i in range(kids.size()):
+            self._walk(kids.apply(i), conditions, out, partitions, inner)
+        if inner or root:
+            extra = node.innerChildren()
+            for i in range(extra.size()):
+                child = extra.apply(i)
+                if self.jvm.is_logical_plan(child):
+                    self._walk(child, [], out, partitions, inner)
+
+    def _relation(self, node: Any, name: str) -> Optional[_Relation]:
+        table = (node.tableMeta() if name == "HiveTableRelation"
+                 else self.jvm.option(node.catalogTable()))
+        if table is None:
+            return None  # a path, not a catalog table: nothing to lock
+        ident = table.identifier()
+        db = self.jvm.option(ident.database()) or self.jvm.current_database()
+        obj = LockObject(str(db), str(ident.table()))
+        cols = self.jvm.partition_schema(table) if table.partitionColumnNames().nonEmpty() else []
+        return _Relation(obj, table, node.output(), cols)
+
+    def column_pins(self, table: str, condition: Any) -> dict[str, str]:
+        """Partition columns that ``condition`` (a Column) pins to one value on ``table``."""
+        analyzed = self.jvm.spark.table(table).where(condition)._jdf.queryExecution().analyzed()
+        conditions: list[Any] = []
+        node = analyzed
+        while True:
+            name = str(node.nodeName())
+            if name == "Filter":
+                conditions.append(node.condition())
+            elif name in ("LogicalRelation", "HiveTableRelation"):
+                rel = self._relation(node, name)
+                if rel is None:
+                    return {}
+                pins = self._pins(rel, conditions)
+                return {c: next(iter(v)) for c, v in pins.items() if len(v) == 1}
+            elif name not in FILTER_TRANSPARENT or node.children().size() != 1:
+                return {}
+            node = node.children().apply(0)
+
+    def _pins(self, rel: _Relation, conditions: list[Any]) -> dict[str, set[str]]:
+        ids = {}
+        wanted = {c.lower() for c, _ in rel.partition_cols}
+        for text in self.jvm.strings(rel.output):
+            attr, _, rest = text.rpartition("#")
+            digits = "".join(itertools.takewhile(str.isdigit, rest))
+            if attr.lower() in wanted and digits:
+                ids[int(digits)] = attr.lower()
+        pins: dict[str, set[str]] = {}
+        for cond in conditions:
+            for conj in _conjuncts(cond):
+                got = self._pin(conj, ids)
+                if got is None:
+                    continue
+                col, values = got
+                pins[col] = pins[col] & values if col in pins else values
+        types = {c.lower(): t for c, t in rel.partition_cols}
+        return {c: {_normalize_value(v, types[c]) for v in vs} for c, vs in pins.items()}
+
+    def _scanned(self, rel: _Relation, conditions: list[Any]) -> list[LockObject]:
+        """The partitions a scan of ``rel`` under ``conditions`` reads."""
+        pins = self._pins(rel, conditions)
+        cols = [c for c, _ in rel.partition_cols]
+        if all(c.lower() in pins for c in cols):
+            combos = 1
+            for c in cols:
+                combos *= len(pins[c.lower()])
+            if combos <= MAX_PINNED:
+                return [LockObject(rel.obj.db, rel.obj.table,
+                                   tuple(zip(cols, values)))
+                        for values in itertools.product(*(sorted(pins[c.lower()])
+                                                          for c in cols))]
+        out = []
+        for pname in self.jvm.partition_names(rel.catalog_table):
+            spec = [tuple(unescape_path_name(x) for x in comp.split("=", 1))
+                    for comp in pname.split("/")]
+            if all(v in pins[k.lower()] for k, v in spec if k.lower() in pins):
+                out.append(LockObject(rel.obj.db, rel.obj.table, tuple(spec)))
+        return out
+
+    @staticmethod
+    def _pin(expr: Any, ids: dict[int, str]) -> Optional[tuple[str, set[str]]]:
+        """``col = literal`` or ``col IN (literals)`` on a partition column, else None."""
+        name = str(expr.nodeName())
+        if name in ("EqualTo", "EqualNullSafe"):
+            left, right = expr.left(), expr.right()
+            if str(left.nodeName()) == "Literal":
+                left, right = right, left
+            col = _attribute(left, ids)
+            value = _literal(right)
+            return (col, {value}) if col is not None and value is not None else None
+        if name == "In":
+            col = _attribute(expr.value(), ids)
+            if col is None:
+                return None
+            values = set()
+            items = expr.list()
+            for i in range(items.size()):
+                v = _literal(items.apply(i))
+                if v is None:
+                    return None
+                values.add(v)
+            return col, values
+        return None
+
+    # ---- names ----------------------------------------------------------------
+    def _ident(self, node: Any) -> list[str]:
+        name = str(node.nodeName())
+        if name in ("UnresolvedTable", "UnresolvedTableOrView", "UnresolvedView",
+                    "UnresolvedRelation", "UnresolvedNamespace"):
+            return self.jvm.strings(node.multipartIdentifier())
+        if name == "UnresolvedIdentifier":
+            return self.jvm.strings(node.nameParts())
+        if name == "SubqueryAlias":
+            return self._ident(node.child())
+        if name.startswith("CurrentNamespace"):
+            return [self.jvm.current_database()]
+        return []
+
+    def _table_object(self, parts: list[str]) -> Optional[LockObject]:
+        """A table's LockObject from its name parts; None for temp views and non-tables.
+
+        The catalog part of a three-part name is dropped: all catalogs share
+        one lock namespace, which can only add conflicts, never lose one.
+        """
+        if not parts:
+            return None
+        if len(parts) == 1:
+            if self.jvm.is_temp_view(parts[0]):
+                return None
+            return LockObject(self.jvm.current_database(), parts[0])
+        return LockObject(parts[-2], parts[-1])
+
+    def _split_name(self, name: str) -> list[str]:
+        return self.jvm.strings(self.jvm.parser.parseMultipartIdentifier(name))
+
+
+def _conjuncts(expr: Any) -> list[Any]:
+    if str(expr.nodeName()) == "And":
+        return _conjuncts(expr.left()) + _conjuncts(expr.right())
+    return [expr]
+
+
+def _attribute(expr: Any, ids: dict[int, str]) -> Optional[str]:
+    if str(expr.nodeName()) != "AttributeReference":
+        return None
+    return ids.get(int(expr.exprId().id()))
+
+
+def _literal(expr: Any) -> Optional[str]:
+    if str(expr.nodeName()) != "Literal" or expr.value() is None:
+        return None
+    typ = str(expr.dataType().typeName())
+    if typ != "string" and typ not in _INTEGRAL:
+        return None
+    return str(expr.toString())
+
+
+def _normalize_value(value: str, typ: str) -> str:
+    """A partition value as Spark stores it: ``hr='01'`` on an int column is ``hr=1``."""
+    if typ in _INTEGRAL:
+        try:
+            return str(int(value.strip()))
+        except ValueError:
+            return value
+    return value

@@ -1,0 +1,347 @@
+"""LockingSession: a SparkSession whose every statement takes seed 001's locks implicitly.
+
+Wrap once, then use it as the SparkSession it wraps::
+
+    spark = LockingSession(SparkSession.builder.getOrCreate())
+    spark.sql("INSERT INTO sales.orders PARTITION (ds='2024-01-01') SELECT ...")
+
+Commands (what Spark executes eagerly in ``sql()``) hold their locks for
+exactly the call. Queries are lazy: the DataFrames the session returns lock
+for the duration of each action. Anything not overridden here passes
+through to the wrapped SparkSession.
+
+The statement is parsed and analyzed once: the analyzed plan that gave the
+locks is the one Spark executes. When the grant came only after waiting,
+the statement is analyzed again under the locks (the catalog may have
+changed meanwhile) and, if it now needs locks it does not hold, the whole
+request is retried.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
+
+from ..config import SETTINGS, Settings, parse_bool, parse_duration
+from ..errors import InvalidArguments, LockNotAcquired
+from ..listing import LockRecord
+from ..lockrequest import LockTarget
+from ..lockset import LockSet
+from ..manager import LockManager
+from ..objects import LockObject
+from .dataframe import LockingDataFrame, LockingReader, adopt
+from .extensions import ExplainLocks, SetZkLock, ShowLocks, parse_extension
+from .planner import LockPlan, LockPlanner
+from .statement import LockedStatement, covered, in_locked_statement, new_query_id
+
+#: Columns of SHOW LOCKS, then the extra ones of SHOW LOCKS EXTENDED and sysdb.locks.
+LOCK_COLUMNS = "object STRING, mode STRING"
+EXTENDED_COLUMNS = (LOCK_COLUMNS + ", user STRING, host STRING, pid BIGINT, query_id STRING,"
+                    " query STRING, acquired_at TIMESTAMP, lock_type STRING,"
+                    " lease_id BIGINT, end_at TIMESTAMP, fencing_token BIGINT")
+EXPLAIN_COLUMNS = "object STRING, mode STRING"
+SYSTEM_DATABASE = "sysdb"
+#: Session-level keys accepted by ``SET zklock.<key>=<value>``.
+SESSION_KEYS = {
+    "zklock.support.concurrency": "support_concurrency",
+    "zklock.lock.retries": "retries",
+    "zklock.lock.retryinterval": "retry_interval",
+}
+REPLANS = 5
+
+
+class LockingSession:
+    """A SparkSession wrapper that takes S/X locks for every statement and DataFrame action."""
+
+    def __init__(self, spark: Any, manager: Optional[LockManager] = None,
+                 **settings: Any) -> None:
+        if isinstance(spark, LockingSession):
+            spark = spark._spark
+        conf = {}
+        for s in SETTINGS:
+            if s.spark:
+                value = spark.conf.get(s.spark, None)
+                if value is not None:
+                    conf[s.spark] = value
+        self._spark = spark
+        self.settings = Settings.resolve(settings, spark_conf=conf)
+        self._manager = manager
+        self._own_manager = manager is None
+        self._manager_lock = threading.Lock()
+        self._planner = LockPlanner(spark)
+        self._concurrency = self.settings.support_concurrency
+        self._retries = self.settings.retries
+        self._retry_interval = self.settings.retry_interval
+        self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
+
+    # ---- plumbing ---------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spark, name)
+
+    def __repr__(self) -> str:
+        return f"LockingSession({self._spark!r}, concurrency={self._concurrency})"
+
+    @property
+    def spark(self) -> Any:
+        """The wrapped SparkSession."""
+        return self._spark
+
+    @property
+    def manager(self) -> LockManager:
+        """The LockManager (connected on first use when the session built it)."""
+        with self._manager_lock:
+            if self._manager is None:
+                self._manager = LockManager(settings=self.settings)
+            return self._manager
+
+    @property
+    def support_concurrency(self) -> bool:
+        return self._concurrency
+
+    def close(self) -> None:
+        """Close the LockManager if this session built it; the SparkSession stays up."""
+        with self._manager_lock:
+            if self._own_manager and self._manager is not None:
+                self._manager.close()
+                self._manager = None
+
+    def stop(self) -> None:
+        self.close()
+        self._spark.stop()
+
+    def __enter__(self) -> LockingSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the SparkSession surface -------------------------------------------------
+    def sql(self, sqlQuery: str, args: Any = None, **kwargs: Any) -> LockingDataFrame:
+        """Run one statement: zklock's own SQL, or Spark SQL under the locks it needs."""
+        if args:
+            raise InvalidArguments("LockingSession.sql does not take parameter markers (args);"
+                                   " use {name} formatting with keyword arguments instead")
+        if kwargs:
+            from pyspark.sql.sql_formatter import SQLStringFormatter
+
+            formatter = SQLStringFormatter(self._spark)
+            try:
+                return self.sql(formatter.format(sqlQuery, **kwargs))
+            finally:
+                formatter.clear()
+        ext = parse_extension(sqlQuery)
+        if ext is not None:
+            return self._extension(ext)
+        self._refresh_system_views(sqlQuery)
+        if not self._concurrency:
+            return adopt(self._spark.sql(sqlQuery), self)
+        plan = self._planner.plan_sql(sqlQuery)
+        if not plan.is_command or not plan.targets:
+            return adopt(self._execute(plan), self)
+        return adopt(self._run_command(sqlQuery, plan), self)
+
+    def table(self, tableName: str) -> LockingDataFrame:
+        self._refresh_system_views(tableName)
+        return adopt(self._spark.table(tableName), self)
+
+    @property
+    def read(self) -> LockingReader:
+        return LockingReader(self)
+
+    def createDataFrame(self, *args: Any, **kwargs: Any) -> LockingDataFrame:
+        return adopt(self._spark.createDataFrame(*args, **kwargs), self)
+
+    def range(self, *args: Any, **kwargs: Any) -> LockingDataFrame:
+        return adopt(self._spark.range(*args, **kwargs), self)
+
+    # ---- zklock's own surface -----------------------------------------------------
+    def explain_locks(self, sql: str) -> LockPlan:
+        """The locks ``sql`` would take, in acquisition order, without taking anything."""
+        if parse_extension(sql) is not None:
+            return LockPlan("zklock", [])
+        return self._planner.plan_sql(sql)
+
+    def show_locks(self, obj: Optional[LockObject] = None, extended: bool = False) -> Any:
+        records = self.manager.show(obj, extended=extended)
+        rows = [_lock_row(r, extended) for r in records]
+        schema = EXTENDED_COLUMNS if extended else LOCK_COLUMNS
+        return adopt(self._spark.createDataFrame(rows, schema), self)
+
+    def register_system_view(self, name: str, build: Callable[[], Any]) -> None:
+        """Serve ``sysdb.<name>`` from ``build()`` (a DataFrame), refreshed on every reference."""
+        self._system_views[name.lower()] = build
+
+    # ---- running statements ------------------------------------------------------
+    def _execute(self, plan: LockPlan) -> Any:
+        return self._planner.jvm.run(plan.analyzed if plan.analyzed is not None
+                                     else plan.parsed)
+
+    def _acquire(self, targets: list[LockTarget], query_id: str, query: str) -> LockSet:
+        return self.manager.acquire(targets, query_id=query_id, query=query,
+                                    retries=self._retries, retry_interval=self._retry_interval)
+
+    def _run_command(self, sql: str, plan: LockPlan) -> Any:
+        for _ in range(REPLANS):
+            query_id = new_query_id()
+            lockset = self._acquire(plan.targets, query_id, sql)
+            try:
+                if lockset.attempts > 1:
+                    fresh = self._planner.plan_parsed(plan.parsed)
+                    if not covered(lockset, fresh.targets):
+                        plan = fresh
+                        continue
+                    plan = fresh
+                statement = LockedStatement(self._spark, lockset, query_id, sql)
+                return statement.run(lambda p=plan: self._execute(p))
+            finally:
+                lockset.release()
+        raise LockNotAcquired(f"the catalog kept changing the locks this statement needs"
+                              f" ({REPLANS} re-plans): {sql[:200]}")
+
+    def _run_read(self, df: Any, action: str, fn: Callable[[], Any]) -> Any:
+        if not self._concurrency or in_locked_statement():
+            return fn()
+        targets = self._planner.plan_dataframe(df)
+        if not targets:
+            return fn()
+        query_id = new_query_id()
+        lockset = self._acquire(targets, query_id, _describe(action, targets))
+        try:
+            return LockedStatement(self._spark, lockset, query_id,
+                                   _describe(action, targets)).run(fn)
+        finally:
+            lockset.release()
+
+    def _open_read(self, df: Any, action: str) -> _HeldRead:
+        return _HeldRead(self, df, action)
+
+    def _run_write(self, df: Any, table: Optional[str], partition: Optional[dict],
+                   what: str, fn: Callable[[], Any]) -> Any:
+        if not self._concurrency or in_locked_statement():
+            return fn()
+        if table is not None:
+            targets = self._planner.plan_table_write(table, df, partition)
+        else:
+            targets = self._planner.plan_dataframe(df)
+        if not targets:
+            return fn()
+        query_id = new_query_id()
+        lockset = self._acquire(targets, query_id, what)
+        try:
+            return LockedStatement(self._spark, lockset, query_id, what).run(fn)
+        finally:
+            lockset.release()
+
+    # ---- zklock SQL -------------------------------------------------------------
+    def _extension(self, ext: Any) -> Any:
+        if isinstance(ext, ShowLocks):
+            return self.show_locks(self._show_target(ext), extended=ext.extended)
+        if isinstance(ext, ExplainLocks):
+            plan = self.explain_locks(ext.statement)
+            return adopt(self._spark.createDataFrame(plan.rows(), EXPLAIN_COLUMNS), self)
+        if isinstance(ext, SetZkLock):
+            return self._set(ext)
+        raise InvalidArguments(f"unsupported statement {ext!r}")
+
+    def _show_target(self, ext: ShowLocks) -> Optional[LockObject]:
+        if ext.database is not None:
+            return LockObject(ext.database)
+        if ext.table is None:
+            return None
+        obj = self._planner._table_object(ext.table)
+        if obj is None:
+            raise InvalidArguments(f"{'.'.join(ext.table)} is a temporary view, not a table")
+        return self._planner._static_prefix(obj, ext.partition) if ext.partition else obj
+
+    def _set(self, ext: SetZkLock) -> Any:
+        attr = SESSION_KEYS.get(ext.key.lower())
+        if attr is None:
+            raise InvalidArguments(f"unknown zklock session setting {ext.key!r};"
+                                   f" known: {', '.join(sorted(SESSION_KEYS))}")
+        if ext.value is not None:
+            if attr == "support_concurrency":
+                self._concurrency = parse_bool(ext.value)
+            elif attr == "retries":
+                if not ext.value.isdigit():
+                    raise InvalidArguments(f"{ext.key} must be an integer >= 0")
+                self._retries = int(ext.value)
+            else:
+                self._retry_interval = parse_duration(ext.value)
+        current = {"support_concurrency": self._concurrency, "retries": self._retries,
+                   "retry_interval": self._retry_interval}[attr]
+        value = str(current).lower() if isinstance(current, bool) else str(current)
+        return adopt(self._spark.createDataFrame([(ext.key, value)], "key STRING, value STRING"),
+                     self)
+
+    # ---- sysdb views -------------------------------------------------------------
+    def _locks_view(self) -> Any:
+        return self.show_locks(None, extended=True)
+
+    def _refresh_system_views(self, text: str) -> None:
+        lowered = text.lower()
+        if SYSTEM_DATABASE not in lowered:
+            return
+        for name, build in self._system_views.items():
+            if name in lowered:
+                self._publish(name, build())
+
+    def _publish(self, name: str, df: Any) -> None:
+        global_db = self._spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+        if global_db.lower() != SYSTEM_DATABASE:
+            raise InvalidArguments(
+                f"{SYSTEM_DATABASE}.{name} needs spark.sql.globalTempDatabase={SYSTEM_DATABASE}"
+                " (a static setting: put it in spark-defaults.conf or the session builder,"
+                " e.g. zklock.spark.configure(SparkSession.builder))")
+        df.createOrReplaceGlobalTempView(name)
+
+
+class _HeldRead:
+    """S locks held across an iteration (``toLocalIterator``)."""
+
+    def __init__(self, session: LockingSession, df: Any, action: str) -> None:
+        self.session, self.df, self.action = session, df, action
+        self.lockset: Optional[LockSet] = None
+        self.query_id = new_query_id()
+
+    def __enter__(self) -> _HeldRead:
+        s = self.session
+        if s._concurrency and not in_locked_statement():
+            targets = s._planner.plan_dataframe(self.df)
+            if targets:
+                self.lockset = s._acquire(targets, self.query_id,
+                                          _describe(self.action, targets))
+        return self
+
+    def iterate(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        if self.lockset is None:
+            yield from make()
+            return
+        with LockedStatement(self.session._spark, self.lockset, self.query_id, self.action):
+            yield from make()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.lockset is not None:
+            self.lockset.release()
+
+
+def _describe(action: str, targets: list[LockTarget]) -> str:
+    tables = sorted({t.obj.table_name for t in targets if t.obj.table})
+    shown = ", ".join(tables[:5]) + (" ..." if len(tables) > 5 else "")
+    return f"DataFrame.{action} reading {shown}" if tables else f"DataFrame.{action}"
+
+
+def _ts(ms: Optional[int]) -> Optional[dt.datetime]:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+
+def _lock_row(r: LockRecord, extended: bool) -> tuple:
+    if not extended:
+        return (r.object, r.mode.value)
+    d = r.data
+    return (r.object, r.mode.value, d.user if d else None, d.host if d else None,
+            d.pid if d else None, d.query_id if d else None, d.query if d else None,
+            _ts(r.ctime_ms), r.kind, d.lease_id if d else None, _ts(r.end_ms), r.czxid)
