@@ -102,3 +102,90 @@ def lock_nodes(client: KazooClient, path: str) -> list[str]:
 
 PYTHON = sys.executable
 PROJECT = Path(__file__).resolve().parents[1]
+
+
+# ---- Spark ---------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """One real local SparkSession for the whole test session (about 10 s to start)."""
+    from pyspark.sql import SparkSession
+
+    from zklock.spark import configure
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    builder = (SparkSession.builder.master("local[2]").appName("zklock-tests")
+               .config("spark.sql.warehouse.dir", str(warehouse))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "1g"))
+    session = configure(builder).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def make_warehouse(spark) -> str:
+    """A fresh database holding sales-like tables: orders (ds, hr), dim, and a view."""
+    name = f"w{uuid.uuid4().hex[:10]}"
+    for stmt in [
+        f"CREATE DATABASE {name}",
+        f"CREATE TABLE {name}.orders (id INT, amt DOUBLE, ds STRING, hr INT)"
+        " USING parquet PARTITIONED BY (ds, hr)",
+        f"CREATE TABLE {name}.archive (id INT, amt DOUBLE, ds STRING, hr INT)"
+        " USING parquet PARTITIONED BY (ds, hr)",
+        f"CREATE TABLE {name}.events (id INT, ds STRING) USING parquet PARTITIONED BY (ds)",
+        f"CREATE TABLE {name}.dim (id INT, name STRING) USING parquet",
+        f"CREATE TABLE {name}.staging (id INT, amt DOUBLE, hr INT) USING parquet",
+        f"INSERT INTO {name}.orders PARTITION (ds='2024-01-01', hr=1) VALUES (1, 10.0)",
+        f"INSERT INTO {name}.orders PARTITION (ds='2024-01-02', hr=1) VALUES (2, 20.0)",
+        f"INSERT INTO {name}.dim VALUES (1, 'one'), (2, 'two')",
+        f"INSERT INTO {name}.staging VALUES (3, 30.0, 7)",
+        f"CREATE VIEW {name}.day1 AS SELECT o.id, d.name FROM {name}.orders o"
+        f" JOIN {name}.dim d ON o.id = d.id WHERE o.ds = '2024-01-01'",
+    ]:
+        spark.sql(stmt)
+    return name
+
+
+@pytest.fixture
+def db(spark) -> str:
+    """A warehouse database of the test's own, dropped afterwards."""
+    name = make_warehouse(spark)
+    yield name
+    spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(scope="session")
+def shared_db(spark) -> str:
+    """A warehouse database shared by tests that only read or plan (never modify) it."""
+    return make_warehouse(spark)
+
+
+
+
+@pytest.fixture
+def make_locking(spark, zk_hosts: str, root: str):
+    """Build LockingSessions on the test's root (each with its own ZooKeeper session)."""
+    from zklock.spark import LockingSession
+
+    made = []
+
+    def make(**kw):
+        kw.setdefault("hosts", zk_hosts)
+        kw.setdefault("root", root)
+        kw.setdefault("retries", 0)
+        kw.setdefault("retry_interval", 0.05)
+        kw.setdefault("session_timeout", SESSION_TIMEOUT)
+        session = LockingSession(spark, **kw)
+        made.append(session)
+        return session
+
+    yield make
+    for session in made:
+        session.close()
+
+
+@pytest.fixture
+def locking(make_locking):
+    return make_locking()

@@ -113,11 +113,24 @@ class LockPlanner:
         parsed = self.jvm.parse(sql)
         return self.plan_parsed(parsed)
 
-    def plan_parsed(self, parsed: Any) -> LockPlan:
+    def plan_parsed(self, parsed: Any, strict: bool = True) -> LockPlan:
+        """Locks of a parsed plan. ``strict=False`` (EXPLAIN LOCKS) still plans a statement
+        the analyzer rejects, from its parsed form alone, and says why in ``notes``."""
         name = str(parsed.nodeName())
         if name in NO_LOCKS:
             return LockPlan(name, [], is_command=True, parsed=parsed)
-        analyzed = self.jvm.analyze(parsed)
+        try:
+            analyzed = self.jvm.analyze(parsed)
+        except Exception as exc:
+            if strict:
+                raise
+            specs = self._writes(name, parsed, True)
+            for leaf in self.jvm.items(parsed.collectLeaves()):
+                if str(leaf.nodeName()) == "UnresolvedRelation":
+                    specs += self._on_table(leaf, S)
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return LockPlan(name, normalize(specs), True, parsed, None,
+                            notes=[f"Spark's analyzer rejects this statement: {reason}"])
         is_command = self.jvm.is_command(analyzed)
         specs: list[tuple[LockObject, Mode]] = []
         specs += self._writes(name, parsed, is_command)

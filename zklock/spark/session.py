@@ -161,7 +161,7 @@ class LockingSession:
         """The locks ``sql`` would take, in acquisition order, without taking anything."""
         if parse_extension(sql) is not None:
             return LockPlan("zklock", [])
-        return self._planner.plan_sql(sql)
+        return self._planner.plan_parsed(self._planner.jvm.parse(sql), strict=False)
 
     def show_locks(self, obj: Optional[LockObject] = None, extended: bool = False) -> Any:
         records = self.manager.show(obj, extended=extended)
