@@ -162,9 +162,8 @@ def parse_extension(sql: str) -> Optional[Extension]:
         if not rest:
             raise InvalidArguments("EXPLAIN LOCKS needs a statement")
         return ExplainLocks(rest.rstrip(";").strip())
-    if first == "SET" and second.kind == "word" and second.text.lower().startswith(
-            ("zklock.", "spark.zklock.")):
-        rest = sql[head[0].end:].strip().rstrip(";").strip()
+    rest = sql[head[0].end:].strip().rstrip(";").strip()
+    if first == "SET" and rest.lower().startswith(("zklock.", "spark.zklock.")):
         key, eq, value = rest.partition("=")
         key = key.strip().lower()
         if key.startswith("spark."):

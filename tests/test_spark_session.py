@@ -1,0 +1,283 @@
+"""LockingSession on a real SparkSession, real tables and a real ZooKeeper."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from conftest import lock_nodes
+from pyspark.errors import ParseException
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from zklock import LockLost, LockNotAcquired
+from zklock.spark import LockingSession
+from zklock.testing import expire_session
+
+
+def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+@pytest.fixture(scope="module")
+def slow(spark):
+    """A Python UDF that sleeps ``s`` seconds per row: a long Spark job on demand."""
+    def slow_id(x: int, s: float) -> int:
+        import time as _t
+
+        _t.sleep(float(s))
+        return x
+    spark.udf.register("slow_id", slow_id, "int")
+    return "slow_id"
+
+
+def count(spark, table: str, where: str = "true") -> int:
+    spark.catalog.refreshTable(table)
+    return spark.sql(f"SELECT count(*) AS n FROM {table} WHERE {where}").collect()[0].n
+
+
+def test_wraps_the_session(locking, spark):
+    assert locking.version == spark.version
+    assert locking.catalog.currentDatabase() == spark.catalog.currentDatabase()
+    assert locking.spark is spark
+    df = locking.sql("SELECT 1 AS x")
+    assert isinstance(df, DataFrame)
+    assert df.collect()[0].x == 1
+
+
+def test_insert_denied_while_partition_is_held_and_table_unchanged(locking, make_manager, db,
+                                                                   spark, zk, root):
+    other = make_manager()
+    before = count(spark, f"{db}.orders")
+    with other.acquire([(f"{db}.orders/ds=2024-01-01/hr=1", "X")], query_id="backfill-7"):
+        with pytest.raises(LockNotAcquired, match="backfill-7"):
+            locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=1)"
+                        " VALUES (5, 5.0)")
+        assert count(spark, f"{db}.orders") == before
+        # another partition of the same table is free
+        locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=2) VALUES (6, 6.0)")
+    assert count(spark, f"{db}.orders") == before + 1
+    assert [n for n in lock_nodes(zk, root)] == []
+
+
+def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slow):
+    watcher = make_manager()
+    seen = []
+    sql = (f"INSERT INTO {db}.events PARTITION (ds='busy')"
+           f" SELECT {slow}(CAST(id AS INT), 0.3) FROM range(6)")
+    t = threading.Thread(target=locking.sql, args=(sql,))
+    t.start()
+    try:
+        assert wait_for(lambda: bool(seen.extend(r for r in watcher.show(extended=True)
+                                                 if r.mode.value == "X") or seen))
+    finally:
+        t.join()
+    held = seen[0]
+    assert held.object == f"{db}.events/ds=busy"
+    assert held.data.query.startswith("INSERT INTO") and held.data.query_id.startswith("zklock-")
+    assert watcher.show() == []
+
+
+def test_reader_is_denied_during_insert_overwrite(make_locking, db, slow):
+    writer, reader = make_locking(), make_locking()
+    watcher = writer.manager
+    writer.sql(f"INSERT INTO {db}.events PARTITION (ds='a') VALUES (0)")
+    sql = (f"INSERT OVERWRITE {db}.events PARTITION (ds='a')"
+           f" SELECT {slow}(CAST(id AS INT), 0.4) FROM range(8)")
+    errors = []
+    t = threading.Thread(target=lambda: _capture(errors, writer.sql, sql))
+    t.start()
+    try:
+        assert wait_for(lambda: any(r.mode.value == "X" for r in watcher.show()))
+        with pytest.raises(LockNotAcquired, match="held in X"):
+            reader.sql(f"SELECT * FROM {db}.events WHERE ds = 'a'").collect()
+        with pytest.raises(LockNotAcquired):
+            reader.table(f"{db}.events").count()  # an unpinned read locks the partitions it scans
+    finally:
+        t.join()
+    assert errors == []
+    assert reader.sql(f"SELECT count(*) AS n FROM {db}.events WHERE ds = 'a'").collect()[0].n == 8
+
+
+def _capture(errors: list, fn, *args):
+    try:
+        fn(*args)
+    except Exception as exc:  # recorded for the test thread
+        errors.append(exc)
+
+
+def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, spark, zk_hosts,
+                                                        zk, root):
+    locking = make_locking()
+    before = count(spark, f"{db}.dim")
+    sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
+
+    def expire_when_held():
+        if wait_for(lambda: bool(lock_nodes(zk, root))):
+            time.sleep(1.0)  # the job is running now
+            expire_session(locking.manager.client, zk_hosts)
+    killer = threading.Thread(target=expire_when_held)
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(LockLost) as info:
+        locking.sql(sql)
+    elapsed = time.monotonic() - started
+    killer.join()
+    assert f"{db}.dim" in info.value.objects
+    assert elapsed < 20, f"the 30 s job was not cancelled ({elapsed:.1f} s)"
+    assert count(spark, f"{db}.dim") == before
+    # the session recovers: kazoo opens a new ZooKeeper session
+    assert wait_for(lambda: locking.manager.client.connected, timeout=20)
+    locking.sql(f"INSERT INTO {db}.dim VALUES (9, 'nine')")
+    assert count(spark, f"{db}.dim") == before + 1
+
+
+def test_dataframe_actions_lock_and_derived_frames_too(locking, make_manager, db):
+    other = make_manager()
+    df = locking.table(f"{db}.orders")
+    derived = [
+        df.filter(F.col("ds") == "2024-01-01"),
+        df.groupBy("ds").agg(F.sum("amt").alias("total")),
+        df.join(locking.read.table(f"{db}.dim"), "id"),
+        df.na.fill(0),
+        locking.sql(f"SELECT * FROM {db}.orders"),
+    ]
+    assert all(isinstance(d, DataFrame) for d in derived)
+    with other.acquire([(f"{db}.orders/ds=2024-01-01/hr=1", "X")]):
+        for d in derived:
+            with pytest.raises(LockNotAcquired):
+                d.collect()
+        with pytest.raises(LockNotAcquired):
+            df.count()
+        with pytest.raises(LockNotAcquired):
+            list(df.toLocalIterator())
+        # a read pinned to another partition does not conflict
+        assert df.filter("ds = '2024-01-02'").count() == 1
+    assert [len(d.collect()) > 0 for d in derived] == [True] * 5
+    assert other.show() == []
+
+
+def test_writers_lock_their_target(locking, make_manager, db, spark):
+    other = make_manager()
+    src = locking.table(f"{db}.staging")
+    with other.acquire([(f"{db}.dim", "S")]):
+        with pytest.raises(LockNotAcquired):
+            src.select("id", F.lit("n").alias("name")).write.insertInto(f"{db}.dim")
+        with pytest.raises(LockNotAcquired):
+            src.select("id", F.lit("n").alias("name")).writeTo(f"{db}.dim").append()
+        with pytest.raises(LockNotAcquired):
+            src.write.mode("overwrite").saveAsTable(f"{db}.dim")
+    with other.acquire([(f"{db}.staging", "X")]):
+        with pytest.raises(LockNotAcquired):  # the sources are read under S
+            src.write.saveAsTable(f"{db}.copy")
+    src.select("id", F.lit("n").alias("name")).write.insertInto(f"{db}.dim")
+    src.writeTo(f"{db}.copy2").create()
+    assert count(spark, f"{db}.dim") == 3
+    assert count(spark, f"{db}.copy2") == 1
+
+
+def test_fencing_token_is_a_local_property_of_the_jobs(locking, db, spark):
+    from pyspark import TaskContext
+
+    @F.udf("string")
+    def token(_):
+        return TaskContext.get().getLocalProperty("zklock.fencing.token")
+
+    rows = locking.table(f"{db}.dim").select(token("id").alias("t")).collect()
+    tokens = {int(r.t) for r in rows}
+    assert len(tokens) == 1 and tokens.pop() > 0
+    assert spark.sparkContext.getLocalProperty("zklock.fencing.token") is None
+
+
+def test_show_locks_in_all_forms_and_sysdb_locks(locking, make_manager, db):
+    other = make_manager()
+    with other.acquire([(f"{db}.orders/ds=2024-01-01/hr=1", "X"), (f"{db}.dim", "S")],
+                       query_id="q-42", query="INSERT INTO orders ..."):
+        everything = locking.sql("SHOW LOCKS").collect()
+        assert {(r.object, r.mode) for r in everything} >= {
+            (db, "S"), (f"{db}.orders", "S"), (f"{db}.orders/ds=2024-01-01/hr=1", "X"),
+            (f"{db}.dim", "S")}
+        table = locking.sql(f"SHOW LOCKS {db}.orders").collect()
+        assert [(r.object, r.mode) for r in table] == [
+            (f"{db}.orders", "S"), (f"{db}.orders/ds=2024-01-01", "S"),
+            (f"{db}.orders/ds=2024-01-01/hr=1", "X")]
+        part = locking.sql(f"SHOW LOCKS {db}.orders PARTITION (ds='2024-01-01', hr=1) EXTENDED")
+        (row,) = part.collect()
+        assert (row.object, row.mode, row.query_id, row.lock_type) == (
+            f"{db}.orders/ds=2024-01-01/hr=1", "X", "q-42", "implicit")
+        assert row.query == "INSERT INTO orders ..." and row.acquired_at is not None
+        assert set(part.columns) >= {"object", "mode", "user", "host", "query_id", "query",
+                                     "acquired_at", "lock_type"}
+        dbrows = locking.sql(f"SHOW LOCKS DATABASE {db}").collect()
+        assert len(dbrows) == 5
+        view = locking.sql(f"SELECT object, mode, query_id FROM sysdb.locks"
+                           f" WHERE object LIKE '{db}.orders%' ORDER BY object").collect()
+        assert [r.query_id for r in view] == ["q-42"] * 3
+        assert locking.table("sysdb.locks").columns == part.columns
+    assert locking.sql(f"SHOW LOCKS {db}.orders").collect() == []
+
+
+@pytest.mark.parametrize("sql", [
+    "SHOW LOCKS db.t PARTITION (ds=",
+    "SHOW LOCKS a.b.c.d",
+    "SHOW LOCKS db.t PARTITION ds='1'",
+    "SHOW LOCKS 'x'",
+    "SET zklock.nonsense=1",
+    "SET zklock.lock.retries=many",
+])
+def test_bad_zklock_sql_gets_a_clear_error(locking, sql):
+    from zklock import InvalidArguments
+
+    with pytest.raises(InvalidArguments):
+        locking.sql(sql)
+
+
+def test_bad_sql_raises_sparks_error_and_leaves_nothing(locking, db, zk, root):
+    with pytest.raises(ParseException):
+        locking.sql(f"INSERT INTO {db}.dim VALUE (1, 'x')")
+    with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+        locking.sql(f"INSERT INTO {db}.nope VALUES (1)")
+    assert lock_nodes(zk, root) == []
+
+
+def test_set_zklock_support_concurrency_false_turns_locking_off(make_locking, make_manager, db,
+                                                                spark):
+    locking = make_locking()
+    other = make_manager()
+    with other.acquire([(f"{db}.dim", "X")]):
+        with pytest.raises(LockNotAcquired):
+            locking.sql(f"INSERT INTO {db}.dim VALUES (7, 'seven')")
+        (row,) = locking.sql("SET zklock.support.concurrency=false").collect()
+        assert (row.key, row.value) == ("zklock.support.concurrency", "false")
+        locking.sql(f"INSERT INTO {db}.dim VALUES (7, 'seven')")
+        locking.sql("SET zklock.support.concurrency=true")
+        with pytest.raises(LockNotAcquired):
+            locking.table(f"{db}.dim").count()
+    assert count(spark, f"{db}.dim") == 3
+
+
+def test_settings_come_from_spark_conf(spark, zk_hosts, root):
+    keys = {"spark.zklock.zookeeper.quorum": zk_hosts, "spark.zklock.root": root,
+            "spark.zklock.lock.retries": "3", "spark.zklock.lock.retryInterval": "250ms"}
+    for k, v in keys.items():
+        spark.conf.set(k, v)
+    try:
+        session = LockingSession(spark)
+        try:
+            assert session.settings.hosts == zk_hosts and session.settings.root == root
+            assert session.settings.retries == 3 and session.settings.retry_interval == 0.25
+            assert session.manager.root == root
+        finally:
+            session.close()
+        explicit = LockingSession(spark, retries=0)
+        assert explicit.settings.retries == 0
+        explicit.close()
+    finally:
+        for k in keys:
+            spark.conf.unset(k)
