@@ -1,8 +1,9 @@
 """EXPLAIN LOCKS against a real SparkSession and real tables: seed 001's table and beyond.
 
-The ``shared_db`` fixture (never modified: EXPLAIN takes nothing and runs nothing) holds orders and archive (partitioned by ds, hr), events
-(by ds), dim and staging (unpartitioned) and the view day1 (orders join dim,
-ds pinned). Partitions of orders: ds=2024-01-01/hr=1 and ds=2024-01-02/hr=1.
+The ``shared_db`` fixture (never modified: EXPLAIN takes and runs nothing)
+holds orders and archive (partitioned by ds, hr), events (by ds), dim and
+staging (unpartitioned) and the view day1 (orders join dim, ds pinned).
+Partitions of orders: ds=2024-01-01/hr=1 and ds=2024-01-02/hr=1.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ SEED_ROWS = [
      " WHERE ds = '2024-01-01' AND hr = 1",
      ["{d}:S", "{d}.events:S", "{d}.events/ds=2024-05-01:X", "{d}.orders:S",
       "{d}.orders/ds=2024-01-01:S", f"{{d}}.orders/{P1}:S"]),
-    # insert into T2(partition P.Q) select .. T1 partition P1 | S on T2, T2.P, T1, T1.P1, X on T2.P.Q
+    # insert into T2(partition P.Q) select .. T1 partition P1
+    #   | S on T2, T2.P, T1, T1.P1 and X on T2.P.Q
     ("INSERT INTO {d}.archive PARTITION (ds='2024-01-01', hr=1) SELECT id, amt FROM {d}.orders"
      " WHERE ds = '2024-01-01' AND hr = 1",
      ["{d}:S", "{d}.archive:S", "{d}.archive/ds=2024-01-01:S", f"{{d}}.archive/{P1}:X",
