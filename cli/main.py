@@ -29,6 +29,10 @@ class Context:
     def __init__(self, zk: Optional[str], root: Optional[str], state_dir: Optional[str]) -> None:
         self.overrides = {"hosts": zk, "root": root, "state_dir": state_dir}
         self._manager: Optional[LockManager] = None
+        self._closers: list[Any] = []
+
+    def on_close(self, func: Any) -> None:
+        self._closers.append(func)
 
     @property
     def settings(self) -> Settings:
@@ -40,6 +44,8 @@ class Context:
         return self._manager
 
     def close(self) -> None:
+        for func in self._closers:
+            func()
         if self._manager is not None:
             self._manager.close()
 
@@ -62,6 +68,17 @@ class Group(click.Group):
                 f"ZooKeeper error: {type(exc).__name__} {exc}".strip()) from None
         except OSError as exc:
             raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            if type(exc).__module__.startswith(("pyspark", "py4j")):
+                raise click.ClickException(spark_error(exc)) from None
+            raise
+
+
+def spark_error(exc: Exception) -> str:
+    """Spark's own message, without the JVM stack trace."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    head = [ln for ln in lines if not ln.lstrip().startswith(("at ", "JVM stacktrace"))][:6]
+    return "\n".join(head) or type(exc).__name__
 
 
 def emit(rows: Sequence[dict], as_json: bool, columns: Sequence[str]) -> None:
@@ -157,6 +174,71 @@ def server_status(obj: Context, as_json: bool) -> None:
         click.echo(f"{state}; connect {st['connect']}; state dir {st['state_dir']}")
     if not st["running"]:
         sys.exit(1)
+
+
+spark_options = [
+    click.option("--conf", "conf", multiple=True, metavar="K=V",
+                 help="A Spark setting, as for spark-submit (repeatable)."),
+    click.option("--init-sql", type=click.Path(exists=True, dir_okay=False),
+                 help="A SQL file run when the Spark session starts (register tables...)."),
+]
+
+
+def with_spark_options(func: Any) -> Any:
+    for option in reversed(spark_options):
+        func = option(func)
+    return func
+
+
+def _locking_session(obj: Context, conf: Sequence[str], init_sql: Optional[str]) -> Any:
+    from zklock.spark import LockingSession
+    from zklock.spark.local import local_session, parse_conf
+
+    spark = local_session(parse_conf(conf), init_sql)
+    session = LockingSession(spark, **{k: v for k, v in obj.overrides.items() if v})
+    obj.on_close(session.close)
+    return session
+
+
+@cli.command()
+@click.argument("sql")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@with_spark_options
+@click.pass_obj
+def explain(obj: Context, sql: str, as_json: bool, conf: Sequence[str],
+            init_sql: Optional[str]) -> None:
+    """The locks SQL would take, in acquisition order, without taking them.
+
+    Starts a local Spark session to resolve the catalog (about 10 s).
+    Example: zklock explain "INSERT INTO sales.orders PARTITION (ds='1') SELECT ..."
+    """
+    plan = _locking_session(obj, conf, init_sql).explain_locks(sql)
+    rows = [{"object": o, "mode": m} for o, m in plan.rows()]
+    emit(rows, as_json, ["object", "mode"])
+    for note in plan.notes:
+        click.echo(f"zklock: note: {note}", err=True)
+
+
+@cli.command()
+@click.argument("sql")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as a JSON array.")
+@click.option("--limit", type=int, default=1000, show_default=True,
+              help="Print at most this many rows.")
+@with_spark_options
+@click.pass_obj
+def sql(obj: Context, sql: str, as_json: bool, limit: int, conf: Sequence[str],
+        init_sql: Optional[str]) -> None:
+    """Run one statement through a LockingSession and print its result.
+
+    Example: zklock sql "SHOW LOCKS sales.orders EXTENDED"
+    """
+    df = _locking_session(obj, conf, init_sql).sql(sql)
+    columns = list(df.columns)
+    if not columns:
+        click.echo("OK")
+        return
+    rows = [r.asDict() for r in df.limit(limit).collect()]
+    emit(rows, as_json, columns)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
