@@ -58,4 +58,4 @@ def test_two_processes_write_one_partition_in_turn(spark, zk_hosts, root, tmp_pa
     finally:
         spark.sql(f"DROP TABLE {table}")
     assert rows == sorted(f"w{w}-{i}" for w in range(2) for i in range(n))  # a serial run's data
-    assert lock_nodes(zk, root) == []
+    assert lock_nodes(zk, root) == []  # the writers have exited: their sessions are closed

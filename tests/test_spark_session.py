@@ -63,7 +63,7 @@ def test_insert_denied_while_partition_is_held_and_table_unchanged(locking, make
         # another partition of the same table is free
         locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=2) VALUES (6, 6.0)")
     assert count(spark, f"{db}.orders") == before + 1
-    assert [n for n in lock_nodes(zk, root)] == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
 
 
 def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slow):
@@ -81,7 +81,7 @@ def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slo
     held = seen[0]
     assert held.object == f"{db}.events/ds=busy"
     assert held.data.query.startswith("INSERT INTO") and held.data.query_id.startswith("zklock-")
-    assert watcher.show() == []
+    assert wait_for(lambda: watcher.show() == [], timeout=5)
 
 
 def test_reader_is_denied_during_insert_overwrite(make_locking, db, slow):
@@ -160,7 +160,7 @@ def test_dataframe_actions_lock_and_derived_frames_too(locking, make_manager, db
         # a read pinned to another partition does not conflict
         assert df.filter("ds = '2024-01-02'").count() == 1
     assert [len(d.collect()) > 0 for d in derived] == [True] * 5
-    assert other.show() == []
+    assert wait_for(lambda: other.show() == [], timeout=5)
 
 
 def test_writers_lock_their_target(locking, make_manager, db, spark):
@@ -243,7 +243,7 @@ def test_bad_sql_raises_sparks_error_and_leaves_nothing(locking, db, zk, root):
         locking.sql(f"INSERT INTO {db}.dim VALUE (1, 'x')")
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
         locking.sql(f"INSERT INTO {db}.nope VALUES (1)")
-    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
 
 
 def test_set_zklock_support_concurrency_false_turns_locking_off(make_locking, make_manager, db,

@@ -135,15 +135,20 @@ class LockSet:
             log.exception("on_lost callback failed")
 
     # ---- release ----------------------------------------------------------
-    def release(self) -> None:
-        """Delete the set's nodes in one multi. Idempotent."""
+    def release(self, wait: bool = True) -> None:
+        """Delete the set's nodes in one multi. Idempotent.
+
+        ``wait=False`` sends the multi without waiting for the reply: this
+        client's later requests still see the locks gone (ZooKeeper keeps a
+        session's order), and the caller saves a round trip.
+        """
         with self._lock:
             if self._state is State.RELEASED:
                 return
             self._state = State.RELEASED
             self._callbacks = []
         if self._manager is not None and self.held:
-            self._manager._release(self)
+            self._manager._release(self, wait=wait)
 
     def __enter__(self) -> LockSet:
         return self

@@ -7,8 +7,10 @@ One attempt at a set of N objects costs, whatever N is:
    before anything is written, and it tells which object nodes to create;
 2. one multi that creates the missing object nodes and every lock node
    (``create2``, so each reply carries the node's czxid);
-3. a pipelined getChildren of the object nodes that already existed (nodes
-   this multi created cannot have older siblings), to apply the grant rule;
+3. a getChildren (multiRead) of the object nodes that already existed (nodes
+   this multi created cannot have older siblings), to apply the grant rule,
+   sent right behind the multi without waiting for it: ZooKeeper serves a
+   session's requests in order, so 2 and 3 cost one round trip together;
 4. on denial, one multi that deletes what the attempt created.
 
 Object nodes are ZooKeeper containers, created in the same multi when
@@ -49,7 +51,15 @@ from .lockrequest import LockSpec, LockTarget, normalize
 from .lockset import HeldLock, LockSet, State
 from .mode import Mode
 from .objects import LockObject
-from .zk import EPHEMERAL, PERSISTENT, SEQUENTIAL, ChunkedMultiFailed, MultiFailed, ZkOps
+from .zk import (
+    EPHEMERAL,
+    PERSISTENT,
+    SEQUENTIAL,
+    ChunkedMultiFailed,
+    MultiFailed,
+    ZkOps,
+    chunk_ops,
+)
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +233,9 @@ class LockManager:
                 f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id)}", data, flags)
                 for t in targets]
             session = self.session_id
+            existing = [paths[t] for t in targets if paths[t] not in set(missing)]
             try:
-                results, zxids = self.ops.multi_chunked(ops)
+                results, zxids, post = self.ops.multi_and_children(ops, existing)
             except MultiFailed as exc:
                 if isinstance(exc.error, (NodeExistsError, NoNodeError)):
                     pre_read = True  # an object node is missing, or raced with its removal
@@ -247,7 +258,8 @@ class LockManager:
             try:
                 n = len(missing)
                 granted = self._check_grant(targets, paths, set(missing),
-                                            list(zip(results[n:], zxids[n:])), attempt_id, session)
+                                            list(zip(results[n:], zxids[n:])), attempt_id, session,
+                                            post)
             except BaseException:
                 self._cleanup_attempt(paths, attempt_id)
                 raise
@@ -269,12 +281,24 @@ class LockManager:
 
     def _check_grant(self, targets: list[LockTarget], paths: dict[LockTarget, str],
                      created: set[str], results: list, attempt_id: str,
-                     session: Optional[int]) -> Union[LockSet, list[Conflict], None]:
-        """Apply seed 001's grant rule to the siblings of every node we just made."""
+                     session: Optional[int], prefetched: Any = None
+                     ) -> Union[LockSet, list[Conflict], None]:
+        """Apply seed 001's grant rule to the siblings of every node we just made.
+
+        ``prefetched()`` gives the siblings read right behind the create
+        multi; if that read failed (connection loss) they are read again.
+        """
         held = [HeldLock(t, paths[t], node_path, czxid)
                 for t, (node_path, czxid) in zip(targets, results)]
         existing = [paths[t] for t in targets if paths[t] not in created]
-        post = self.ops.with_retry(self.ops.children_many, existing) if existing else {}
+        post: dict = {}
+        if existing:
+            try:
+                post = prefetched() if prefetched is not None else None
+            except (ConnectionLoss, SessionExpiredError, KazooTimeoutError):
+                post = None
+            if post is None:
+                post = self.ops.with_retry(self.ops.children_many, existing)
         conflicts = []
         mine = {h.object_path: h for h in held}
         for t in targets:
@@ -302,14 +326,43 @@ class LockManager:
         return conflicts
 
     # ---- release and cleanup -----------------------------------------------
-    def _release(self, lockset: LockSet) -> None:
+    def _release(self, lockset: LockSet, wait: bool = True) -> None:
         nodes = [h.node_path for h in lockset.held]
+        with self._sets_lock:
+            self._sets.discard(lockset)
+        if not wait and self._release_async(nodes):
+            return
+        self._release_nodes(nodes)
+
+    def _release_nodes(self, nodes: list[str]) -> None:
         try:
             self._delete_nodes(nodes)
         except Exception as exc:  # ZooKeeper gone: ephemeral nodes go with the session
             log.warning("release of %d lock(s) failed: %s", len(nodes), exc)
-        with self._sets_lock:
-            self._sets.discard(lockset)
+
+    def _release_async(self, nodes: list[str]) -> bool:
+        """Send the release multi without waiting for its reply.
+
+        ZooKeeper applies one session's requests in order, so anything this
+        client asks next already sees the locks gone; others see them gone
+        one round trip later. Should the multi fail, the synchronous path
+        (with its lenient fallback) runs on a helper thread.
+        """
+        ops = [self.ops.delete_op(n) for n in nodes]
+        if len(chunk_ops(ops)) != 1 or self.client.state != KazooState.CONNECTED:
+            return False
+        try:
+            pending = self.ops.multi_async(ops)
+        except Exception:
+            return False
+
+        def done(result: Any) -> None:
+            try:
+                self.ops._check_multi(result.get())
+            except Exception:
+                self._dispatch(self._release_nodes, nodes)
+        pending.rawlink(done)
+        return True
 
     def _delete_nodes(self, nodes: Sequence[str]) -> None:
         """One multi deleting the lock nodes; lenient one-by-one deletes if that fails.

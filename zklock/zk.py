@@ -284,6 +284,41 @@ class ZkOps:
             raise ChunkedMultiFailed(error, out)
         return out, zxids
 
+    def multi_and_children(self, ops: Sequence[Any], paths: Sequence[str]
+                           ) -> tuple[list, list[int], Any]:
+        """:meth:`multi_chunked`, with a getChildren of ``paths`` pipelined right behind it.
+
+        ZooKeeper serves one session's requests in order, so the read sees
+        the state just after the multi, and both cost one round trip instead
+        of two. Returns (results, zxids, children) where ``children()`` gives
+        what :meth:`children_many` would (None for a missing node).
+        """
+        chunks = chunk_ops(ops)
+        if (len(chunks) != 1 or not self._multi_read or not paths
+                or len(paths) > MULTI_READ_CHUNK):
+            results, zxids = self.multi_chunked(ops)
+            return results, zxids, lambda: self.children_many(paths)
+        reads = [GetChildren(self._abs(p), None) for p in paths]
+        multi_f, read_f = self._submit_many([Multi2(list(ops)), MultiRead(reads)])
+        results, zxid = self._check_multi(multi_f.get(timeout=self.timeout))
+
+        def children() -> dict[str, Optional[list[str]]]:
+            try:
+                got = read_f.get(timeout=self.timeout)
+            except UnimplementedError:
+                self._multi_read = False
+                return self.children_many(paths)
+            out: dict[str, Optional[list[str]]] = {}
+            for p, r in zip(paths, got):
+                if isinstance(r, NoNodeError):
+                    out[p] = None
+                elif isinstance(r, BaseException):
+                    raise r
+                else:
+                    out[p] = r
+            return out
+        return results, [zxid] * len(results), children
+
     # ---- pipelining ----------------------------------------------------------
     def _submit_many(self, requests: Sequence[Any]) -> list[Any]:
         """Queue many requests and wake kazoo's connection thread once for all of them.

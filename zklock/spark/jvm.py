@@ -19,6 +19,13 @@ T = TypeVar("T")
 SEP = "\u0001"
 
 
+def option_text(text: str) -> str | None:
+    """``Some(v)`` -> v, ``None`` -> None (a Scala Option rendered by ``mkString``)."""
+    if text.startswith("Some(") and text.endswith(")"):
+        return text[5:-1]
+    return None
+
+
 def captured(func: Callable[..., T]) -> Callable[..., T]:
     """Raise Spark's exceptions as PySpark exceptions (what ``spark.sql`` does)."""
     return capture_sql_exception(func)  # type: ignore[no-any-return]
@@ -44,7 +51,10 @@ class SparkJvm:
         self._logical_plan = logical.LogicalPlan._java_lang_class
         self._command = logical.Command._java_lang_class
         self._dataset = jvm.org.apache.spark.sql.classic.Dataset
-        self._none = jvm.scala.Option.apply(None)
+        # py4j resolves a dotted class name one package per round trip: resolve once.
+        self._option = jvm.scala.Option
+        self._none = self._option.apply(None)
+        self._table_identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier
         self._converters = jvm.scala.jdk.javaapi.CollectionConverters
 
     # ---- parse, analyze, run ----------------------------------------------
@@ -76,11 +86,20 @@ class SparkJvm:
         text = seq.mkString(SEP)
         return text.split(SEP) if text else []
 
-    def items(self, seq: Any) -> list[Any]:
-        return list(self._converters.asJava(seq))
+    @staticmethod
+    def items(seq: Any) -> list[Any]:
+        return [seq.apply(i) for i in range(seq.size())]
 
-    def mapping(self, scala_map: Any) -> dict[Any, Any]:
-        return dict(self._converters.asJava(scala_map).items())
+    def mapping(self, scala_map: Any) -> dict[str, str]:
+        """A Scala Map of strings as a dict, in one call (iterating py4j's JavaMap is slow).
+
+        Option values come back as ``Some(v)``/``None``: see :func:`option_text`.
+        """
+        out = {}
+        for entry in self.strings(scala_map):  # each entry renders as "key -> value"
+            key, _, value = entry.partition(" -> ")
+            out[key] = value
+        return out
 
     @staticmethod
     def option(opt: Any) -> Any:
@@ -94,8 +113,7 @@ class SparkJvm:
         return bool(self.catalog.getTempView(name).isDefined())
 
     def table_identifier(self, db: str, table: str) -> Any:
-        return self.jvm.org.apache.spark.sql.catalyst.TableIdentifier(
-            table, self.jvm.scala.Option.apply(db))
+        return self._table_identifier(table, self._option.apply(db))
 
     def partition_schema(self, catalog_table: Any) -> list[tuple[str, str]]:
         """(name, type) of a catalog table's partition columns, in order."""

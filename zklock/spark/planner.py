@@ -30,7 +30,7 @@ from typing import Any, Optional
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject, unescape_path_name
-from .jvm import SparkJvm
+from .jvm import SparkJvm, option_text
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,17 @@ FILTER_TRANSPARENT = frozenset({
     "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
     "Repartition", "ResolvedHint", "Distinct", "Deduplicate",
 })
+#: Common plan nodes with exactly one child (``child()``: one py4j call instead of three).
+UNARY = frozenset({
+    "Project", "Filter", "SubqueryAlias", "View", "Aggregate", "Sort", "GlobalLimit",
+    "LocalLimit", "Distinct", "Window", "Generate", "Expand", "RepartitionByExpression",
+    "Repartition", "ResolvedHint", "Deduplicate", "Offset", "Tail", "Pivot", "Sample",
+    "InsertIntoHadoopFsRelationCommand", "InsertIntoHiveTable", "AppendData",
+    "OverwriteByExpression", "OverwritePartitionsDynamic", "DeleteFromTable", "UpdateTable",
+})
+#: Plan nodes without children that are not tables.
+LEAVES = frozenset({"LocalRelation", "OneRowRelation", "Range", "CTERelationRef",
+                    "ResolvedIdentifier", "ResolvedNamespace", "LogicalRDD"})
 #: Above this many pinned partitions, lock what exists instead of the cross product.
 MAX_PINNED = 1000
 _INTEGRAL = frozenset({"byte", "short", "integer", "long"})
@@ -97,7 +108,7 @@ class LockPlan:
 class _Relation:
     obj: LockObject
     catalog_table: Any
-    output: Any
+    node: Any
     partition_cols: list[tuple[str, str]]
 
 
@@ -108,14 +119,20 @@ class LockPlanner:
         self.jvm = SparkJvm(spark)
 
     # ---- entry points -------------------------------------------------------
-    def plan_sql(self, sql: str) -> LockPlan:
+    def plan_sql(self, sql: str, lazy_queries: bool = False) -> LockPlan:
         """Parse and analyze ``sql`` (raising Spark's own errors) and plan its locks."""
         parsed = self.jvm.parse(sql)
-        return self.plan_parsed(parsed)
+        return self.plan_parsed(parsed, lazy_queries=lazy_queries)
 
-    def plan_parsed(self, parsed: Any, strict: bool = True) -> LockPlan:
-        """Locks of a parsed plan. ``strict=False`` (EXPLAIN LOCKS) still plans a statement
-        the analyzer rejects, from its parsed form alone, and says why in ``notes``."""
+    def plan_parsed(self, parsed: Any, strict: bool = True,
+                    lazy_queries: bool = False) -> LockPlan:
+        """Locks of a parsed plan.
+
+        ``strict=False`` (EXPLAIN LOCKS) still plans a statement the analyzer
+        rejects, from its parsed form alone, and says why in ``notes``.
+        ``lazy_queries`` leaves a query's targets empty: its DataFrame plans
+        them at each action.
+        """
         name = str(parsed.nodeName())
         if name in NO_LOCKS:
             return LockPlan(name, [], is_command=True, parsed=parsed)
@@ -132,14 +149,16 @@ class LockPlanner:
             return LockPlan(name, normalize(specs), True, parsed, None,
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
         is_command = self.jvm.is_command(analyzed)
+        if lazy_queries and not is_command:
+            return LockPlan(name, [], False, parsed, analyzed)
         specs: list[tuple[LockObject, Mode]] = []
         specs += self._writes(name, parsed, is_command)
-        specs += self.reads(analyzed, partitions=name not in VIEW_DDL)
+        specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
         return LockPlan(name, normalize(specs), is_command, parsed, analyzed)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         """S locks for an action on ``df`` (its analyzed plan is cached by Spark)."""
-        return normalize(self.reads(df._jdf.queryExecution().analyzed()))
+        return normalize(self.reads(df._jdf.queryExecution().analyzed(), command=False))
 
     def plan_table_write(self, name: str, df: Any = None,
                          partition: Optional[dict[str, Any]] = None) -> list[LockTarget]:
@@ -150,7 +169,7 @@ class LockPlanner:
         if obj is not None:
             specs.append((self._static_prefix(obj, partition or {}), X))
         if df is not None:
-            specs += self.reads(df._jdf.queryExecution().analyzed())
+            specs += self.reads(df._jdf.queryExecution().analyzed(), command=False)
         return normalize(specs)
 
     # ---- writes: from the parsed plan ------------------------------------------
@@ -159,8 +178,7 @@ class LockPlanner:
             obj = self._table_object(self._ident(parsed.table()))
             if obj is None:
                 return []
-            spec = {str(k): (str(v.get()) if v.isDefined() else None)
-                    for k, v in self.jvm.mapping(parsed.partitionSpec()).items()}
+            spec = {k: option_text(v) for k, v in self.jvm.mapping(parsed.partitionSpec()).items()}
             return [(self._static_prefix(obj, spec), X)]
         if name in X_DATABASE:
             parts = self._ident(parsed.children().apply(0))
@@ -190,9 +208,9 @@ class LockPlanner:
         if name in ("AnalyzeTable", "AnalyzeColumn"):
             spec = {}
             if name == "AnalyzeTable":
-                spec = {str(k): str(v.get())
+                spec = {k: option_text(v)
                         for k, v in self.jvm.mapping(parsed.partitionSpec()).items()
-                        if v.isDefined()}
+                        if option_text(v) is not None}
             obj = self._table_object(self._ident(parsed.children().apply(0)))
             return [(self._static_prefix(obj, spec), S)] if obj is not None else []
         if name == "AnalyzeTables":
@@ -257,11 +275,13 @@ class LockPlanner:
         return LockObject(table.db, table.table, tuple(prefix))
 
     # ---- reads: from the analyzed plan -----------------------------------------
-    def reads(self, analyzed: Any, partitions: bool = True) -> list[tuple[LockObject, Mode]]:
+    def reads(self, analyzed: Any, partitions: bool = True,
+              command: bool = True) -> list[tuple[LockObject, Mode]]:
         """S on every permanent view, table and scanned partition ``analyzed`` reads."""
         out: list[tuple[LockObject, Mode]] = []
         inner = bool(analyzed.containsPattern(self.jvm.plan_expression))
-        self._walk(analyzed, [], out, partitions, inner, root=True)
+        # commands keep their query in innerChildren (CTAS, CREATE VIEW, CACHE TABLE)
+        self._walk(analyzed, [], out, partitions, inner, root=command)
         return out
 
     def _walk(self, node: Any, conditions: list[Any], out: list, partitions: bool,
@@ -295,9 +315,12 @@ class LockPlanner:
                 conditions = conditions + [cond]
         elif name not in FILTER_TRANSPARENT:
             conditions = []
-        kids = node.children()
-        for i in range(kids.size()):
-            self._walk(kids.apply(i), conditions, out, partitions, inner)
+        if name in UNARY:
+            self._walk(node.child(), conditions, out, partitions, inner)
+        elif name not in LEAVES:
+            kids = node.children()
+            for i in range(kids.size()):
+                self._walk(kids.apply(i), conditions, out, partitions, inner)
         if inner or root:
             extra = node.innerChildren()
             for i in range(extra.size()):
@@ -310,11 +333,10 @@ class LockPlanner:
                  else self.jvm.option(node.catalogTable()))
         if table is None:
             return None  # a path, not a catalog table: nothing to lock
-        ident = table.identifier()
-        db = self.jvm.option(ident.database()) or self.jvm.current_database()
-        obj = LockObject(str(db), str(ident.table()))
-        cols = self.jvm.partition_schema(table) if table.partitionColumnNames().nonEmpty() else []
-        return _Relation(obj, table, node.output(), cols)
+        parts = str(table.qualifiedName()).split(".")
+        db = parts[-2] if len(parts) >= 2 else self.jvm.current_database()
+        obj = LockObject(db, parts[-1])
+        return _Relation(obj, table, node, self.jvm.partition_schema(table))
 
     def column_pins(self, table: str, condition: Any) -> dict[str, str]:
         """Partition columns that ``condition`` (a Column) pins to one value on ``table``."""
@@ -338,7 +360,9 @@ class LockPlanner:
     def _pins(self, rel: _Relation, conditions: list[Any]) -> dict[str, set[str]]:
         ids = {}
         wanted = {c.lower() for c, _ in rel.partition_cols}
-        for text in self.jvm.strings(rel.output):
+        if not conditions:
+            return {}
+        for text in self.jvm.strings(rel.node.output()):
             attr, _, rest = text.rpartition("#")
             digits = "".join(itertools.takewhile(str.isdigit, rest))
             if attr.lower() in wanted and digits:
@@ -441,16 +465,33 @@ def _conjuncts(expr: Any) -> list[Any]:
 def _attribute(expr: Any, ids: dict[int, str]) -> Optional[str]:
     if str(expr.nodeName()) != "AttributeReference":
         return None
-    return ids.get(int(expr.exprId().id()))
+    digits = "".join(itertools.takewhile(str.isdigit, str(expr.toString()).rpartition("#")[2]))
+    return ids.get(int(digits)) if digits else None
 
 
 def _literal(expr: Any) -> Optional[str]:
-    if str(expr.nodeName()) != "Literal" or expr.value() is None:
+    """A string or integral literal's value, from its SQL form (one py4j call)."""
+    if str(expr.nodeName()) != "Literal":
         return None
-    typ = str(expr.dataType().typeName())
-    if typ != "string" and typ not in _INTEGRAL:
-        return None
-    return str(expr.toString())
+    return literal_value(str(expr.sql()))
+
+
+def literal_value(sql: str) -> Optional[str]:
+    """``'a\\'b'`` -> ``a'b``, ``12``/``12L``/``12S``/``12Y`` -> ``12``; else None."""
+    if len(sql) >= 2 and sql[0] == "'" and sql[-1] == "'":
+        body, out, i = sql[1:-1], [], 0
+        while i < len(body):
+            if body[i] == "\\" and i + 1 < len(body):
+                out.append(body[i + 1])
+                i += 2
+            else:
+                out.append(body[i])
+                i += 1
+        return "".join(out)
+    digits = sql[:-1] if sql[-1:] in ("L", "S", "Y") else sql
+    if digits.lstrip("-").isdigit():
+        return str(int(digits))
+    return None
 
 
 def _normalize_value(value: str, typ: str) -> str:

@@ -19,6 +19,7 @@ request is retried.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
@@ -94,6 +95,9 @@ class LockingSession:
         with self._manager_lock:
             if self._manager is None:
                 self._manager = LockManager(settings=self.settings)
+                # close the ZooKeeper session cleanly at exit: its last async release is sent
+                # and its ephemeral nodes go at once instead of after the session timeout
+                atexit.register(self.close)
             return self._manager
 
     @property
@@ -137,7 +141,7 @@ class LockingSession:
         self._refresh_system_views(sqlQuery)
         if not self._concurrency:
             return adopt(self._spark.sql(sqlQuery), self)
-        plan = self._planner.plan_sql(sqlQuery)
+        plan = self._planner.plan_sql(sqlQuery, lazy_queries=True)
         if not plan.is_command or not plan.targets:
             return adopt(self._execute(plan), self)
         return adopt(self._run_command(sqlQuery, plan), self)
@@ -196,7 +200,7 @@ class LockingSession:
                 statement = LockedStatement(self._spark, lockset, query_id, sql)
                 return statement.run(lambda p=plan: self._execute(p))
             finally:
-                lockset.release()
+                lockset.release(wait=False)
         raise LockNotAcquired(f"the catalog kept changing the locks this statement needs"
                               f" ({REPLANS} re-plans): {sql[:200]}")
 
@@ -212,7 +216,7 @@ class LockingSession:
             return LockedStatement(self._spark, lockset, query_id,
                                    _describe(action, targets)).run(fn)
         finally:
-            lockset.release()
+            lockset.release(wait=False)
 
     def _open_read(self, df: Any, action: str) -> _HeldRead:
         return _HeldRead(self, df, action)
@@ -232,7 +236,7 @@ class LockingSession:
         try:
             return LockedStatement(self._spark, lockset, query_id, what).run(fn)
         finally:
-            lockset.release()
+            lockset.release(wait=False)
 
     # ---- zklock SQL -------------------------------------------------------------
     def _extension(self, ext: Any) -> Any:
@@ -323,7 +327,7 @@ class _HeldRead:
 
     def __exit__(self, *exc: object) -> None:
         if self.lockset is not None:
-            self.lockset.release()
+            self.lockset.release(wait=False)
 
 
 def _describe(action: str, targets: list[LockTarget]) -> str:

@@ -1,8 +1,9 @@
 """Running one Spark statement under its locks, and stopping it when they are lost.
 
 Hive lets a query keep writing after its locks vanished. Here every locked
-statement runs in its own Spark job group; when its LockSet is lost the
-group's jobs are cancelled (tasks interrupted) and the statement raises
+statement runs under its own Spark job tag (its query id; a tag leaves the
+pipeline's own job group alone); when its LockSet is lost the tagged jobs
+are cancelled and the statement raises
 :class:`~zklock.errors.LockLost`. A cancelled file-source write never
 reaches its job commit, so its output never becomes visible. The set's
 fencing token is a local property (``zklock.fencing.token``) of every job,
@@ -21,13 +22,8 @@ from ..lockset import LockSet
 
 T = TypeVar("T")
 
-#: Local properties a statement sets and restores afterwards.
-JOB_GROUP = "spark.jobGroup.id"
-JOB_DESCRIPTION = "spark.job.description"
-INTERRUPT = "spark.job.interruptOnCancel"
+#: The local property carrying the LockSet's fencing token to every job of the statement.
 FENCING_TOKEN = "zklock.fencing.token"
-QUERY_ID = "zklock.query.id"
-_PROPS = (JOB_GROUP, JOB_DESCRIPTION, INTERRUPT, FENCING_TOKEN, QUERY_ID)
 
 _local = threading.local()
 
@@ -42,7 +38,7 @@ def in_locked_statement() -> bool:
 
 
 class LockedStatement:
-    """Runs ``fn`` with ``lockset`` held: own job group, fencing token, cancel on loss."""
+    """Runs ``fn`` with ``lockset`` held: own job tag, fencing token, cancel on loss."""
 
     def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str) -> None:
         self.sc = spark.sparkContext
@@ -58,18 +54,16 @@ class LockedStatement:
 
     def __enter__(self) -> LockedStatement:
         self.lockset.check()
-        self._saved = {k: self.sc.getLocalProperty(k) for k in _PROPS}
-        self.sc.setJobGroup(self.query_id, self.description, interruptOnCancel=True)
+        self.sc.addJobTag(self.query_id)
         self.sc.setLocalProperty(FENCING_TOKEN, str(self.lockset.fencing_token))
-        self.sc.setLocalProperty(QUERY_ID, self.query_id)
         self.lockset.on_lost(self._on_lost)
         _local.depth = getattr(_local, "depth", 0) + 1
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         _local.depth -= 1
-        for key, value in self._saved.items():
-            self.sc.setLocalProperty(key, value)
+        self.sc.removeJobTag(self.query_id)
+        self.sc.setLocalProperty(FENCING_TOKEN, None)
         if exc_type is None:
             if self._lost.is_set() or not self.lockset.is_valid:
                 raise self._lock_lost()
@@ -80,7 +74,7 @@ class LockedStatement:
         self._reason = getattr(lockset, "_reason", "") or "session lost"
         self._lost.set()
         try:
-            self.sc.cancelJobGroup(self.query_id)
+            self.sc.cancelJobsWithTag(self.query_id)
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
 
