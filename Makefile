@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install zookeeper test demo zk-up zk-down bench bench-locks lint clean
+.PHONY: install zookeeper test demo zk-up zk-down bench bench-locks bench-spark lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,10 @@ zk-down: install
 bench-locks: install zookeeper
 	$(PY) bench/locks.py
 
-bench: bench-locks
+bench-spark: install zookeeper
+	$(PY) bench/spark_overhead.py
+
+bench: bench-locks bench-spark
 
 lint: install
 	$(VENV)/bin/ruff check .

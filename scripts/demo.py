@@ -1,12 +1,21 @@
-"""make demo: two lock holders contend for a partition, seen through `zklock show`.
+"""make demo: concurrent PySpark jobs on a small partitioned warehouse, through LockingSession.
 
 Uses ZKLOCK_ZK when set; otherwise starts the embedded ZooKeeper in .zklock/
-(and stops it again at the end if it started it).
+(and stops it again at the end if it started it). The warehouse lives in
+.zklock/demo-warehouse and is rebuilt on every run:
+
+1. ``setup`` builds sales.orders (partitioned by ds) with two days;
+2. ``backfill`` overwrites ds=2024-01-01 slowly (X on that partition);
+3. ``ingest`` adds ds=2024-01-03 at the same time (X on another partition: no conflict);
+4. ``report`` reads ds=2024-01-01 and waits for the backfill to finish.
+
+`zklock show` snapshots taken while they run show who holds what.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -16,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from zklock import LockManager, LockNotAcquired  # noqa: E402
+from zklock import LockManager  # noqa: E402
 from zklock.server import ZkServer  # noqa: E402
 
 ZKLOCK = [str(Path(sys.executable).parent / "zklock")]
@@ -25,6 +34,45 @@ ZKLOCK = [str(Path(sys.executable).parent / "zklock")]
 def show(hosts: str, *args: str) -> None:
     print(f"$ zklock show {' '.join(args)}".rstrip(), flush=True)
     subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "show", *args], check=False)
+
+
+def start_job(role: str, hosts: str, warehouse: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(HERE / "demo_job.py"), role, hosts,
+                             str(warehouse)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    proc.ready = threading.Event()  # type: ignore[attr-defined]
+
+    def pump() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            print(line, end="", flush=True)
+            if "ready" in line:
+                proc.ready.set()  # type: ignore[attr-defined]
+    threading.Thread(target=pump, daemon=True).start()
+    return proc
+
+
+def wait_ready(proc: subprocess.Popen, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not proc.ready.wait(0.2):  # type: ignore[attr-defined]
+        if proc.poll() is not None:
+            raise SystemExit(f"a demo job exited early (code {proc.returncode})")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"a demo job did not start within {timeout:.0f} s")
+
+
+def go(proc: subprocess.Popen) -> None:
+    wait_ready(proc)
+    proc.stdin.write("go\n")  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+
+
+def wait_for_x(mgr: LockManager, obj: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(r.object == obj and r.mode.value == "X" for r in mgr.show()):
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"no X lock on {obj} within {timeout:.0f}s")
 
 
 def main() -> int:
@@ -37,31 +85,42 @@ def main() -> int:
         print(f"embedded ZooKeeper at {hosts}")
         if not started:
             server = None  # someone else's: leave it running
+    warehouse = Path(".zklock/demo-warehouse").resolve()
+    shutil.rmtree(warehouse, ignore_errors=True)
+    warehouse.mkdir(parents=True)
+    jobs: list[subprocess.Popen] = []
     try:
-        alice = LockManager(hosts=hosts, root="/demo", user="alice")
-        bob = LockManager(hosts=hosts, root="/demo", user="bob", retries=40,
-                          retry_interval=0.25)
-        part = "sales.orders/ds=2024-01-01"
-        held = alice.acquire([(part, "X"), ("sales.customers", "S")], query_id="alice-q1",
-                             query="INSERT OVERWRITE TABLE sales.orders PARTITION"
-                                   " (ds='2024-01-01') SELECT ...")
-        print(f"alice holds X on {part} (fencing token {held.fencing_token})")
-        show(hosts, "--extended")
-        try:
-            bob.acquire([(part, "S")], query_id="bob-q1", retries=0)
-        except LockNotAcquired as exc:
-            print(f"bob is denied: {exc}")
-        threading.Timer(2.0, held.release).start()
-        print("bob retries while alice finishes her overwrite ...", flush=True)
-        t0 = time.monotonic()
-        with bob.acquire([(part, "S")], query_id="bob-q2", query="SELECT count(*) ...") as got:
-            print(f"bob got S on {part} after {time.monotonic() - t0:.1f}s"
-                  f" (fencing token {got.fencing_token})")
-            show(hosts, "sales.orders")
+        watcher = LockManager(hosts=hosts, root="/demo")
+        print("starting the setup job (a local Spark session takes about 10 s) ...", flush=True)
+        setup = start_job("setup", hosts, warehouse)
+        go(setup)
+        if setup.wait(300) != 0:
+            raise SystemExit("the setup job failed")
+        print("starting backfill, ingest and report, three PySpark jobs ...", flush=True)
+        jobs = [start_job(role, hosts, warehouse) for role in ("backfill", "ingest", "report")]
+        backfill, ingest, report = jobs
+        for job in jobs:
+            wait_ready(job)
+        go(backfill)
+        wait_for_x(watcher, "sales.orders/ds=2024-01-01")
+        go(ingest)
+        wait_for_x(watcher, "sales.orders/ds=2024-01-03")
+        go(report)
+        time.sleep(1.0)
         show(hosts)
-        alice.close()
-        bob.close()
+        show(hosts, "sales.orders", "--extended")
+        codes = [job.wait(300) for job in jobs]
+        show(hosts)
+        watcher.close()
+        if any(codes):
+            print(f"a demo job failed: exit codes {codes}")
+            return 1
+        print("done: the report never saw a half-written partition, the two writers never"
+              " waited for each other")
     finally:
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
         if server is not None:
             server.stop()
     return 0
