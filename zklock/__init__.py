@@ -10,23 +10,29 @@ from .errors import (
     InvalidArguments,
     InvalidLockObject,
     LeaseAlreadyExists,
+    LeaseNotFound,
     LockLost,
     LockNotAcquired,
     ZkLockError,
     ZooKeeperUnavailable,
 )
+from .lease import Lease
 from .listing import LockRecord
 from .lockrequest import LockTarget, normalize
 from .lockset import LockSet
 from .manager import LockManager
 from .mode import Mode
 from .objects import LockObject
+from .renewer import LeaseRenewer
 
 __all__ = [
     "ExceedsMaxLeaseTime",
     "InvalidArguments",
     "InvalidLockObject",
+    "Lease",
     "LeaseAlreadyExists",
+    "LeaseNotFound",
+    "LeaseRenewer",
     "LockLost",
     "LockManager",
     "LockNotAcquired",

@@ -113,6 +113,11 @@ SETTINGS: list[Setting] = [
             " false waits for the session to be reported expired."),
     Setting("user", None, str, "ZKLOCK_USER", "spark.zklock.user",
             "User recorded in lock nodes; default: the OS user."),
+    Setting("max_lease_s", 86400.0, parse_duration, "ZKLOCK_MAX_LEASE", "spark.zklock.lease.max",
+            "Longest a lease may live in total, renewals included (ExceedsMaxLeaseTime past it)."),
+    Setting("lease_hard_limit_s", 3600.0, parse_duration, "ZKLOCK_LEASE_HARD_LIMIT",
+            "spark.zklock.lease.hardLimit",
+            "The reaper deletes leases expired for longer than this (HDFS's hard limit)."),
     Setting("state_dir", ".zklock", str, "ZKLOCK_STATE_DIR", None,
             "Directory of the embedded ZooKeeper server (data, logs, pid, connect string)."),
 ]
@@ -132,6 +137,8 @@ class Settings:
     query_max_length: int = 1000
     lose_on_suspend: bool = True
     user: Optional[str] = None
+    max_lease_s: float = 86400.0
+    lease_hard_limit_s: float = 3600.0
     state_dir: str = ".zklock"
     extra: dict = field(default_factory=dict, compare=False)
 

@@ -38,6 +38,7 @@ class LockRecord:
     mtime_ms: Optional[int] = None
     czxid: Optional[int] = None
     ephemeral: Optional[bool] = None
+    version: Optional[int] = None
 
     @property
     def kind(self) -> str:
@@ -74,12 +75,19 @@ class LockRecord:
 
 
 def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
-         extended: bool = False) -> list[LockRecord]:
-    """Every lock node at or below ``start`` (the whole root when None)."""
+         extended: bool = False, explicit_only: bool = False,
+         depth: Optional[int] = None) -> list[LockRecord]:
+    """Every lock node at or below ``start`` (the whole root when None).
+
+    ``explicit_only`` keeps leases only; ``depth=1`` lists the lock nodes of
+    ``start`` itself without descending.
+    """
     root = root.rstrip("/")
     level = [start.znode(root) if start else root]
     found: list[tuple[str, str, LockNodeName]] = []
-    while level:
+    levels = 0
+    while level and (depth is None or levels < depth):
+        levels += 1
         listing = ops.children_many(level)
         nxt = []
         for path, kids in listing.items():
@@ -88,7 +96,7 @@ def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
             for kid in kids:
                 parsed = LockNodeName.parse(kid)
                 if parsed is not None:
-                    if path != root:
+                    if path != root and (parsed.explicit or not explicit_only):
                         found.append((path, kid, parsed))
                 else:
                     nxt.append(f"{path}/{kid}")
@@ -113,6 +121,7 @@ def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
             r.data = LockData.from_bytes(raw)
             r.ctime_ms, r.mtime_ms, r.czxid = stat.ctime, stat.mtime, stat.czxid
             r.ephemeral = bool(stat.ephemeralOwner)
+            r.version = stat.version
             kept.append(r)
         records = kept
     records.sort(key=lambda r: (r.object, r.seq))

@@ -45,6 +45,7 @@ from kazoo.retry import KazooRetry
 
 from .config import Settings
 from .errors import InvalidArguments, LockNotAcquired, ZooKeeperUnavailable
+from .lease import Lease, Leases
 from .listing import LockRecord, ms_to_iso, walk
 from .locknode import LockData, LockNodeName, blocks, conflicts_now
 from .lockrequest import LockSpec, LockTarget, normalize
@@ -85,9 +86,11 @@ class Conflict:
                 parts.append(f"pid {d.pid}")
             if d.query_id:
                 parts.append(f"query {d.query_id}")
-            if r.explicit and d.lease_id is not None:
-                parts.append(f"lease {d.lease_id}")
+            if r.explicit:
+                parts.append(f"lease {r.czxid} of holder {d.holder or d.user}")
             parts.append(f"since {r.acquired_at}")
+            if r.explicit and r.end_ms is not None:
+                parts.append(f"until {ms_to_iso(r.end_ms)}")
             who = ", ".join(parts)
         return (f"{self.target.obj.name} ({self.target.mode.value} requested) is held in "
                 f"{self.holder_mode.value} by {who}")
@@ -136,6 +139,7 @@ class LockManager:
         self._root_ready = False
         self._host = socket.gethostname()
         self.client.add_listener(self._on_state)
+        self.leases = Leases(self)
 
     # ---- lifecycle ----------------------------------------------------------
     def close(self) -> None:
@@ -192,8 +196,9 @@ class LockManager:
             if isinstance(outcome, LockSet):
                 outcome.query_id = query_id
                 outcome.attempts = attempt + 1
-                with self._sets_lock:
-                    self._sets.add(outcome)
+                if not explicit:  # a lease outlives the session: never "lost" with it
+                    with self._sets_lock:
+                        self._sets.add(outcome)
                 return outcome
             attempt += 1
             if deadline is None:
@@ -322,8 +327,49 @@ class LockManager:
         return LockSet(self, held, session_id=session)
 
     def _live(self, conflicts: list[Conflict]) -> list[Conflict]:
-        """Conflicts that still count: the hook where expired leases will be skipped."""
-        return conflicts
+        """Conflicts that still count: a lease past its soft limit is treated as absent."""
+        explicit = [c.holder_node for c in conflicts
+                    if (n := LockNodeName.parse(c.holder_node.rsplit("/", 1)[1])) and n.explicit]
+        if not explicit:
+            return conflicts
+        live = self.leases.live(explicit)
+        return [c for c in conflicts if c.holder_node not in explicit or c.holder_node in live]
+
+    # ---- leases (seed 000's API; see lease.py) ---------------------------------
+    def grab_lease(self, objs: Iterable[LockSpec], duration_s: Union[float, str],
+                   wait_s: Union[float, str] = 0, holder: Optional[str] = None) -> int:
+        """Take every object for ``duration_s`` (all or none) and return the lease id.
+
+        Waits up to ``wait_s`` for conflicts to clear; raises LeaseAlreadyExists
+        naming the holder, InvalidArguments on bad input, ExceedsMaxLeaseTime
+        past ``max_lease_s``.
+        """
+        return self.leases.grab(objs, duration_s, wait_s, holder)
+
+    def list_lease(self, objs: Optional[Sequence[Union[str, LockObject]]] = None
+                   ) -> list[Lease]:
+        """Leases with a node at or below ``objs`` (all leases when None)."""
+        return self.leases.list(objs)
+
+    def extend_lease(self, lease_id: int,
+                     objs: Optional[Sequence[Union[str, LockObject]]] = None) -> Lease:
+        """Push the lease's end to ZooKeeper's now + its duration."""
+        return self.leases.extend(lease_id, objs)
+
+    def drop_lease(self, lease_id: int,
+                   objs: Optional[Sequence[Union[str, LockObject]]] = None) -> Lease:
+        return self.leases.drop(lease_id, objs)
+
+    def force_drop_lease(self, objs: Optional[Sequence[Union[str, LockObject]]] = None,
+                         include_implicit: bool = False) -> int:
+        """Admin break-lock: drop leases at or below ``objs`` (every lease when empty)."""
+        return self.leases.force_drop(objs or [], include_implicit)
+
+    def recover_lease(self, obj: Union[str, LockObject]) -> list[int]:
+        return self.leases.recover(obj)
+
+    def reap_leases(self, hard_limit_s: Optional[float] = None) -> list[int]:
+        return self.leases.reap(hard_limit_s)
 
     # ---- release and cleanup -----------------------------------------------
     def _release(self, lockset: LockSet, wait: bool = True) -> None:
