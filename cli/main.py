@@ -176,6 +176,104 @@ def server_status(obj: Context, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.group()
+def lease() -> None:
+    """Explicit, time-bound locks (leases): grab, list, extend, drop, force-drop, reap."""
+
+
+def _lock_arg(text: str) -> tuple[str, str]:
+    obj, sep, mode = text.rpartition(":")
+    if sep and mode.upper() in ("S", "X", "SHARED", "EXCLUSIVE"):
+        return obj, mode
+    raise click.BadParameter(f"{text!r}: write OBJECT:S or OBJECT:X, e.g. sales.orders:X")
+
+
+def _lease_rows(leases: Sequence[Any]) -> list[dict]:
+    return [x.to_dict() for x in leases]
+
+
+@lease.command("grab")
+@click.argument("locks", nargs=-1, required=True, metavar="OBJECT:MODE...")
+@click.option("--duration", required=True, help="How long, e.g. 90s, 10m, 1h.")
+@click.option("--wait", default="0", show_default=True,
+              help="How long to wait for conflicts to clear, e.g. 30s.")
+@click.option("--holder", help="Holder name (default: your user); LeaseRenewer renews by it.")
+@click.pass_obj
+def lease_grab(obj: Context, locks: Sequence[str], duration: str, wait: str,
+               holder: Optional[str]) -> None:
+    """Take every OBJECT:MODE for DURATION, all or none; print the lease id.
+
+    Example: zklock lease grab sales.orders:X sales.orders/ds=1:S --duration 1h --wait 30s
+    """
+    specs = [_lock_arg(x) for x in locks]
+    click.echo(obj.manager().grab_lease(specs, duration_s=duration, wait_s=wait, holder=holder))
+
+
+@lease.command("list")
+@click.argument("objects", nargs=-1, metavar="[OBJECT...]")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.pass_obj
+def lease_list(obj: Context, objects: Sequence[str], as_json: bool) -> None:
+    """Leases on OBJECTs (or all): id, holder, objects, start and end (ZooKeeper time)."""
+    rows = _lease_rows(obj.manager().list_lease(list(objects) or None))
+    if not as_json:
+        for r in rows:
+            r["objects"] = " ".join(r["objects"])
+    emit(rows, as_json, ["lease_id", "holder", "user", "start_utc", "end_utc", "objects"])
+
+
+@lease.command("extend")
+@click.argument("lease_id", type=int)
+@click.pass_obj
+def lease_extend(obj: Context, lease_id: int) -> None:
+    """Push the lease's end to now + its duration; prints the new end."""
+    click.echo(obj.manager().extend_lease(lease_id).end_utc)
+
+
+@lease.command("drop")
+@click.argument("lease_id", type=int)
+@click.pass_obj
+def lease_drop(obj: Context, lease_id: int) -> None:
+    """Release a lease."""
+    obj.manager().drop_lease(lease_id)
+    click.echo(f"dropped lease {lease_id}")
+
+
+@lease.command("force-drop")
+@click.argument("objects", nargs=-1, metavar="[OBJECT...]")
+@click.option("--all", "all_", is_flag=True, help="Every lease under the root.")
+@click.option("--include-implicit", is_flag=True,
+              help="Also break other processes' implicit locks (admin break-lock).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def lease_force_drop(obj: Context, objects: Sequence[str], all_: bool, include_implicit: bool,
+                     yes: bool) -> None:
+    """Admin: drop the leases at or below OBJECTs (or --all), whoever holds them."""
+    if bool(objects) == all_:
+        raise click.UsageError("give OBJECTs or --all (not both)")
+    what = "every lease" if all_ else f"the leases on {', '.join(objects)}"
+    if include_implicit:
+        what += " and implicit locks"
+    if not yes and not click.confirm(f"Drop {what}?", default=False):
+        click.echo("nothing dropped")
+        return
+    n = obj.manager().force_drop_lease(list(objects), include_implicit=include_implicit)
+    click.echo(f"dropped {n} lock node(s)")
+
+
+@lease.command("reap")
+@click.option("--hard-limit", help="Override lease_hard_limit_s, e.g. 1h.")
+@click.pass_obj
+def lease_reap(obj: Context, hard_limit: Optional[str]) -> None:
+    """Delete leases expired for longer than the hard limit (default 1 h)."""
+    from zklock.config import parse_duration
+
+    limit = parse_duration(hard_limit) if hard_limit is not None else None
+    reaped = obj.manager().reap_leases(limit)
+    click.echo(f"reaped {len(reaped)} lease(s)" + (f": {' '.join(map(str, reaped))}"
+                                                   if reaped else ""))
+
+
 spark_options = [
     click.option("--conf", "conf", multiple=True, metavar="K=V",
                  help="A Spark setting, as for spark-submit (repeatable)."),

@@ -246,9 +246,19 @@ class Leases:
     def force_drop(self, objs: Optional[Sequence[Union[str, LockObject]]],
                    include_implicit: bool = False) -> int:
         """Drop every lease at or below ``objs`` (all when empty); implicit locks too if asked."""
-        records = self.records(objs or None, explicit_only=not include_implicit)
-        self.mgr._delete_nodes([r.node for r in records])
-        return len(records)
+        if not objs:
+            nodes = [r.node for r in self.records(None, explicit_only=not include_implicit)]
+        else:
+            nodes = [r.node for lease in self.list(objs)
+                     for r in self._complete(lease).records]
+            if include_implicit:
+                wanted = [LockObject.parse(o) for o in objs]
+                nodes += [r.node for r in self.records(objs, explicit_only=False)
+                          if not r.explicit
+                          and any(w.contains(LockObject.parse(r.object)) for w in wanted)]
+        nodes = list(dict.fromkeys(nodes))
+        self.mgr._delete_nodes(nodes)
+        return len(nodes)
 
     def recover(self, obj: Union[str, LockObject]) -> list[int]:
         """HDFS recoverLease: drop the leases on ``obj`` that are past their soft limit."""

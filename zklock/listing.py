@@ -69,7 +69,7 @@ class LockRecord:
             "fencing_token": self.czxid, "session": d.session, "node": self.node,
         })
         if self.explicit:
-            out.update({"lease_id": d.lease_id, "holder": d.holder,
+            out.update({"lease_id": self.czxid, "holder": d.holder,
                         "end_at": ms_to_iso(self.end_ms)})
         return out
 

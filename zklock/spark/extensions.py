@@ -105,7 +105,49 @@ class SetZkLock:
     value: Optional[str]
 
 
-Extension = Union[ShowLocks, ExplainLocks, SetZkLock]
+@dataclass
+class Target:
+    """A table (with an optional partition spec) or a database named in zklock SQL."""
+
+    database: Optional[str] = None
+    table: Optional[list[str]] = None
+    partition: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class LockTable:
+    """LOCK TABLE t [PARTITION (...)] | LOCK DATABASE db  SHARED|EXCLUSIVE [FOR n unit]."""
+
+    target: Target
+    mode: str
+    seconds: Optional[float] = None
+
+
+@dataclass
+class UnlockTable:
+    """UNLOCK TABLE t [PARTITION (...)] | UNLOCK DATABASE db."""
+
+    target: Target
+
+
+@dataclass
+class ShowLease:
+    """SHOW LEASE[S] [t [, t ...]]."""
+
+    targets: list[Target] = field(default_factory=list)
+
+
+@dataclass
+class DropForceLease:
+    """DROP FORCE LEASE [t [, t ...]] (every lease when none is named)."""
+
+    targets: list[Target] = field(default_factory=list)
+
+
+Extension = Union[ShowLocks, ExplainLocks, SetZkLock, LockTable, UnlockTable, ShowLease,
+                  DropForceLease]
+_UNITS = {"SECOND": 1, "SECONDS": 1, "MINUTE": 60, "MINUTES": 60, "HOUR": 3600, "HOURS": 3600,
+          "DAY": 86400, "DAYS": 86400}
 
 
 class _Cursor:
@@ -155,6 +197,34 @@ def parse_extension(sql: str) -> Optional[Extension]:
     if len(head) < 2 or head[0].kind != "word":
         return None
     first, second = head[0].upper, head[1]
+    if first in ("LOCK", "UNLOCK") and second.upper in ("TABLE", "DATABASE", "SCHEMA"):
+        cur = _Cursor(sql, tokenize(sql), 1)
+        target = _target(cur)
+        if first == "UNLOCK":
+            cur.end()
+            return UnlockTable(target)
+        mode_tok = cur.take()
+        if mode_tok.upper not in ("SHARED", "EXCLUSIVE"):
+            raise InvalidArguments(f"expected SHARED or EXCLUSIVE at position {mode_tok.start},"
+                                   f" got {mode_tok.text!r}")
+        seconds = None
+        if cur.keyword("FOR"):
+            amount = cur.take()
+            unit = cur.take()
+            if amount.kind != "number" or unit.upper not in _UNITS:
+                raise InvalidArguments(f"expected FOR <n> SECONDS|MINUTES|HOURS|DAYS at"
+                                       f" position {amount.start}")
+            seconds = float(amount.text) * _UNITS[unit.upper]
+        cur.end()
+        return LockTable(target, "X" if mode_tok.upper == "EXCLUSIVE" else "S", seconds)
+    if first == "SHOW" and second.upper in ("LEASE", "LEASES"):
+        cur = _Cursor(sql, tokenize(sql), 2)
+        return ShowLease(_targets(cur))
+    if first == "DROP" and second.upper == "FORCE":
+        cur = _Cursor(sql, tokenize(sql), 2)
+        if not cur.keyword("LEASE", "LEASES"):
+            raise InvalidArguments("expected DROP FORCE LEASE [table, ...]")
+        return DropForceLease(_targets(cur))
     if first == "SHOW" and second.upper == "LOCKS":
         return _show_locks(_Cursor(sql, tokenize(sql), 2))
     if first == "EXPLAIN" and second.upper == "LOCKS":
@@ -193,20 +263,56 @@ def _show_locks(cur: _Cursor) -> ShowLocks:
             raise InvalidArguments(f"bad table name {'.'.join(parts)!r}")
         out.table = parts
         if cur.keyword("PARTITION"):
-            cur.expect("(")
-            while True:
-                key = cur.identifier("partition column")
-                cur.expect("=")
-                value = cur.take()
-                if value.kind not in ("string", "number", "word"):
-                    raise InvalidArguments(
-                        f"expected a partition value at position {value.start}")
-                out.partition[key] = value.text
-                sep = cur.take()
-                if sep.text == ")":
-                    break
-                if sep.text != ",":
-                    raise InvalidArguments(f"expected ',' or ')' at position {sep.start}")
+            out.partition = _partition_spec(cur)
     out.extended = cur.keyword("EXTENDED")
     cur.end()
     return out
+
+
+def _target(cur: _Cursor) -> Target:
+    """TABLE name [PARTITION (...)] | DATABASE name, or a bare table name."""
+    if cur.keyword("DATABASE", "SCHEMA"):
+        return Target(database=cur.identifier("database name"))
+    cur.keyword("TABLE")
+    parts = [cur.identifier("table name")]
+    while (nxt := cur.peek()) is not None and nxt.text == ".":
+        cur.take()
+        parts.append(cur.identifier("table name"))
+    if len(parts) > 3:
+        raise InvalidArguments(f"bad table name {'.'.join(parts)!r}")
+    out = Target(table=parts)
+    if cur.keyword("PARTITION"):
+        out.partition = _partition_spec(cur)
+    return out
+
+
+def _targets(cur: _Cursor) -> list[Target]:
+    out: list[Target] = []
+    while (tok := cur.peek()) is not None and tok.text != ";":
+        out.append(_target(cur))
+        sep = cur.peek()
+        if sep is None or sep.text == ";":
+            break
+        if sep.text != ",":
+            raise InvalidArguments(f"expected ',' between names at position {sep.start},"
+                                   f" got {sep.text!r}")
+        cur.take()
+    cur.end()
+    return out
+
+
+def _partition_spec(cur: _Cursor) -> dict[str, str]:
+    spec: dict[str, str] = {}
+    cur.expect("(")
+    while True:
+        key = cur.identifier("partition column")
+        cur.expect("=")
+        value = cur.take()
+        if value.kind not in ("string", "number", "word"):
+            raise InvalidArguments(f"expected a partition value at position {value.start}")
+        spec[key] = value.text
+        sep = cur.take()
+        if sep.text == ")":
+            return spec
+        if sep.text != ",":
+            raise InvalidArguments(f"expected ',' or ')' at position {sep.start}")

@@ -23,17 +23,27 @@ import atexit
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from ..config import SETTINGS, Settings, parse_bool, parse_duration
-from ..errors import InvalidArguments, LockNotAcquired
+from ..errors import InvalidArguments, LeaseNotFound, LockNotAcquired
 from ..listing import LockRecord
 from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
 from ..objects import LockObject
 from .dataframe import LockingDataFrame, LockingReader, adopt
-from .extensions import ExplainLocks, SetZkLock, ShowLocks, parse_extension
+from .extensions import (
+    DropForceLease,
+    ExplainLocks,
+    LockTable,
+    SetZkLock,
+    ShowLease,
+    ShowLocks,
+    Target,
+    UnlockTable,
+    parse_extension,
+)
 from .planner import LockPlan, LockPlanner
 from .statement import LockedStatement, covered, in_locked_statement, new_query_id
 
@@ -43,6 +53,10 @@ EXTENDED_COLUMNS = (LOCK_COLUMNS + ", user STRING, host STRING, pid BIGINT, quer
                     " query STRING, acquired_at TIMESTAMP, lock_type STRING,"
                     " lease_id BIGINT, end_at TIMESTAMP, fencing_token BIGINT")
 EXPLAIN_COLUMNS = "object STRING, mode STRING"
+LEASE_COLUMNS = ("lease_id BIGINT, holder STRING, user STRING, objects STRING,"
+                 " start_utc TIMESTAMP, end_utc TIMESTAMP")
+#: LOCK TABLE without FOR lasts this long (renew it, or UNLOCK it sooner).
+DEFAULT_LEASE_S = 3600.0
 SYSTEM_DATABASE = "sysdb"
 #: Session-level keys accepted by ``SET zklock.<key>=<value>``.
 SESSION_KEYS = {
@@ -247,9 +261,40 @@ class LockingSession:
             return adopt(self._spark.createDataFrame(plan.rows(), EXPLAIN_COLUMNS), self)
         if isinstance(ext, SetZkLock):
             return self._set(ext)
+        if isinstance(ext, LockTable):
+            obj = self._show_target(ext.target)
+            seconds = ext.seconds if ext.seconds is not None else DEFAULT_LEASE_S
+            lease_id = self.manager.grab_lease([(obj, ext.mode)], duration_s=seconds,
+                                               holder=self.settings.effective_user)
+            return self._rows([(lease_id, obj.name, ext.mode)],
+                              "lease_id BIGINT, object STRING, mode STRING")
+        if isinstance(ext, UnlockTable):
+            obj = self._show_target(ext.target)
+            mine = [x for x in self.manager.list_lease([obj])
+                    if x.holder == self.settings.effective_user
+                    and any(o == obj.name for o, _ in x.objects)]
+            if not mine:
+                raise LeaseNotFound(f"no lease of {self.settings.effective_user} on {obj.name}")
+            for x in mine:
+                self.manager.drop_lease(x.lease_id, [obj])
+            return self._rows([(x.lease_id, obj.name) for x in mine],
+                              "lease_id BIGINT, object STRING")
+        if isinstance(ext, ShowLease):
+            objs = [self._show_target(t) for t in ext.targets] or None
+            rows = [(x.lease_id, x.holder, x.user, " ".join(f"{o}:{m.upper()}"
+                                                             for o, m in x.objects),
+                     _ts(x.start_ms), _ts(x.end_ms)) for x in self.manager.list_lease(objs)]
+            return self._rows(rows, LEASE_COLUMNS)
+        if isinstance(ext, DropForceLease):
+            objs = [self._show_target(t) for t in ext.targets]
+            n = self.manager.force_drop_lease(objs)
+            return self._rows([(n,)], "dropped_nodes BIGINT")
         raise InvalidArguments(f"unsupported statement {ext!r}")
 
-    def _show_target(self, ext: ShowLocks) -> Optional[LockObject]:
+    def _rows(self, rows: list[tuple], schema: str) -> Any:
+        return adopt(self._spark.createDataFrame(rows, schema), self)
+
+    def _show_target(self, ext: Union[ShowLocks, Target]) -> Optional[LockObject]:
         if ext.database is not None:
             return LockObject(ext.database)
         if ext.table is None:
@@ -348,4 +393,4 @@ def _lock_row(r: LockRecord, extended: bool) -> tuple:
     d = r.data
     return (r.object, r.mode.value, d.user if d else None, d.host if d else None,
             d.pid if d else None, d.query_id if d else None, d.query if d else None,
-            _ts(r.ctime_ms), r.kind, d.lease_id if d else None, _ts(r.end_ms), r.czxid)
+            _ts(r.ctime_ms), r.kind, r.czxid if r.explicit else None, _ts(r.end_ms), r.czxid)
