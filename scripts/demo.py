@@ -7,7 +7,9 @@ Uses ZKLOCK_ZK when set; otherwise starts the embedded ZooKeeper in .zklock/
 1. ``setup`` builds sales.orders (partitioned by ds) with two days;
 2. ``backfill`` overwrites ds=2024-01-01 slowly (X on that partition);
 3. ``ingest`` adds ds=2024-01-03 at the same time (X on another partition: no conflict);
-4. ``report`` reads ds=2024-01-01 and waits for the backfill to finish.
+4. ``report`` reads ds=2024-01-01 and waits for the backfill to finish;
+5. an operator takes a lease on ds=2024-01-02 and ``compact`` (a rewrite of that day)
+   waits until the lease is dropped.
 
 `zklock show` snapshots taken while they run show who holds what.
 """
@@ -34,6 +36,11 @@ ZKLOCK = [str(Path(sys.executable).parent / "zklock")]
 def show(hosts: str, *args: str) -> None:
     print(f"$ zklock show {' '.join(args)}".rstrip(), flush=True)
     subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "show", *args], check=False)
+
+
+def lease_cli(hosts: str, *args: str) -> None:
+    print(f"$ zklock lease {' '.join(args)}", flush=True)
+    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "lease", *args], check=False)
 
 
 def start_job(role: str, hosts: str, warehouse: Path) -> subprocess.Popen:
@@ -97,8 +104,9 @@ def main() -> int:
         if setup.wait(300) != 0:
             raise SystemExit("the setup job failed")
         print("starting backfill, ingest and report, three PySpark jobs ...", flush=True)
-        jobs = [start_job(role, hosts, warehouse) for role in ("backfill", "ingest", "report")]
-        backfill, ingest, report = jobs
+        jobs = [start_job(role, hosts, warehouse)
+                for role in ("backfill", "ingest", "report", "compact")]
+        backfill, ingest, report, compact = jobs
         for job in jobs:
             wait_ready(job)
         go(backfill)
@@ -109,7 +117,18 @@ def main() -> int:
         time.sleep(1.0)
         show(hosts)
         show(hosts, "sales.orders", "--extended")
-        codes = [job.wait(300) for job in jobs]
+        codes = [job.wait(300) for job in jobs[:3]]
+        show(hosts)
+        print("an operator takes a maintenance lease on ds=2024-01-02; the compaction waits",
+              flush=True)
+        lease_id = watcher.grab_lease([("sales.orders/ds=2024-01-02", "X")], duration_s=600,
+                                      holder="ops-maintenance")
+        print(f"$ zklock lease grab sales.orders/ds=2024-01-02:X --duration 10m  ->  {lease_id}")
+        go(compact)
+        time.sleep(3.0)
+        lease_cli(hosts, "list")
+        lease_cli(hosts, "drop", str(lease_id))
+        codes.append(compact.wait(300))
         show(hosts)
         watcher.close()
         if any(codes):

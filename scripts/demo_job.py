@@ -4,7 +4,8 @@
 
 Roles: ``setup`` (builds the small warehouse), ``backfill`` (a slow INSERT
 OVERWRITE of an old partition), ``ingest`` (adds a new partition), ``report``
-(reads the partition being backfilled; it waits for the backfill's X lock).
+(reads the partition being backfilled; it waits for the backfill's X lock),
+``compact`` (rewrites a partition an operator holds a lease on; it waits).
 Each job prints progress lines and waits for "go" on stdin after Spark starts,
 so the demo can order them.
 """
@@ -72,6 +73,11 @@ def main() -> int:
                     " SELECT slow(id), id * 1.0 FROM range(150)")
         say(role, f"done in {time.monotonic() - t0:.1f}s, alongside the backfill"
                   " (another partition: no conflict)")
+    elif role == "compact":
+        say(role, "INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-02') ... (compaction)")
+        session.sql("INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-02')"
+                    " SELECT id, id * 1.5 FROM range(100) DISTRIBUTE BY 1")
+        say(role, f"done after waiting {time.monotonic() - t0:.1f}s for the maintenance lease")
     elif role == "report":
         say(role, "SELECT count(*), sum(amount) FROM sales.orders WHERE ds = '2024-01-01'")
         try:
