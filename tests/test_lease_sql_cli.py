@@ -97,3 +97,19 @@ def test_cli_force_drop_asks_unless_yes(zk_hosts, root, make_manager):
 def test_cli_lease_bad_input(zk_hosts, root, args):
     out = run("--zk", zk_hosts, "--root", root, "lease", *args)
     assert out.exit_code in (1, 2) and "Traceback" not in out.output
+
+
+def test_unlock_drops_only_what_it_names(make_locking, db):
+    admin = make_locking(user="ops")
+    admin.sql(f"LOCK TABLE {db}.orders PARTITION (ds='2024-01-01', hr=1) EXCLUSIVE")
+    admin.sql(f"LOCK TABLE {db}.dim SHARED")
+    with pytest.raises(LeaseNotFound):
+        admin.sql(f"UNLOCK TABLE {db}.orders")  # the lease is on a partition of it
+    with pytest.raises(LeaseNotFound):
+        admin.sql(f"UNLOCK DATABASE {db}")
+    assert len(admin.sql("SHOW LEASES").collect()) == 2
+    with pytest.raises(InvalidArguments, match="does not name a partition"):
+        admin.sql(f"DROP FORCE LEASE {db}.orders PARTITION (dss='2024-01-01')")
+    assert len(admin.sql("SHOW LEASES").collect()) == 2
+    admin.sql(f"UNLOCK TABLE {db}.dim")
+    assert len(admin.sql("SHOW LEASES").collect()) == 1

@@ -124,6 +124,15 @@ MORE = [
      ["{d}:S", "{d}.dim:X", "{d}.staging:S"]),
 ]
 
+MORE += [
+    # WITH ... INSERT: the target is below the CTE definitions
+    ("WITH c AS (SELECT id, amt, hr FROM {d}.staging) INSERT OVERWRITE {d}.orders"
+     " PARTITION (ds='2024-04-01', hr) SELECT id, amt, hr FROM c",
+     ["{d}:S", "{d}.orders:S", "{d}.orders/ds=2024-04-01:X", "{d}.staging:S"]),
+    # a one-part new name stays in the old table's database
+    ("ALTER TABLE {d}.dim RENAME TO dim3", ["{d}:S", "{d}.dim:X", "{d}.dim3:X"]),
+]
+
 NO_LOCKS = ["SET spark.sql.shuffle.partitions=2", "SHOW TABLES", "DESCRIBE {d}.dim",
             "SELECT 1", "SHOW DATABASES", "CREATE TEMPORARY VIEW tv_zk AS SELECT 1 AS x"]
 
@@ -174,3 +183,24 @@ def test_planner_is_spark_not_text(locking, shared_db):
     """A table name inside a string literal or a comment is not a table read."""
     sql = f"SELECT '{shared_db}.orders' AS s, id FROM {shared_db}.dim -- {shared_db}.orders"
     assert explain(locking, sql) == [f"{shared_db}:S", f"{shared_db}.dim:S"]
+
+
+def test_filter_above_a_partial_dedup_does_not_pin(locking, shared_db):
+    df = locking.table(f"{shared_db}.orders").dropDuplicates(["id"]).where("ds = '2024-01-01'")
+    names = [t.obj.name for t in locking._planner.plan_dataframe(df)]
+    assert f"{shared_db}.orders/{P2}" in names  # the scan reads every partition
+
+
+def test_identifier_expression_is_refused_not_unlocked(locking, shared_db):
+    from zklock import InvalidArguments
+
+    locking.spark.sql("DECLARE OR REPLACE VARIABLE zk_tbl STRING DEFAULT 'x.y'")
+    with pytest.raises(InvalidArguments, match="IDENTIFIER"):
+        locking.sql("DROP TABLE IDENTIFIER(zk_tbl)")
+
+
+def test_spark_statements_zklock_does_not_own_pass_through(locking, spark):
+    assert locking.sql(r"SELECT r'C:\' AS p").collect()[0].p == "C:\\"
+    (row,) = locking.sql("SET spark.zklock.user=someone").collect()
+    assert (row.key, row.value) == ("spark.zklock.user", "someone")
+    spark.conf.unset("spark.zklock.user")

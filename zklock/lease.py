@@ -39,7 +39,7 @@ from .errors import (
     LockLost,
 )
 from .listing import LockRecord, ms_to_iso, walk
-from .locknode import LockData, LockNodeName
+from .locknode import LockData, LockNodeName, seq_before
 from .lockrequest import LockSpec, normalize
 from .mode import Mode
 from .objects import LockObject
@@ -69,6 +69,14 @@ class Lease:
     def objects(self) -> list[tuple[str, str]]:
         """(object, lease_type) with lease_type ``s`` or ``x``, parents included."""
         return [(r.object, r.mode.value.lower()) for r in self.records]
+
+    @property
+    def leaves(self) -> list[str]:
+        """The objects asked for (parents added in S for them left out)."""
+        names = [r.object for r in self.records]
+        objs = [LockObject.parse(n) for n in names]
+        return [n for n, o in zip(names, objs)
+                if not any(o != other and o.contains(other) for other in objs)]
 
     @property
     def start_utc(self) -> str:
@@ -288,7 +296,12 @@ class Leases:
         return reaped
 
     def taken_over(self, lease: Lease) -> bool:
-        """True when a conflicting lock was created after the lease (it was skipped as expired)."""
+        """True when a contender took the expired lease over (it deletes the nodes it skips)."""
+        lease = self._complete(lease)
+        d = lease.records[0].data if lease.records else None
+        names = (d.extra.get("objects") if d is not None else None) or None
+        if names:
+            return len(lease.records) < len(names)
         paths = {r.node.rsplit("/", 1)[0]: r for r in lease.records}
         listing = self.mgr.ops.with_retry(self.mgr.ops.children_many, paths.keys())
         for path, r in paths.items():
@@ -298,12 +311,17 @@ class Leases:
                 if sib is None or mine is None or sib.attempt == mine.attempt:
                     continue
                 incompatible = Mode.EXCLUSIVE in (sib.mode, mine.mode)
-                if incompatible and sib.seq > mine.seq:
+                if incompatible and seq_before(mine.seq, sib.seq):
                     return True
         return False
 
     def live(self, holder_nodes: Sequence[str]) -> set[str]:
-        """Of these explicit holder nodes, the ones not past their soft limit."""
+        """Of these explicit holder nodes, the ones not past their soft limit.
+
+        An expired node is taken over: deleted with a version check, so a
+        renewal that got in first wins (BadVersion: still live) and the
+        expired holder's next renewal fails (its node is gone).
+        """
         got = self.mgr.ops.get_many(holder_nodes)
         if not got:
             return set()
@@ -316,4 +334,11 @@ class Leases:
             d = LockData.from_bytes(raw)
             if d.duration_s is None or stat.mtime + d.duration_s * 1000 >= now:
                 out.add(node)
+                continue
+            try:
+                self.mgr.client.delete(node, version=stat.version)
+            except BadVersionError:
+                out.add(node)  # renewed just now
+            except NoNodeError:
+                pass
         return out

@@ -92,7 +92,8 @@ class LockData:
     extra: dict = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
-        data = {k: v for k, v in asdict(self).items() if v not in (None, "", {})}
+        data = {k: v for k, v in asdict(self).items() if v not in (None, "", {}) and k != "extra"}
+        data.update({k: v for k, v in self.extra.items() if k not in data})
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod

@@ -12,8 +12,9 @@ Writers lock their target: ``df.write.insertInto/saveAsTable`` and
 ``df.writeTo(t).append/overwrite/overwritePartitions/create/replace/
 createOrReplace`` take X on the table (X on the pinned partition for
 ``overwrite(condition)`` when the condition pins it), and S on the
-DataFrame's sources. ``df.write.save(path)`` writes a path, not a catalog
-object, so only its sources are locked.
+DataFrame's sources. ``df.write.save(path)``, ``parquet/csv/json/orc/text/
+xml(path)`` and ``jdbc`` write outside the catalog, so only their sources are
+locked. ``df.mergeInto(t, cond)...merge()`` takes X on t and S on the sources.
 
 Not covered: ``df.rdd`` and ``df.toJSON()`` (they leave the SQL engine as
 RDDs, whose later actions zklock cannot see), and streaming queries.
@@ -36,7 +37,8 @@ ACTIONS = frozenset({
     "collect", "count", "show", "toPandas", "take", "first", "head", "tail", "foreach",
     "foreachPartition", "isEmpty", "toArrow", "checkpoint", "localCheckpoint",
 })
-_NOT_WRAPPED = ACTIONS | {"toLocalIterator", "write", "writeTo", "writeStream", "rdd", "na",
+_NOT_WRAPPED = ACTIONS | {"toLocalIterator", "write", "writeTo", "mergeInto", "writeStream",
+                          "rdd", "na",
                           "stat", "sparkSession", "sql_ctx", "schema", "columns", "dtypes",
                           "isStreaming", "storageLevel"}
 
@@ -71,6 +73,9 @@ class LockingDataFrame(_ClassicDataFrame):
 
     def writeTo(self, table: str) -> DataFrameWriterV2:
         return LockingWriterV2(self, table)
+
+    def mergeInto(self, table: str, condition: Any) -> Any:
+        return _LockingMerge(super().mergeInto(table, condition), self, table)
 
     def __repr__(self) -> str:
         return "Locking" + super().__repr__()
@@ -161,6 +166,70 @@ class LockingWriter(DataFrameWriter):
         parent = super().save
         return self._locked(None, f"save {path or ''}".strip(),
                             lambda: parent(path, format, mode, partitionBy, **options))
+
+
+def _path_write(name: str) -> Any:
+    base = getattr(DataFrameWriter, name)
+
+    @functools.wraps(base)
+    def method(self: LockingWriter, *args: Any, **kwargs: Any) -> Any:
+        target = args[0] if args else kwargs.get("path", kwargs.get("url", ""))
+        return self._locked(None, f"{name} {target}".strip(),
+                            lambda: base(self, *args, **kwargs))
+    return method
+
+
+for _name in ("parquet", "csv", "json", "orc", "text", "xml", "jdbc"):
+    if hasattr(DataFrameWriter, _name):  # paths and JDBC: only the sources are locked
+        setattr(LockingWriter, _name, _path_write(_name))
+
+
+class _LockingMerge:
+    """``df.mergeInto(t, cond)...merge()``: X on the target, S on the source, during merge()."""
+
+    def __init__(self, inner: Any, df: LockingDataFrame, table: str) -> None:
+        self._inner, self._df, self._table = inner, df, table
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._adopt(value(*args, **kwargs))
+        return call
+
+    def _adopt(self, out: Any) -> Any:
+        """Keep every step of the builder (whenMatched().updateAll() ...) lock-aware."""
+        if type(out).__name__.endswith("MergeIntoWriter"):
+            self._inner = out
+            return self
+        if type(out).__module__.startswith("pyspark") and not isinstance(out, (str, int)):
+            return _MergeStep(out, self)
+        return out
+
+
+class _MergeStep:
+    """An intermediate merge builder (WhenMatched, ...) that hands back the locking merge."""
+
+    def __init__(self, inner: Any, merge: _LockingMerge) -> None:
+        self._inner, self._merge = inner, merge
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._merge._adopt(value(*args, **kwargs))
+        return call
+
+    def merge(self) -> None:
+        session = self._df._zk_session
+        return session._run_write(self._df, self._table, None, f"mergeInto {self._table}",
+                                  self._inner.merge)
 
 
 class LockingWriterV2(DataFrameWriterV2):

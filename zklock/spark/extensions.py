@@ -27,6 +27,9 @@ class Token:
 
 
 _PUNCT = "(),.=;:"
+#: ``SET spark.zklock.<key>`` is captured only for these; other spark.zklock.* keys go to Spark.
+SESSION_SET_KEYS = frozenset({"zklock.support.concurrency", "zklock.lock.retries",
+                              "zklock.lock.retryinterval"})
 
 
 def tokenize(sql: str, limit: Optional[int] = None) -> list[Token]:
@@ -193,7 +196,10 @@ class _Cursor:
 
 def parse_extension(sql: str) -> Optional[Extension]:
     """The zklock statement ``sql`` is, or None when it is for Spark."""
-    head = tokenize(sql, limit=3)
+    try:
+        head = tokenize(sql, limit=3)
+    except InvalidArguments:
+        return None  # not ours (Spark's raw strings, say): Spark's parser decides
     if len(head) < 2 or head[0].kind != "word":
         return None
     first, second = head[0].upper, head[1]
@@ -233,7 +239,9 @@ def parse_extension(sql: str) -> Optional[Extension]:
             raise InvalidArguments("EXPLAIN LOCKS needs a statement")
         return ExplainLocks(rest.rstrip(";").strip())
     rest = sql[head[0].end:].strip().rstrip(";").strip()
-    if first == "SET" and rest.lower().startswith(("zklock.", "spark.zklock.")):
+    key_text = rest.partition("=")[0].strip().lower()
+    if first == "SET" and (key_text.startswith("zklock.")
+                           or key_text[len("spark."):] in SESSION_SET_KEYS):
         key, eq, value = rest.partition("=")
         key = key.strip().lower()
         if key.startswith("spark."):

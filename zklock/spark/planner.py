@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ..errors import InvalidArguments
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject, unescape_path_name
@@ -67,10 +68,16 @@ X_DATABASE = frozenset({
 })
 #: Statements that define a view: their sources are locked at table level only.
 VIEW_DDL = frozenset({"CreateView", "AlterViewAs"})
+#: Parsed statements that are always commands (saves asking the JVM).
+KNOWN_COMMANDS = X_TABLE | X_DATABASE | frozenset({
+    "InsertIntoStatement", "AddPartitions", "DropPartitions", "RenamePartitions",
+    "TruncatePartition", "LoadData", "SetTableSerDeProperties", "AnalyzeTable", "AnalyzeColumn",
+    "AnalyzeTables", "RenameTable", "CacheTable", "CacheTableAsSelect",
+})
 #: Nodes through which a parent's filter still constrains what a scan below reads.
 FILTER_TRANSPARENT = frozenset({
     "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
-    "Repartition", "ResolvedHint", "Distinct", "Deduplicate",
+    "Repartition", "ResolvedHint", "Distinct",
 })
 #: Common plan nodes with exactly one child (``child()``: one py4j call instead of three).
 UNARY = frozenset({
@@ -136,23 +143,31 @@ class LockPlanner:
         name = str(parsed.nodeName())
         if name in NO_LOCKS:
             return LockPlan(name, [], is_command=True, parsed=parsed)
+        if name == "PlanWithUnresolvedIdentifier":
+            raise InvalidArguments("zklock cannot tell which object IDENTIFIER(<expression>)"
+                                   " names before the statement runs; name it literally")
+        # WITH ... INSERT/MERGE/DELETE/UPDATE: the statement is below the CTE definitions
+        target, wname = parsed, name
+        while wname == "UnresolvedWith":
+            target = target.child()
+            wname = str(target.nodeName())
         try:
             analyzed = self.jvm.analyze(parsed)
         except Exception as exc:
             if strict:
                 raise
-            specs = self._writes(name, parsed, True)
+            specs = self._writes(wname, target, True)
             for leaf in self.jvm.items(parsed.collectLeaves()):
                 if str(leaf.nodeName()) == "UnresolvedRelation":
                     specs += self._on_table(leaf, S)
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             return LockPlan(name, normalize(specs), True, parsed, None,
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
-        is_command = self.jvm.is_command(analyzed)
+        is_command = name in KNOWN_COMMANDS or self.jvm.is_command(analyzed)
         if lazy_queries and not is_command:
             return LockPlan(name, [], False, parsed, analyzed)
         specs: list[tuple[LockObject, Mode]] = []
-        specs += self._writes(name, parsed, is_command)
+        specs += self._writes(wname, target, is_command)
         specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
         return LockPlan(name, normalize(specs), is_command, parsed, analyzed)
 
@@ -185,7 +200,10 @@ class LockPlanner:
             return [(LockObject(parts[-1]), X)] if parts else []
         if name == "RenameTable":
             old = self._table_object(self._ident(parsed.children().apply(0)))
-            new = self._table_object(self.jvm.strings(parsed.newName()))
+            new_parts = self.jvm.strings(parsed.newName())
+            if len(new_parts) == 1 and old is not None:  # Spark renames within the old database
+                new_parts = [old.db] + new_parts
+            new = self._table_object(new_parts)
             return [(o, X) for o in (old, new) if o is not None]
         if name in ("DeleteFromTable", "UpdateTable"):
             return self._on_table(parsed.table(), X)
@@ -230,6 +248,9 @@ class LockPlanner:
         return []
 
     def _on_table(self, node: Any, mode: Mode) -> list[tuple[LockObject, Mode]]:
+        if str(node.nodeName()) == "PlanWithUnresolvedIdentifier":
+            raise InvalidArguments("zklock cannot tell which table IDENTIFIER(<expression>)"
+                                   " names before the statement runs; name it literally")
         obj = self._table_object(self._ident(node))
         return [(obj, mode)] if obj is not None else []
 
@@ -321,7 +342,7 @@ class LockPlanner:
             kids = node.children()
             for i in range(kids.size()):
                 self._walk(kids.apply(i), conditions, out, partitions, inner)
-        if inner or root:
+        if inner or (root and name not in UNARY):
             extra = node.innerChildren()
             for i in range(extra.size()):
                 child = extra.apply(i)

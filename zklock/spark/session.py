@@ -262,17 +262,16 @@ class LockingSession:
         if isinstance(ext, SetZkLock):
             return self._set(ext)
         if isinstance(ext, LockTable):
-            obj = self._show_target(ext.target)
+            obj = self._show_target(ext.target, strict=True)
             seconds = ext.seconds if ext.seconds is not None else DEFAULT_LEASE_S
             lease_id = self.manager.grab_lease([(obj, ext.mode)], duration_s=seconds,
                                                holder=self.settings.effective_user)
             return self._rows([(lease_id, obj.name, ext.mode)],
                               "lease_id BIGINT, object STRING, mode STRING")
         if isinstance(ext, UnlockTable):
-            obj = self._show_target(ext.target)
+            obj = self._show_target(ext.target, strict=True)
             mine = [x for x in self.manager.list_lease([obj])
-                    if x.holder == self.settings.effective_user
-                    and any(o == obj.name for o, _ in x.objects)]
+                    if x.holder == self.settings.effective_user and obj.name in x.leaves]
             if not mine:
                 raise LeaseNotFound(f"no lease of {self.settings.effective_user} on {obj.name}")
             for x in mine:
@@ -286,7 +285,7 @@ class LockingSession:
                      _ts(x.start_ms), _ts(x.end_ms)) for x in self.manager.list_lease(objs)]
             return self._rows(rows, LEASE_COLUMNS)
         if isinstance(ext, DropForceLease):
-            objs = [self._show_target(t) for t in ext.targets]
+            objs = [self._show_target(t, strict=True) for t in ext.targets]
             n = self.manager.force_drop_lease(objs)
             return self._rows([(n,)], "dropped_nodes BIGINT")
         raise InvalidArguments(f"unsupported statement {ext!r}")
@@ -294,7 +293,11 @@ class LockingSession:
     def _rows(self, rows: list[tuple], schema: str) -> Any:
         return adopt(self._spark.createDataFrame(rows, schema), self)
 
-    def _show_target(self, ext: Union[ShowLocks, Target]) -> Optional[LockObject]:
+    def _show_target(self, ext: Union[ShowLocks, Target], strict: bool = False
+                     ) -> Optional[LockObject]:
+        """The object a zklock statement names. ``strict`` (UNLOCK, DROP FORCE LEASE) refuses
+        a partition spec that does not match the table's partition columns exactly, so a
+        typo can never widen a drop to the whole table."""
         if ext.database is not None:
             return LockObject(ext.database)
         if ext.table is None:
@@ -302,7 +305,14 @@ class LockingSession:
         obj = self._planner._table_object(ext.table)
         if obj is None:
             raise InvalidArguments(f"{'.'.join(ext.table)} is a temporary view, not a table")
-        return self._planner._static_prefix(obj, ext.partition) if ext.partition else obj
+        if not ext.partition:
+            return obj
+        found = self._planner._static_prefix(obj, ext.partition)
+        if strict and len(found.partition) != len(ext.partition):
+            raise InvalidArguments(
+                f"PARTITION ({', '.join(ext.partition)}) does not name a partition of"
+                f" {obj.name} (keys must be its partition columns, leading ones first)")
+        return found
 
     def _set(self, ext: SetZkLock) -> Any:
         attr = SESSION_KEYS.get(ext.key.lower())
@@ -367,8 +377,18 @@ class _HeldRead:
         if self.lockset is None:
             yield from make()
             return
-        with LockedStatement(self.session._spark, self.lockset, self.query_id, self.action):
-            yield from make()
+        statement = LockedStatement(self.session._spark, self.lockset, self.query_id,
+                                    self.action)
+        with statement:  # the iterator's serving thread inherits the job tag and token
+            rows = make()
+        try:
+            yield from rows  # outside the statement: the caller's own work in the loop locks
+        except Exception as exc:
+            if statement.lost:
+                raise statement._lock_lost() from exc
+            raise
+        if statement.lost:
+            raise statement._lock_lost()
 
     def __exit__(self, *exc: object) -> None:
         if self.lockset is not None:

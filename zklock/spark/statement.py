@@ -66,9 +66,13 @@ class LockedStatement:
         self.sc.setLocalProperty(FENCING_TOKEN, None)
         if exc_type is None:
             if self._lost.is_set() or not self.lockset.is_valid:
-                raise self._lock_lost()
+                raise self._lock_lost(completed=True)
         elif issubclass(exc_type, Exception) and self._lost.is_set():
             raise self._lock_lost() from exc
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set() or not self.lockset.is_valid
 
     def _on_lost(self, lockset: LockSet) -> None:
         self._reason = getattr(lockset, "_reason", "") or "session lost"
@@ -78,10 +82,14 @@ class LockedStatement:
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
 
-    def _lock_lost(self) -> LockLost:
+    def _lock_lost(self, completed: bool = False) -> LockLost:
+        reason = self._reason or getattr(self.lockset, "_reason", "") or "session lost"
+        if completed:
+            return LockLost(self.lockset.objects,
+                            f"{reason} while {self.query_id} ran; the statement completed (do"
+                            " not simply re-run a write), but others may have overlapped it")
         return LockLost(self.lockset.objects,
-                        f"{self._reason or 'session lost'}; Spark jobs of {self.query_id}"
-                        " were cancelled")
+                        f"{reason}; Spark jobs of {self.query_id} were cancelled")
 
 
 def covered(held: LockSet, wanted: list[Any]) -> bool:
