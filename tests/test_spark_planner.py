@@ -204,3 +204,34 @@ def test_spark_statements_zklock_does_not_own_pass_through(locking, spark):
     (row,) = locking.sql("SET spark.zklock.user=someone").collect()
     assert (row.key, row.value) == ("spark.zklock.user", "someone")
     spark.conf.unset("spark.zklock.user")
+
+
+@pytest.fixture(scope="module")
+def python_planner(spark):
+    from zklock.spark.planner import LockPlanner
+
+    return LockPlanner(spark, jvm_walker=False)
+
+
+def test_the_jvm_walker_is_used_wherever_a_jdk_is(locking):
+    import os
+    import shutil
+
+    home = os.environ.get("JAVA_HOME")
+    has_javac = bool(shutil.which("javac") or (home and os.path.exists(f"{home}/bin/javac")))
+    assert (locking._planner.walker is not None) == has_javac
+
+
+@pytest.mark.parametrize("sql,expected", SEED_ROWS + MORE,
+                         ids=[s[:60] for s, _ in SEED_ROWS + MORE])
+def test_the_python_walk_gives_the_same_locks(python_planner, shared_db, sql, expected):
+    plan = python_planner.plan_parsed(python_planner.jvm.parse(sql.format(d=shared_db)),
+                                      strict=False)
+    assert [f"{o}:{m}" for o, m in plan.rows()] == [e.format(d=shared_db) for e in expected]
+
+
+def test_both_walks_agree_on_dataframes(locking, python_planner, shared_db):
+    df = locking.table(f"{shared_db}.orders").dropDuplicates(["id"]).where("ds = '2024-01-01'")
+    df2 = locking.table(f"{shared_db}.orders").where("ds IN ('2024-01-02', 'x') AND hr = 1")
+    for d in (df, df2):
+        assert locking._planner.plan_dataframe(d) == python_planner.plan_dataframe(d)

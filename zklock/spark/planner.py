@@ -26,11 +26,13 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
+from urllib.parse import unquote_plus
 
 from ..errors import InvalidArguments
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject, unescape_path_name
+from . import walker
 from .jvm import SparkJvm, option_text
 
 log = logging.getLogger(__name__)
@@ -122,8 +124,9 @@ class _Relation:
 class LockPlanner:
     """Turns SQL text, an analyzed plan or a DataFrame into a normalised lock list."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, jvm_walker: bool = True) -> None:
         self.jvm = SparkJvm(spark)
+        self.walker = walker.load(spark) if jvm_walker else None
 
     # ---- entry points -------------------------------------------------------
     def plan_sql(self, sql: str, lazy_queries: bool = False) -> LockPlan:
@@ -167,12 +170,16 @@ class LockPlanner:
         if lazy_queries and not is_command:
             return LockPlan(name, [], False, parsed, analyzed)
         specs: list[tuple[LockObject, Mode]] = []
-        specs += self._writes(wname, target, is_command)
+        insert = (self._insert_in_jvm(analyzed)
+                  if wname == "InsertIntoStatement" and self.walker is not None else None)
+        specs += insert if insert is not None else self._writes(wname, target, is_command)
         specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
         return LockPlan(name, normalize(specs), is_command, parsed, analyzed)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         """S locks for an action on ``df`` (its analyzed plan is cached by Spark)."""
+        if self.walker is not None:
+            return normalize(self._reads_in_jvm(None, True, False, dataframe=df._jdf))
         return normalize(self.reads(df._jdf.queryExecution().analyzed(), command=False))
 
     def plan_table_write(self, name: str, df: Any = None,
@@ -247,6 +254,28 @@ class LockPlanner:
             return out
         return []
 
+    def _insert_in_jvm(self, analyzed: Any) -> Optional[list[tuple[LockObject, Mode]]]:
+        """X for a file-source INSERT, read off the analyzed command in one call (else None)."""
+        text = str(self.walker.insertTarget(analyzed))
+        if not text:
+            return None
+        qualified, cols_text, spec_text = (unquote_plus(x) if i == 0 else x
+                                           for i, x in enumerate(text.split("\t")))
+        parts = qualified.split(".")
+        table = LockObject(parts[-2] if len(parts) >= 2 else self.jvm.current_database(),
+                           parts[-1])
+        spec = {}
+        for item in filter(None, spec_text.split(",")):
+            key, _, value = item.partition("=")
+            spec[unquote_plus(key).lower()] = unquote_plus(value)
+        prefix = []
+        for item in filter(None, cols_text.split(",")):
+            col, _, typ = (unquote_plus(x) for x in item.partition(":"))
+            if col.lower() not in spec:
+                break
+            prefix.append((col, _normalize_value(spec[col.lower()], typ)))
+        return [(LockObject(table.db, table.table, tuple(prefix)), X)]
+
     def _on_table(self, node: Any, mode: Mode) -> list[tuple[LockObject, Mode]]:
         if str(node.nodeName()) == "PlanWithUnresolvedIdentifier":
             raise InvalidArguments("zklock cannot tell which table IDENTIFIER(<expression>)"
@@ -299,6 +328,8 @@ class LockPlanner:
     def reads(self, analyzed: Any, partitions: bool = True,
               command: bool = True) -> list[tuple[LockObject, Mode]]:
         """S on every permanent view, table and scanned partition ``analyzed`` reads."""
+        if self.walker is not None:
+            return self._reads_in_jvm(analyzed, partitions, command)
         out: list[tuple[LockObject, Mode]] = []
         inner = bool(analyzed.containsPattern(self.jvm.plan_expression))
         # commands keep their query in innerChildren (CTAS, CREATE VIEW, CACHE TABLE)
@@ -401,23 +432,47 @@ class LockPlanner:
 
     def _scanned(self, rel: _Relation, conditions: list[Any]) -> list[LockObject]:
         """The partitions a scan of ``rel`` under ``conditions`` reads."""
-        pins = self._pins(rel, conditions)
-        cols = [c for c, _ in rel.partition_cols]
-        if all(c.lower() in pins for c in cols):
-            combos = 1
-            for c in cols:
-                combos *= len(pins[c.lower()])
-            if combos <= MAX_PINNED:
-                return [LockObject(rel.obj.db, rel.obj.table,
-                                   tuple(zip(cols, values)))
-                        for values in itertools.product(*(sorted(pins[c.lower()])
-                                                          for c in cols))]
-        out = []
-        for pname in self.jvm.partition_names(rel.catalog_table):
-            spec = [tuple(unescape_path_name(x) for x in comp.split("=", 1))
-                    for comp in pname.split("/")]
-            if all(v in pins[k.lower()] for k, v in spec if k.lower() in pins):
-                out.append(LockObject(rel.obj.db, rel.obj.table, tuple(spec)))
+        return _expand(rel.obj, [c for c, _ in rel.partition_cols], self._pins(rel, conditions),
+                       lambda: self.jvm.partition_names(rel.catalog_table))
+
+    def _reads_in_jvm(self, analyzed: Any, partitions: bool, command: bool,
+                      dataframe: Any = None) -> list[tuple[LockObject, Mode]]:
+        """:meth:`reads` through PlanWalker.java: one py4j call (plus listings it did)."""
+        out: list[tuple[LockObject, Mode]] = []
+        text = (self.walker.dataFrameLocks(dataframe) if dataframe is not None
+                else self.walker.locks(analyzed, partitions, command))
+        for item in walker.parse(str(text)):
+            if item[0] == "V":
+                out.append((LockObject(item[1] or self.jvm.current_database(), item[2]), S))
+                continue
+            if item[0] == "T":
+                obj = self._table_object([p for p in item[1].split(".") if p] + [item[2]])
+                if obj is not None:
+                    out.append((obj, S))
+                continue
+            _, qualified, cols, raw_pins, listed = item
+            parts = qualified.split(".")
+            obj = LockObject(parts[-2] if len(parts) >= 2 else self.jvm.current_database(),
+                             parts[-1])
+            out.append((obj, S))
+            if not partitions or not cols:
+                continue
+            types = {c.lower(): t for c, t in cols}
+            pins: dict[str, set[str]] = {}
+            for col, literals in raw_pins:
+                values = {literal_value(text) for text in literals}
+                if None in values or col not in types:
+                    continue
+                norm = {_normalize_value(v, types[col]) for v in values if v is not None}
+                pins[col] = pins[col] & norm if col in pins else norm
+            if listed is None:
+                def fetch(obj: LockObject = obj) -> list[str]:
+                    return self.jvm.partition_names(
+                        self.jvm.table_metadata(obj.db, obj.table or ""))
+            else:
+                def fetch(listed: list[str] = listed) -> list[str]:
+                    return listed
+            out += [(p, S) for p in _expand(obj, [c for c, _ in cols], pins, fetch)]
         return out
 
     @staticmethod
@@ -523,3 +578,22 @@ def _normalize_value(value: str, typ: str) -> str:
         except ValueError:
             return value
     return value
+
+
+def _expand(table: LockObject, cols: list[str], pins: dict[str, set[str]],
+            listing: Any) -> list[LockObject]:
+    """Partitions to lock: every pinned combination, else existing ones matching the pins."""
+    if all(c.lower() in pins for c in cols):
+        combos = 1
+        for c in cols:
+            combos *= len(pins[c.lower()])
+        if combos <= MAX_PINNED:
+            return [LockObject(table.db, table.table, tuple(zip(cols, values)))
+                    for values in itertools.product(*(sorted(pins[c.lower()]) for c in cols))]
+    out = []
+    for pname in listing():
+        spec = [tuple(unescape_path_name(x) for x in comp.split("=", 1))
+                for comp in pname.split("/")]
+        if all(v in pins[k.lower()] for k, v in spec if k.lower() in pins):
+            out.append(LockObject(table.db, table.table, tuple(spec)))
+    return out

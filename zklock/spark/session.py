@@ -211,7 +211,8 @@ class LockingSession:
                         plan = fresh
                         continue
                     plan = fresh
-                statement = LockedStatement(self._spark, lockset, query_id, sql)
+                statement = LockedStatement(self._spark, lockset, query_id, sql,
+                                            self._planner.walker)
                 return statement.run(lambda p=plan: self._execute(p))
             finally:
                 lockset.release(wait=False)
@@ -228,7 +229,7 @@ class LockingSession:
         lockset = self._acquire(targets, query_id, _describe(action, targets))
         try:
             return LockedStatement(self._spark, lockset, query_id,
-                                   _describe(action, targets)).run(fn)
+                                   _describe(action, targets), self._planner.walker).run(fn)
         finally:
             lockset.release(wait=False)
 
@@ -248,7 +249,8 @@ class LockingSession:
         query_id = new_query_id()
         lockset = self._acquire(targets, query_id, what)
         try:
-            return LockedStatement(self._spark, lockset, query_id, what).run(fn)
+            return LockedStatement(self._spark, lockset, query_id, what,
+                                   self._planner.walker).run(fn)
         finally:
             lockset.release(wait=False)
 
@@ -378,7 +380,7 @@ class _HeldRead:
             yield from make()
             return
         statement = LockedStatement(self.session._spark, self.lockset, self.query_id,
-                                    self.action)
+                                    self.action, self.session._planner.walker)
         with statement:  # the iterator's serving thread inherits the job tag and token
             rows = make()
         try:

@@ -40,8 +40,10 @@ def in_locked_statement() -> bool:
 class LockedStatement:
     """Runs ``fn`` with ``lockset`` held: own job tag, fencing token, cancel on loss."""
 
-    def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str) -> None:
+    def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str,
+                 walker: Any = None) -> None:
         self.sc = spark.sparkContext
+        self.walker = walker  # PlanWalker.java: tag and token in one JVM call each way
         self.lockset = lockset
         self.query_id = query_id
         self.description = description[:200]
@@ -54,16 +56,22 @@ class LockedStatement:
 
     def __enter__(self) -> LockedStatement:
         self.lockset.check()
-        self.sc.addJobTag(self.query_id)
-        self.sc.setLocalProperty(FENCING_TOKEN, str(self.lockset.fencing_token))
+        if self.walker is not None:
+            self.walker.enter(self.sc._jsc, self.query_id, str(self.lockset.fencing_token))
+        else:
+            self.sc.addJobTag(self.query_id)
+            self.sc.setLocalProperty(FENCING_TOKEN, str(self.lockset.fencing_token))
         self.lockset.on_lost(self._on_lost)
         _local.depth = getattr(_local, "depth", 0) + 1
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         _local.depth -= 1
-        self.sc.removeJobTag(self.query_id)
-        self.sc.setLocalProperty(FENCING_TOKEN, None)
+        if self.walker is not None:
+            self.walker.exit(self.sc._jsc, self.query_id)
+        else:
+            self.sc.removeJobTag(self.query_id)
+            self.sc.setLocalProperty(FENCING_TOKEN, None)
         if exc_type is None:
             if self._lost.is_set() or not self.lockset.is_valid:
                 raise self._lock_lost(completed=True)
