@@ -60,6 +60,16 @@ public final class PlanWalker {
         return locks(ds.queryExecution().analyzed(), true, false);
     }
 
+    /** What spark.sql would return, from the QueryExecution zklock planned (no re-analysis). */
+    public org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row> run(
+            org.apache.spark.sql.execution.QueryExecution qe) {
+        org.apache.spark.sql.classic.SparkSession$.MODULE$.setActiveSession(qe.sparkSession());
+        qe.assertAnalyzed();
+        return new org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row>(
+            qe, org.apache.spark.sql.catalyst.encoders.RowEncoder$.MODULE$.encoderFor(
+                qe.analyzed().schema()));
+    }
+
     /** Tag the thread's next jobs with the statement's query id and fencing token. */
     public void enter(org.apache.spark.api.java.JavaSparkContext jsc, String tag, String token) {
         org.apache.spark.SparkContext sc = jsc.sc();

@@ -43,8 +43,9 @@ class SparkJvm:
         self.state = state
         self.catalog = state.catalog()
         jvm = self.jvm
-        self._skip = getattr(jvm.org.apache.spark.sql.execution,
-                             "CommandExecutionMode$").__getattr__("MODULE$").SKIP()
+        modes = getattr(jvm.org.apache.spark.sql.execution,
+                        "CommandExecutionMode$").__getattr__("MODULE$")
+        self._skip, self._all = modes.SKIP(), modes.ALL()
         patterns = getattr(jvm.org.apache.spark.sql.catalyst.trees, "TreePattern$")
         self.plan_expression = patterns.__getattr__("MODULE$").PLAN_EXPRESSION()
         logical = jvm.org.apache.spark.sql.catalyst.plans.logical
@@ -66,6 +67,19 @@ class SparkJvm:
     def analyze(self, plan: Any) -> Any:
         """The analyzed plan, without executing commands (they run in :meth:`run`)."""
         return self.state.executePlan(plan, self._skip).analyzed()
+
+    @captured
+    def query_execution(self, plan: Any) -> tuple[Any, Any]:
+        """(QueryExecution, analyzed plan): analysis runs now, commands only when run."""
+        qe = self.state.executePlan(plan, self._all)
+        return qe, qe.analyzed()
+
+    @captured
+    def run_query_execution(self, walker: Any, qe: Any) -> Any:
+        """Execute through PlanWalker.run, reusing the analysis zklock planned from."""
+        from pyspark.sql.classic.dataframe import DataFrame
+
+        return DataFrame(walker.run(qe), self.spark)
 
     @captured
     def run(self, analyzed: Any) -> Any:

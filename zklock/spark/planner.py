@@ -107,6 +107,7 @@ class LockPlan:
     parsed: Any = None
     analyzed: Any = None
     notes: list[str] = field(default_factory=list)
+    qe: Any = None  # the QueryExecution behind ``analyzed`` (JVM walker only)
 
     def rows(self) -> list[tuple[str, str]]:
         """(object, mode) in acquisition order."""
@@ -155,7 +156,10 @@ class LockPlanner:
             target = target.child()
             wname = str(target.nodeName())
         try:
-            analyzed = self.jvm.analyze(parsed)
+            if self.walker is not None:
+                qe, analyzed = self.jvm.query_execution(parsed)
+            else:
+                qe, analyzed = None, self.jvm.analyze(parsed)
         except Exception as exc:
             if strict:
                 raise
@@ -168,13 +172,13 @@ class LockPlanner:
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
         is_command = name in KNOWN_COMMANDS or self.jvm.is_command(analyzed)
         if lazy_queries and not is_command:
-            return LockPlan(name, [], False, parsed, analyzed)
+            return LockPlan(name, [], False, parsed, analyzed, qe=qe)
         specs: list[tuple[LockObject, Mode]] = []
         insert = (self._insert_in_jvm(analyzed)
                   if wname == "InsertIntoStatement" and self.walker is not None else None)
         specs += insert if insert is not None else self._writes(wname, target, is_command)
         specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
-        return LockPlan(name, normalize(specs), is_command, parsed, analyzed)
+        return LockPlan(name, normalize(specs), is_command, parsed, analyzed, qe=qe)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         """S locks for an action on ``df`` (its analyzed plan is cached by Spark)."""

@@ -193,6 +193,8 @@ class LockingSession:
 
     # ---- running statements ------------------------------------------------------
     def _execute(self, plan: LockPlan) -> Any:
+        if plan.qe is not None and self._planner.walker is not None:
+            return self._planner.jvm.run_query_execution(self._planner.walker, plan.qe)
         return self._planner.jvm.run(plan.analyzed if plan.analyzed is not None
                                      else plan.parsed)
 
