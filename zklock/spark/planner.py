@@ -76,6 +76,11 @@ KNOWN_COMMANDS = X_TABLE | X_DATABASE | frozenset({
     "TruncatePartition", "LoadData", "SetTableSerDeProperties", "AnalyzeTable", "AnalyzeColumn",
     "AnalyzeTables", "RenameTable", "CacheTable", "CacheTableAsSelect",
 })
+#: Parsed roots of plain queries (SELECT ...): never commands.
+KNOWN_QUERIES = frozenset({
+    "Project", "Aggregate", "Filter", "Sort", "GlobalLimit", "LocalLimit", "Union", "Distinct",
+    "Join", "Window", "Intersect", "Except", "Offset", "Tail", "UnresolvedHint",
+})
 #: Nodes through which a parent's filter still constrains what a scan below reads.
 FILTER_TRANSPARENT = frozenset({
     "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
@@ -170,7 +175,10 @@ class LockPlanner:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             return LockPlan(name, normalize(specs), True, parsed, None,
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
-        is_command = name in KNOWN_COMMANDS or self.jvm.is_command(analyzed)
+        if name in KNOWN_QUERIES:
+            is_command = False
+        else:
+            is_command = name in KNOWN_COMMANDS or self.jvm.is_command(analyzed)
         if lazy_queries and not is_command:
             return LockPlan(name, [], False, parsed, analyzed, qe=qe)
         specs: list[tuple[LockObject, Mode]] = []
