@@ -20,10 +20,8 @@ Contenders, each on N partitions of one table plus the database and table:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,10 +31,11 @@ from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common import start_zookeeper  # noqa: E402
+
 from zklock import LockManager  # noqa: E402
 from zklock.locknode import LockData  # noqa: E402
 from zklock.lockrequest import normalize  # noqa: E402
-from zklock.server import ZkServer, free_port  # noqa: E402
 from zklock.zk import EPHEMERAL, SEQUENTIAL, ZkOps  # noqa: E402
 
 DATA = LockData(user="bench", host="bench-host", pid=1, session="0x1", query_id="q-bench",
@@ -131,13 +130,8 @@ def main() -> int:
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
 
-    server = None
-    hosts = os.environ.get("ZKLOCK_ZK")
-    if not hosts:
-        # ZooKeeper's default container sweep (60 s), as a production server has
-        server = ZkServer(Path(tempfile.mkdtemp(prefix="zklock-bench-")), port=free_port(),
-                          container_check_ms=60000)
-        hosts = server.start()
+    # ZooKeeper's default container sweep (60 s), as a production server has
+    hosts, server = start_zookeeper(container_check_ms=60000)
     try:
         client = KazooClient(hosts=hosts, timeout=30)
         client.start(timeout=30)

@@ -5,26 +5,20 @@ Run: ``.venv/bin/python bench/show.py`` (starts its own ZooKeeper unless ZKLOCK_
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common import start_zookeeper  # noqa: E402
+
 from zklock import LockManager  # noqa: E402
-from zklock.server import ZkServer, free_port  # noqa: E402
 
 
 def main() -> int:
-    server = None
-    hosts = os.environ.get("ZKLOCK_ZK")
-    if not hosts:
-        server = ZkServer(Path(tempfile.mkdtemp(prefix="zklock-show-")), port=free_port(),
-                          force_sync=False)
-        hosts = server.start()
+    hosts, server = start_zookeeper(force_sync=False)
     try:
         mgr = LockManager(hosts=hosts, root="/bench-show", retries=0)
         held = []

@@ -20,7 +20,6 @@ plus the release send, and the job tag and fencing-token property.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from zklock.server import ZkServer, free_port  # noqa: E402
+from common import start_zookeeper  # noqa: E402
 
 
 def median_ms(xs: list[float]) -> float:
@@ -42,12 +41,8 @@ def main() -> int:
     ap.add_argument("--out", help="append the Markdown table to this file")
     args = ap.parse_args()
 
-    server = None
-    hosts = os.environ.get("ZKLOCK_ZK")
-    if not hosts:
-        server = ZkServer(Path(tempfile.mkdtemp(prefix="zklock-bench-")), port=free_port(),
-                          container_check_ms=60000)
-        hosts = server.start()
+    # ZooKeeper's default container sweep (60 s), as a production server has
+    hosts, server = start_zookeeper(container_check_ms=60000)
     from pyspark.sql import SparkSession
 
     from zklock.spark import LockingSession, configure

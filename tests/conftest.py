@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -82,6 +83,16 @@ def zk(zk_hosts: str):
     yield client
     client.stop()
     client.close()
+
+
+def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> bool:
+    """Poll ``cond`` until it holds or ``timeout`` passes; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
 
 
 def lock_nodes(client: KazooClient, path: str) -> list[str]:

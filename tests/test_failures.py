@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import PYTHON, lock_nodes
+from conftest import PYTHON, lock_nodes, wait_for
 
 from zklock import LockLost, LockNotAcquired
 from zklock.lockset import State
@@ -24,15 +24,6 @@ m.acquire([("db.t/ds=1", "X")], query_id="victim")
 print("held", flush=True)
 time.sleep(600)
 """
-
-
-def wait_for(cond, timeout: float = 20.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
 
 
 def test_sigkilled_holder_locks_vanish_after_session_timeout(zk_hosts, root, make_manager):

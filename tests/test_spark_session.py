@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from conftest import lock_nodes
+from conftest import lock_nodes, wait_for
 from pyspark.errors import ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -14,15 +14,6 @@ from pyspark.sql import functions as F
 from zklock import LockLost, LockNotAcquired
 from zklock.spark import LockingSession
 from zklock.testing import expire_session
-
-
-def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
 
 
 @pytest.fixture(scope="module")

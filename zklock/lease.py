@@ -144,12 +144,14 @@ class Leases:
             found = mgr.ops.with_retry(walk, mgr.ops, mgr.root, None, True, explicit_only)
         else:
             found = []
+            parents: set[LockObject] = set()
             for raw in objs:
                 obj = LockObject.parse(raw)
                 found += mgr.ops.with_retry(walk, mgr.ops, mgr.root, obj, True, explicit_only)
-                for parent in obj.parents():
-                    found += [r for r in mgr.ops.with_retry(walk, mgr.ops, mgr.root, parent,
-                                                            True, explicit_only, 1)]
+                parents.update(obj.parents())
+            for parent in parents:  # a lease's parent nodes sit directly on them
+                found += mgr.ops.with_retry(walk, mgr.ops, mgr.root, parent, True,
+                                            explicit_only, 1)
         unique = {r.node: r for r in found}
         return sorted(unique.values(), key=lambda r: (r.object, r.seq))
 

@@ -86,9 +86,7 @@ class LockData:
     acquired_at: str = ""
     kind: str = "implicit"
     holder: str = ""
-    lease_id: Optional[int] = None
     duration_s: Optional[float] = None
-    max_end_ms: Optional[int] = None
     extra: dict = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:

@@ -308,15 +308,7 @@ class ZkOps:
             except UnimplementedError:
                 self._multi_read = False
                 return self.children_many(paths)
-            out: dict[str, Optional[list[str]]] = {}
-            for p, r in zip(paths, got):
-                if isinstance(r, NoNodeError):
-                    out[p] = None
-                elif isinstance(r, BaseException):
-                    raise r
-                else:
-                    out[p] = r
-            return out
+            return _by_path(paths, got)
         return results, [zxid] * len(results), children
 
     # ---- pipelining ----------------------------------------------------------
@@ -368,16 +360,7 @@ class ZkOps:
 
     def _reads(self, paths: Iterable[str], kind: Any) -> dict[str, Any]:
         paths = list(dict.fromkeys(paths))
-        results = self._read_many([kind(self._abs(p), None) for p in paths])
-        out: dict[str, Any] = {}
-        for p, r in zip(paths, results):
-            if isinstance(r, NoNodeError):
-                out[p] = None
-            elif isinstance(r, BaseException):
-                raise r
-            else:
-                out[p] = r
-        return out
+        return _by_path(paths, self._read_many([kind(self._abs(p), None) for p in paths]))
 
     def _collect(self, paths: list[str], pending: list[Any], missing: Any = None) -> dict:
         out = {}
@@ -423,6 +406,19 @@ class ZkOps:
     def with_retry(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         """Run an idempotent call, riding out connection loss until the deadline."""
         return self.retry.copy()(func, *args, **kwargs)
+
+
+def _by_path(paths: Sequence[str], results: Sequence[Any]) -> dict[str, Any]:
+    """Per-path read results: the value, None for a missing node; other errors raise."""
+    out: dict[str, Any] = {}
+    for p, r in zip(paths, results):
+        if isinstance(r, NoNodeError):
+            out[p] = None
+        elif isinstance(r, BaseException):
+            raise r
+        else:
+            out[p] = r
+    return out
 
 
 class ChunkedMultiFailed(KazooException):

@@ -106,25 +106,26 @@ def adopt(value: Any, session: LockingSession) -> Any:
     if isinstance(value, _ClassicDataFrame):
         return LockingDataFrame(value, session)
     if isinstance(value, GroupedData):
-        return _Adopting(value, session)
+        return _Adopting(value, lambda v: adopt(v, session))
     return value
 
 
 class _Adopting:
-    """A GroupedData (or similar helper) whose DataFrame results are lock-aware."""
+    """A helper object (GroupedData, a merge builder step, ...) whose call results pass
+    through ``adopt_result``, so what comes out of it stays lock-aware."""
 
-    def __init__(self, inner: Any, session: LockingSession) -> None:
+    def __init__(self, inner: Any, adopt_result: Any) -> None:
         self._inner = inner
-        self._session = session
+        self._adopt_result = adopt_result
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
         if not callable(value):
-            return adopt(value, self._session)
+            return self._adopt_result(value)
 
         @functools.wraps(value)
         def call(*args: Any, **kwargs: Any) -> Any:
-            return adopt(value(*args, **kwargs), self._session)
+            return self._adopt_result(value(*args, **kwargs))
         return call
 
 
@@ -184,47 +185,21 @@ for _name in ("parquet", "csv", "json", "orc", "text", "xml", "jdbc"):
         setattr(LockingWriter, _name, _path_write(_name))
 
 
-class _LockingMerge:
+class _LockingMerge(_Adopting):
     """``df.mergeInto(t, cond)...merge()``: X on the target, S on the source, during merge()."""
 
     def __init__(self, inner: Any, df: LockingDataFrame, table: str) -> None:
-        self._inner, self._df, self._table = inner, df, table
+        super().__init__(inner, self._step)
+        self._df, self._table = df, table
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)
-        if not callable(value):
-            return value
-
-        @functools.wraps(value)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._adopt(value(*args, **kwargs))
-        return call
-
-    def _adopt(self, out: Any) -> Any:
+    def _step(self, out: Any) -> Any:
         """Keep every step of the builder (whenMatched().updateAll() ...) lock-aware."""
         if type(out).__name__.endswith("MergeIntoWriter"):
             self._inner = out
             return self
-        if type(out).__module__.startswith("pyspark") and not isinstance(out, (str, int)):
-            return _MergeStep(out, self)
+        if type(out).__module__.startswith("pyspark"):
+            return _Adopting(out, self._step)
         return out
-
-
-class _MergeStep:
-    """An intermediate merge builder (WhenMatched, ...) that hands back the locking merge."""
-
-    def __init__(self, inner: Any, merge: _LockingMerge) -> None:
-        self._inner, self._merge = inner, merge
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)
-        if not callable(value):
-            return value
-
-        @functools.wraps(value)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._merge._adopt(value(*args, **kwargs))
-        return call
 
     def merge(self) -> None:
         session = self._df._zk_session

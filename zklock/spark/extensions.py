@@ -83,14 +83,6 @@ def tokenize(sql: str, limit: Optional[int] = None) -> list[Token]:
     return out
 
 
-@dataclass
-class ShowLocks:
-    """SHOW LOCKS [DATABASE db | [db.]t [PARTITION (k='v', ...)]] [EXTENDED]."""
-
-    database: Optional[str] = None
-    table: Optional[list[str]] = None
-    partition: dict[str, str] = field(default_factory=dict)
-    extended: bool = False
 
 
 @dataclass
@@ -115,6 +107,14 @@ class Target:
     database: Optional[str] = None
     table: Optional[list[str]] = None
     partition: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ShowLocks:
+    """SHOW LOCKS [DATABASE db | [db.]t [PARTITION (k='v', ...)]] [EXTENDED]."""
+
+    target: Target = field(default_factory=Target)
+    extended: bool = False
 
 
 @dataclass
@@ -252,26 +252,9 @@ def parse_extension(sql: str) -> Optional[Extension]:
 
 def _show_locks(cur: _Cursor) -> ShowLocks:
     out = ShowLocks()
-    if cur.keyword("EXTENDED"):
-        out.extended = True
-        cur.end()
-        return out
     tok = cur.peek()
-    if tok is None or tok.text == ";":
-        cur.end()
-        return out
-    if cur.keyword("DATABASE", "SCHEMA"):
-        out.database = cur.identifier("database name")
-    else:
-        parts = [cur.identifier("table name")]
-        while (nxt := cur.peek()) is not None and nxt.text == ".":
-            cur.take()
-            parts.append(cur.identifier("table name"))
-        if len(parts) > 3:
-            raise InvalidArguments(f"bad table name {'.'.join(parts)!r}")
-        out.table = parts
-        if cur.keyword("PARTITION"):
-            out.partition = _partition_spec(cur)
+    if tok is not None and tok.text != ";" and tok.upper != "EXTENDED":
+        out.target = _target(cur)
     out.extended = cur.keyword("EXTENDED")
     cur.end()
     return out

@@ -23,7 +23,7 @@ import atexit
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from ..config import SETTINGS, Settings, parse_bool, parse_duration
 from ..errors import InvalidArguments, LeaseNotFound, LockNotAcquired
@@ -228,10 +228,11 @@ class LockingSession:
         if not targets:
             return fn()
         query_id = new_query_id()
-        lockset = self._acquire(targets, query_id, _describe(action, targets))
+        what = _describe(action, targets)
+        lockset = self._acquire(targets, query_id, what)
         try:
-            return LockedStatement(self._spark, lockset, query_id,
-                                   _describe(action, targets), self._planner.walker).run(fn)
+            return LockedStatement(self._spark, lockset, query_id, what,
+                                   self._planner.walker).run(fn)
         finally:
             lockset.release(wait=False)
 
@@ -259,7 +260,7 @@ class LockingSession:
     # ---- zklock SQL -------------------------------------------------------------
     def _extension(self, ext: Any) -> Any:
         if isinstance(ext, ShowLocks):
-            return self.show_locks(self._show_target(ext), extended=ext.extended)
+            return self.show_locks(self._show_target(ext.target), extended=ext.extended)
         if isinstance(ext, ExplainLocks):
             plan = self.explain_locks(ext.statement)
             return adopt(self._spark.createDataFrame(plan.rows(), EXPLAIN_COLUMNS), self)
@@ -297,8 +298,7 @@ class LockingSession:
     def _rows(self, rows: list[tuple], schema: str) -> Any:
         return adopt(self._spark.createDataFrame(rows, schema), self)
 
-    def _show_target(self, ext: Union[ShowLocks, Target], strict: bool = False
-                     ) -> Optional[LockObject]:
+    def _show_target(self, ext: Target, strict: bool = False) -> Optional[LockObject]:
         """The object a zklock statement names. ``strict`` (UNLOCK, DROP FORCE LEASE) refuses
         a partition spec that does not match the table's partition columns exactly, so a
         typo can never widen a drop to the whole table."""

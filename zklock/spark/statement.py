@@ -15,10 +15,11 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import LockLost
 from ..lockset import LockSet
+from ..mode import Mode
 
 T = TypeVar("T")
 
@@ -103,8 +104,5 @@ class LockedStatement:
 def covered(held: LockSet, wanted: list[Any]) -> bool:
     """True when ``held`` grants every (object, mode) target in ``wanted``."""
     modes = {h.target.obj: h.target.mode for h in held.held}
-    for t in wanted:
-        have: Optional[Any] = modes.get(t.obj)
-        if have is None or (have.value == "S" and t.mode.value == "X"):
-            return False
-    return True
+    return all(t.obj in modes and (modes[t.obj] is Mode.EXCLUSIVE or t.mode is Mode.SHARED)
+               for t in wanted)
