@@ -64,7 +64,11 @@ from .zk import (
 
 log = logging.getLogger(__name__)
 
-MAX_RACE_RETRIES = 20  # immediate re-tries when an object node appears/vanishes under us
+#: How long an attempt keeps re-trying races with object nodes appearing or vanishing under it.
+#: ZooKeeper's container sweep deletes empty object nodes at up to 10,000 a minute
+#: (znode.container.maxPerMinute), so a large set can race it for seconds: a fixed count of
+#: immediate re-tries gave up on 1,000-object sets while the sweep ran.
+RACE_WINDOW_S = 60.0
 
 
 @dataclass
@@ -223,7 +227,12 @@ class LockManager:
         """
         paths = {t: t.obj.znode(self.root) for t in targets}
         flags = SEQUENTIAL | (PERSISTENT if explicit else EPHEMERAL)
-        for _race in range(MAX_RACE_RETRIES):
+        window = time.monotonic() + RACE_WINDOW_S
+        races = 0
+        while races == 0 or time.monotonic() < window:
+            if races >= 3:  # past a blip: let the sweep (or the other creator) move on
+                time.sleep(min(0.5, 0.01 * 2 ** (races - 3)) * random.uniform(0.5, 1.0))
+            races += 1
             attempt_id = secrets.token_hex(12)
             missing: list[str] = []
             if pre_read:
@@ -272,7 +281,8 @@ class LockManager:
                 continue  # session changed under us; cleaned up, try again
             return granted
         raise LockNotAcquired(
-            f"gave up after {MAX_RACE_RETRIES} races with concurrent node creation/removal")
+            f"gave up after {races} races in {RACE_WINDOW_S:g}s with concurrent object node"
+            " creation/removal")
 
     def _pre_conflicts(self, targets: list[LockTarget], paths: dict[LockTarget, str],
                        listing: dict[str, Optional[list[str]]]) -> list[Conflict]:
