@@ -99,10 +99,14 @@ def lock_nodes(client: KazooClient, path: str) -> list[str]:
     """Every lock node below ``path`` (recursively)."""
     from zklock.locknode import LockNodeName
 
+    from kazoo.exceptions import NoNodeError
+
     out = []
-    if not client.exists(path):
+    try:
+        kids = client.get_children(path)
+    except NoNodeError:  # an empty container node the server swept meanwhile
         return out
-    for kid in client.get_children(path):
+    for kid in kids:
         full = f"{path}/{kid}"
         if LockNodeName.parse(kid):
             out.append(full)
