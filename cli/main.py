@@ -339,6 +339,9 @@ def sql(obj: Context, sql: str, as_json: bool, limit: int, conf: Sequence[str],
     emit(rows, as_json, columns)
 
 
+from . import schedule as _schedule  # noqa: E402, F401  (registers schedule/scheduler)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Console-script entry point."""
     try:

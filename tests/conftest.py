@@ -204,3 +204,48 @@ def make_locking(spark, zk_hosts: str, root: str):
 @pytest.fixture
 def locking(make_locking):
     return make_locking()
+
+
+# ---- scheduler -----------------------------------------------------------------------
+ADMIN = "alice"
+
+
+@pytest.fixture
+def sched_conf(zk_hosts: str, root: str) -> dict:
+    """Settings of a test's scheduler namespace: its own root, fast progress, no quiet."""
+    return dict(hosts=zk_hosts, root=root, scheduler_root=f"{root}-sched",
+                scheduler_admins=ADMIN, user=ADMIN, session_timeout=SESSION_TIMEOUT,
+                retries=0, retry_interval=0.05, scheduler_quiet_period=0,
+                scheduler_progress_interval=0.2, scheduler_progress_timeout=5)
+
+
+@pytest.fixture
+def make_scheduler(spark, sched_conf: dict):
+    """Start SchedulerServices (each with its own ZooKeeper session) running real Spark."""
+    from zklock.config import Settings
+    from zklock.manager import connect
+    from zklock.scheduler.runner import SparkRunner
+    from zklock.scheduler.service import SchedulerService
+
+    made = []
+
+    def make(pool_size: int = 2, **kw):
+        settings = Settings.resolve({**sched_conf, **kw})
+        client = connect(settings)
+        runner = SparkRunner(spark, settings, client)
+        service = SchedulerService(settings, runner, client=client, pool_size=pool_size)
+        made.append((service, runner, client))
+        return service.start()
+
+    yield make
+    for service, runner, client in made:
+        service.stop()
+        runner.close()
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def admin_session(make_locking, sched_conf: dict):
+    """A LockingSession of the scheduler admin (CREATE SCHEDULED QUERY ... works)."""
+    return make_locking(**sched_conf)

@@ -65,6 +65,19 @@ def _int(value: Any) -> int:
     return out
 
 
+def _names(value: Any) -> str:
+    """A comma-separated list of user names, normalised (no blanks, no duplicates)."""
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    return ",".join(dict.fromkeys(parts))
+
+
+def _namespace(value: Any) -> str:
+    text = str(value).strip()
+    if not text or len(text) > 64 or not all(c.isalnum() or c in "_-" for c in text):
+        raise InvalidArguments(f"namespace must be 1-64 letters, digits, '_' or '-': {value!r}")
+    return text
+
+
 def _root(value: Any) -> str:
     text = str(value).strip()
     if not text.startswith("/") or "//" in text or text.endswith("/") and text != "/":
@@ -120,6 +133,51 @@ SETTINGS: list[Setting] = [
             "The reaper deletes leases expired for longer than this (HDFS's hard limit)."),
     Setting("state_dir", ".zklock", str, "ZKLOCK_STATE_DIR", None,
             "Directory of the embedded ZooKeeper server (data, logs, pid, connect string)."),
+    Setting("scheduler_root", "/zklock/scheduler", _root, "ZKLOCK_SCHEDULER_ROOT",
+            "spark.zklock.scheduler.root",
+            "Znode under which each scheduler namespace keeps its queries, executions,"
+            " executors and leader election."),
+    Setting("scheduler_namespace", "default", _namespace, "ZKLOCK_SCHEDULER_NAMESPACE",
+            "spark.zklock.scheduler.namespace",
+            "Scheduler namespace: scheduled queries and scheduler processes of one namespace"
+            " see only each other (Hive's hive.scheduled.queries.namespace)."),
+    Setting("scheduler_admins", "", _names, "ZKLOCK_SCHEDULER_ADMINS",
+            "spark.zklock.scheduler.admins",
+            "Comma-separated users who may create scheduled queries and alter or drop any."
+            " Empty: nobody may create one."),
+    Setting("scheduler_impersonation", False, parse_bool, "ZKLOCK_SCHEDULER_IMPERSONATION",
+            "spark.zklock.scheduler.impersonation",
+            "Allow EXECUTED AS a user other than the one creating or altering the query."),
+    Setting("scheduler_max_parallel", 8, _int, "ZKLOCK_SCHEDULER_MAX_PARALLEL",
+            "spark.zklock.scheduler.maxParallel",
+            "Most scheduled executions waiting or running at once across all executors of a"
+            " namespace (0: no limit)."),
+    Setting("scheduler_pool_size", 2, _int, "ZKLOCK_SCHEDULER_POOL_SIZE",
+            "spark.zklock.scheduler.poolSize",
+            "Executions one scheduler process runs at once (`zklock scheduler run --executors`)."),
+    Setting("scheduler_quiet_period", 60.0, parse_duration, "ZKLOCK_SCHEDULER_QUIET_PERIOD",
+            "spark.zklock.scheduler.quietPeriod",
+            "A newly started scheduler process launches nothing for this long (seed 004's"
+            " meltdown switch); 0 turns it off."),
+    Setting("scheduler_progress_interval", 2.0, parse_duration,
+            "ZKLOCK_SCHEDULER_PROGRESS_INTERVAL", "spark.zklock.scheduler.progressInterval",
+            "How often a running execution reports progress (moving its next_deadline)."),
+    Setting("scheduler_progress_timeout", 20.0, parse_duration,
+            "ZKLOCK_SCHEDULER_PROGRESS_TIMEOUT", "spark.zklock.scheduler.progressTimeout",
+            "An execution that reports no progress for this long is TIMED_OUT and fenced."),
+    Setting("scheduler_max_runtime", 0.0, parse_duration, "ZKLOCK_SCHEDULER_MAX_RUNTIME",
+            "spark.zklock.scheduler.maxRuntime",
+            "An execution running longer than this is TIMED_OUT, fenced and its Spark jobs"
+            " cancelled (0: no limit)."),
+    Setting("scheduler_execution_max_age", 604800.0, parse_duration,
+            "ZKLOCK_SCHEDULER_EXECUTION_MAX_AGE", "spark.zklock.scheduler.executionMaxAge",
+            "The leader trims finished executions whose trigger time is older than this."),
+    Setting("scheduler_auto_disable_after", 0, _int, "ZKLOCK_SCHEDULER_AUTO_DISABLE_AFTER",
+            "spark.zklock.scheduler.autoDisableAfter",
+            "Disable a query after this many consecutive failed executions (0: never)."),
+    Setting("scheduler_reap_interval", 60.0, parse_duration, "ZKLOCK_SCHEDULER_REAP_INTERVAL",
+            "spark.zklock.scheduler.reapInterval",
+            "How often the scheduler leader reaps leases past their hard limit (0: never)."),
 ]
 
 
@@ -140,6 +198,19 @@ class Settings:
     max_lease_s: float = 86400.0
     lease_hard_limit_s: float = 3600.0
     state_dir: str = ".zklock"
+    scheduler_root: str = "/zklock/scheduler"
+    scheduler_namespace: str = "default"
+    scheduler_admins: str = ""
+    scheduler_impersonation: bool = False
+    scheduler_max_parallel: int = 8
+    scheduler_pool_size: int = 2
+    scheduler_quiet_period: float = 60.0
+    scheduler_progress_interval: float = 2.0
+    scheduler_progress_timeout: float = 20.0
+    scheduler_max_runtime: float = 0.0
+    scheduler_execution_max_age: float = 604800.0
+    scheduler_auto_disable_after: int = 0
+    scheduler_reap_interval: float = 60.0
     extra: dict = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -174,6 +245,10 @@ class Settings:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data.update(changes)
         return Settings(**data)
+
+    @property
+    def admins(self) -> frozenset[str]:
+        return frozenset(u for u in self.scheduler_admins.split(",") if u)
 
     @property
     def effective_user(self) -> str:

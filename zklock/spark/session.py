@@ -89,7 +89,11 @@ class LockingSession:
         self._concurrency = self.settings.support_concurrency
         self._retries = self.settings.retries
         self._retry_interval = self.settings.retry_interval
-        self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
+        self._system_views: dict[str, Callable[[], Any]] = {
+            "locks": self._locks_view,
+            "scheduled_queries": self._scheduled_queries_view,
+            "scheduled_executions": self._scheduled_executions_view,
+        }
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -149,6 +153,9 @@ class LockingSession:
                 return self.sql(formatter.format(sqlQuery, **kwargs))
             finally:
                 formatter.clear()
+        ddl = self._scheduled_ddl(sqlQuery)
+        if ddl is not None:
+            return ddl
         ext = parse_extension(sqlQuery)
         if ext is not None:
             return self._extension(ext)
@@ -338,9 +345,53 @@ class LockingSession:
         return adopt(self._spark.createDataFrame([(ext.key, value)], "key STRING, value STRING"),
                      self)
 
+    # ---- scheduled queries (zklock.scheduler) ---------------------------------------
+    def scheduled_queries(self, namespace: Optional[str] = None) -> Any:
+        """The :class:`~zklock.scheduler.admin.ScheduledQueries` of a namespace, as this
+        session's user, validating statements with this session's Spark parser."""
+        from ..scheduler.admin import ScheduledQueries
+        from ..scheduler.store import SchedulerStore
+
+        store = SchedulerStore(self.manager.client, self.settings, namespace)
+        return ScheduledQueries(store, self.settings, validate=self._validate_statement)
+
+    def _validate_statement(self, statement: str) -> None:
+        try:
+            self._planner.jvm.parse(statement)
+        except Exception as exc:
+            lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()
+                     and not ln.lstrip().startswith(("at ", "JVM stacktrace"))]
+            raise InvalidArguments("the scheduled statement does not parse: "
+                                   + "\n".join(lines[:8])) from None
+
+    def _scheduled_ddl(self, sql: str) -> Optional[Any]:
+        from ..scheduler.ddl import CreateScheduledQuery, parse_scheduled_ddl
+
+        ddl = parse_scheduled_ddl(sql)
+        if ddl is None:
+            return None
+        q = self.scheduled_queries().apply(ddl)
+        verb = "created" if isinstance(ddl, CreateScheduledQuery) else (
+            "dropped" if q is None else f"altered ({ddl.action})")
+        nxt = q.to_dict()["next_execution"] if q is not None else None
+        return self._rows([(ddl.name, verb, nxt)],
+                          "schedule_name STRING, result STRING, next_execution STRING")
+
     # ---- sysdb views -------------------------------------------------------------
     def _locks_view(self) -> Any:
         return self.show_locks(None, extended=True)
+
+    def _scheduled_queries_view(self) -> Any:
+        from ..scheduler.views import scheduled_queries_rows
+
+        rows, schema = scheduled_queries_rows(self.manager.client, self.settings)
+        return adopt(self._spark.createDataFrame(rows, schema), self)
+
+    def _scheduled_executions_view(self) -> Any:
+        from ..scheduler.views import scheduled_executions_rows
+
+        rows, schema = scheduled_executions_rows(self.manager.client, self.settings)
+        return adopt(self._spark.createDataFrame(rows, schema), self)
 
     def _refresh_system_views(self, text: str) -> None:
         lowered = text.lower()

@@ -1,0 +1,268 @@
+"""Executor: takes queued executions and runs them, reporting progress until they end.
+
+An executor learns of work through a watch on the queue folder, so a run
+starts as soon as the leader claims it. Taking is one multi that deletes
+the queue entry and moves the execution from INITED to EXECUTING at the
+version it was read: of all executors racing for it, exactly one wins.
+The winning multi's zxid is the execution's fencing token.
+
+While a run goes on, its executor moves ``next_deadline`` forward every
+``scheduler_progress_interval`` with a versioned write. If the leader has
+timed the run out meanwhile, that write fails: the executor knows it has
+been fenced and cancels the run's Spark job group at once. The final write
+(FINISHED, FAILED or AUTO_DISABLED, with the error's first line) frees the
+query in the same multi.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from zklock.config import Settings
+
+from .model import Execution, State
+from .runner import Runner
+from .store import ExecutorInfo, Fenced, SchedulerStore
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_executor_id() -> str:
+    return f"ex-{uuid.uuid4().hex[:12]}"
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {line}"[:1000] if line else type(exc).__name__
+
+
+@dataclass
+class Running:
+    execution: Execution
+    group: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    fenced: bool = False
+
+
+class Executor:
+    """Runs up to ``pool_size`` executions at once, after its quiet period."""
+
+    def __init__(self, store: SchedulerStore, settings: Settings, runner: Runner,
+                 info: ExecutorInfo) -> None:
+        self.store = store
+        self.settings = settings
+        self.runner = runner
+        self.info = info
+        self.pool_size = max(1, info.pool_size)
+        self._pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="zklock-run")
+        self._running: dict[str, Running] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._connected = True
+        self._dispatcher = threading.Thread(target=self._dispatch, name="zklock-dispatch",
+                                            daemon=True)
+        self._progress = threading.Thread(target=self._report, name="zklock-progress",
+                                          daemon=True)
+        self.started_runs = 0
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    def start(self) -> Executor:
+        self._wake.set()  # the first look at the queue also arms its watch
+        self._dispatcher.start()
+        self._progress.start()
+        return self
+
+    def stop(self, wait: bool = True) -> None:
+        self._stopped.set()
+        self._wake.set()
+        self._pool.shutdown(wait=wait, cancel_futures=True)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return sorted(self._running)
+
+    def set_connected(self, connected: bool) -> None:
+        self._connected = connected
+        if connected:
+            self._wake.set()
+
+    # ---- learning of work --------------------------------------------------------
+    def _on_queue(self, _event: Any) -> None:
+        self._wake.set()
+
+    def _dispatch(self) -> None:
+        while not self._stopped.is_set():
+            quiet_left = (self.info.quiet_until - now_ms()) / 1000
+            self._wake.wait(timeout=quiet_left if quiet_left > 0 else None)
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            if not self._connected or now_ms() < self.info.quiet_until:
+                continue
+            try:
+                self._take_some()
+            except Exception as exc:
+                log.warning("executor %s could not read the queue: %s", self.id, exc)
+                time.sleep(0.2)
+                self._wake.set()
+
+    def _take_some(self) -> None:
+        queued = self.store.queued(watch=self._on_queue)
+        for exec_id in queued:
+            if self._stopped.is_set():
+                return
+            with self._lock:
+                if len(self._running) >= self.pool_size or exec_id in self._running:
+                    if len(self._running) >= self.pool_size:
+                        return
+                    continue
+            self._try_take(exec_id)
+
+    def _try_take(self, exec_id: str) -> None:
+        e = self.store.get_execution(exec_id)
+        if e is None or e.status is not State.INITED:
+            if e is not None:  # a stale queue entry: the run was taken or ended
+                self.store.dequeue(None, [exec_id])
+            return
+        now = now_ms()
+        e.state = State.EXECUTING.value
+        e.executor = self.id
+        e.executor_query_id = f"zklock-sq-{e.namespace}-{e.id}"
+        e.start = e.last_update = now
+        e.next_deadline = self._deadline(e, now)
+        try:
+            results = self.store._commit(lambda t: (
+                t.delete(f"{self.store.queue}/{e.id}"),
+                t.set_data(self.store.execution_path(e.id), e.to_bytes(), version=e.version)))
+        except Fenced:
+            return  # another executor took it
+        e.version += 1
+        e.fencing_token = getattr(results[1], "mzxid", None)
+        run = Running(e, e.executor_query_id)
+        with self._lock:
+            self._running[e.id] = run
+            self.started_runs += 1
+        self._publish()
+        self._pool.submit(self._execute, run)
+
+    def _deadline(self, e: Execution, now: int) -> int:
+        deadline = now + int(self.settings.scheduler_progress_timeout * 1000)
+        if self.settings.scheduler_max_runtime > 0 and e.start is not None:
+            deadline = min(deadline, e.start + int(self.settings.scheduler_max_runtime * 1000))
+        return deadline
+
+    # ---- running -------------------------------------------------------------------
+    def _execute(self, run: Running) -> None:
+        e = run.execution
+        error: Optional[BaseException] = None
+        try:
+            self._write_progress(run)  # records the fencing token before any work
+            if not run.fenced:
+                self.runner.run(copy.copy(e), run.group)
+        except BaseException as exc:  # the run's failure is data, not our crash
+            error = exc
+        finally:
+            with self._lock:
+                self._running.pop(e.id, None)
+            try:
+                self._finish(run, error)
+            except Exception as exc:
+                log.warning("could not record the end of %s: %s", e.id, exc)
+            self._publish()
+            self._wake.set()
+
+    def _finish(self, run: Running, error: Optional[BaseException]) -> None:
+        e = run.execution
+        with run.lock:
+            if run.fenced:
+                log.warning("execution %s was fenced (timed out by the leader); its end is not"
+                            " recorded", e.id)
+                return
+            for _ in range(50):
+                q = self.store.get_query(e.query_name)
+                now = now_ms()
+                e.end = e.last_update = now
+                e.next_deadline = None
+                e.state = State.FINISHED.value if error is None else State.FAILED.value
+                e.error_message = None if error is None else first_line(error)
+                if q is not None and q.active_execution == e.id:
+                    q.active_execution = None
+                    if error is None:
+                        q.consecutive_failures = 0
+                    else:
+                        q.consecutive_failures += 1
+                        limit = self.settings.scheduler_auto_disable_after
+                        if limit and q.consecutive_failures >= limit and q.enabled:
+                            q.enabled = False
+                            e.state = State.AUTO_DISABLED.value
+                            e.error_message = (f"{e.error_message} (query disabled after"
+                                               f" {q.consecutive_failures} consecutive"
+                                               " failures)")[:1000]
+                else:
+                    q = None
+                try:
+                    self.store.finish(None, e, q)
+                    return
+                except Fenced as exc:
+                    if exc.index == 0:
+                        run.fenced = True
+                        log.warning("execution %s was fenced before it could end", e.id)
+                        return
+                    continue  # the query changed meanwhile: read it again
+
+    # ---- progress --------------------------------------------------------------------
+    def _report(self) -> None:
+        interval = max(0.05, self.settings.scheduler_progress_interval)
+        while not self._stopped.wait(interval):
+            with self._lock:
+                runs = list(self._running.values())
+            for run in runs:
+                try:
+                    self._write_progress(run)
+                except Exception as exc:
+                    log.warning("progress of %s not recorded: %s", run.execution.id, exc)
+
+    def _write_progress(self, run: Running) -> None:
+        e = run.execution
+        with run.lock:
+            if run.fenced:
+                return
+            now = now_ms()
+            e.last_update = now
+            e.next_deadline = self._deadline(e, now)
+            try:
+                zxid = self.store.update_execution(e)
+            except (BadVersionError, NoNodeError):
+                run.fenced = True
+            else:
+                if e.fencing_token is None:
+                    e.fencing_token = zxid
+                return
+        log.warning("execution %s was fenced by the leader (timed out); cancelling its Spark"
+                    " jobs (group %s)", e.id, run.group)
+        self.runner.cancel(run.group)
+
+    def _publish(self) -> None:
+        self.info.running = self.running()
+        try:
+            self.store.update_executor(self.info)
+        except Exception:
+            pass

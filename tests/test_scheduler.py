@@ -1,0 +1,276 @@
+"""The scheduler against a real ZooKeeper and a real local SparkSession.
+
+Services here run in the test process (each with its own ZooKeeper
+session, sharing the session's SparkSession); the multi-process
+exactly-once test is in test_scheduler_processes.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import ADMIN, wait_for
+
+from zklock.errors import InvalidArguments
+from zklock.scheduler.admin import NotAuthorized
+from zklock.scheduler.model import State
+from zklock.scheduler.store import Fenced, SchedulerStore
+from zklock.testing import expire_session
+
+SLOW = "SELECT sum(id) FROM range(0, 400000000000)"  # minutes of work: only cancellation ends it
+
+
+def executions(session, name=None):
+    return session.scheduled_queries().executions(name)
+
+
+def states(session, name):
+    return [e.state for e in executions(session, name)]
+
+
+def idle(session, name):
+    q = session.scheduled_queries().get(name)
+    return q.active_execution is None
+
+
+def test_create_alter_drop_through_sql(admin_session):
+    s = admin_session
+    out = s.sql("CREATE SCHEDULED QUERY q1 CRON '0 */5 * * * *' TIMEZONE 'Europe/Paris'"
+                " AS SELECT 1").collect()
+    assert out[0]["result"] == "created"
+    row = s.sql("SELECT * FROM sysdb.scheduled_queries WHERE schedule_name = 'q1'").collect()[0]
+    assert (row["enabled"], row["timezone"], row["user"], row["owner"], row["query"]) == (
+        True, "Europe/Paris", ADMIN, ADMIN, "SELECT 1")
+    assert row["next_execution"] is not None and row["active_execution_id"] is None
+    s.sql("ALTER SCHEDULED QUERY q1 DISABLE")
+    assert not s.scheduled_queries().get("q1").enabled
+    s.sql("ALTER SCHEDULED QUERY q1 EVERY 10 MINUTES OFFSET BY '00:02'")
+    s.sql("ALTER SCHEDULED QUERY q1 DEFINED AS SELECT 2")
+    q = s.scheduled_queries().get("q1")
+    assert q.query == "SELECT 2" and q.parsed_schedule.kind == "every"
+    with pytest.raises(InvalidArguments, match="already exists"):
+        s.sql("CREATE SCHEDULED QUERY q1 EVERY 1 HOUR AS SELECT 1")
+    s.sql("DROP SCHEDULED QUERY q1")
+    assert s.sql("SELECT * FROM sysdb.scheduled_queries WHERE schedule_name = 'q1'").count() == 0
+    with pytest.raises(InvalidArguments, match="no scheduled query 'q1'"):
+        s.sql("DROP SCHEDULED QUERY q1")
+
+
+def test_bad_statement_and_schedule_are_refused_with_a_pointer(admin_session):
+    s = admin_session
+    with pytest.raises(InvalidArguments, match="does not parse"):
+        s.sql("CREATE SCHEDULED QUERY bad CRON '* * * * *' AS SELEC 1 FROM")
+    with pytest.raises(InvalidArguments, match="position"):
+        s.sql("CREATE SCHEDULED QUERY bad CRON '61 * * * *' AS SELECT 1")
+    with pytest.raises(InvalidArguments, match="position"):
+        s.sql("CREATE SCHEDULED QUERY bad EVERY 3 FORTNIGHTS AS SELECT 1")
+    with pytest.raises(InvalidArguments):
+        s.sql("CREATE SCHEDULED QUERY bad CRON '* * * * *' TIMEZONE 'Mars/Olympus' AS SELECT 1")
+    with pytest.raises(InvalidArguments, match="one thing"):
+        s.sql("ALTER SCHEDULED QUERY bad ENABLE DISABLE")
+    assert s.scheduled_queries().list() == []
+
+
+def test_security_rules(make_locking, sched_conf):
+    admin = make_locking(**sched_conf)
+    bob = make_locking(**{**sched_conf, "user": "bob"})
+    with pytest.raises(NotAuthorized, match="only scheduler admins"):
+        bob.sql("CREATE SCHEDULED QUERY b1 EVERY 1 HOUR AS SELECT 1")
+    with pytest.raises(NotAuthorized, match="impersonation is off"):
+        admin.sql("CREATE SCHEDULED QUERY a1 EVERY 1 HOUR EXECUTED AS 'bob' AS SELECT 1")
+    imp = make_locking(**{**sched_conf, "scheduler_impersonation": True})
+    imp.sql("CREATE SCHEDULED QUERY a1 EVERY 1 HOUR EXECUTED AS 'bob' AS SELECT 1")
+    assert imp.scheduled_queries().get("a1").executed_as == "bob"
+    with pytest.raises(NotAuthorized, match="belongs to 'alice'"):
+        bob.sql("ALTER SCHEDULED QUERY a1 DISABLE")
+    with pytest.raises(NotAuthorized, match="belongs to 'alice'"):
+        bob.sql("DROP SCHEDULED QUERY a1")
+    # an owner who is no longer an admin still manages their own query
+    carol_admin = make_locking(**{**sched_conf, "user": "carol", "scheduler_admins": "carol"})
+    carol_admin.sql("CREATE SCHEDULED QUERY c1 EVERY 1 HOUR AS SELECT 1")
+    carol = make_locking(**{**sched_conf, "user": "carol"})
+    carol.sql("ALTER SCHEDULED QUERY c1 DISABLE")
+    with pytest.raises(NotAuthorized, match="impersonation is off"):
+        carol.sql("ALTER SCHEDULED QUERY c1 EXECUTED AS 'bob'")
+    admin.sql("DROP SCHEDULED QUERY c1")  # admins drop anyone's
+    admin.sql("DROP SCHEDULED QUERY a1")
+
+
+def test_run_now_and_the_user_is_recorded(admin_session, make_scheduler, make_manager):
+    s = admin_session
+    s.sql("CREATE SCHEDULED QUERY nightly CRON '0 3 * * *' DISABLED"
+          " AS LOCK DATABASE sysq SHARED FOR 1 MINUTE")
+    make_scheduler()
+    time.sleep(0.5)
+    assert executions(s, "nightly") == []  # disabled and not due
+    s.sql("ALTER SCHEDULED QUERY nightly EXECUTE")
+    assert wait_for(lambda: states(s, "nightly") == ["FINISHED"], timeout=20)
+    e = executions(s, "nightly")[0]
+    assert e.manual and e.executed_as == ADMIN and e.executor
+    assert e.start - e.trigger_time < 1000  # started within a second of the request
+    leases = make_manager().list_lease()
+    assert [x.user for x in leases] == [ADMIN]  # the lock it took records the user
+    row = s.sql("SELECT * FROM sysdb.scheduled_executions").collect()[0]
+    assert (row["state"], row["user"], row["schedule_name"]) == ("FINISHED", ADMIN, "nightly")
+    assert row["executor_query_id"].startswith("zklock-sq-")
+
+
+def test_end_to_end_insert_every_two_seconds(admin_session, make_scheduler, db):
+    s = admin_session
+    s.sql(f"CREATE SCHEDULED QUERY ingest EVERY 2 SECONDS AS"
+          f" INSERT INTO {db}.events PARTITION (ds='sched') VALUES (1)")
+    make_scheduler()
+    assert wait_for(lambda: states(s, "ingest").count("FINISHED") >= 4, timeout=40)
+    s.sql("ALTER SCHEDULED QUERY ingest DISABLE")
+    assert wait_for(lambda: idle(s, "ingest"), timeout=20)
+    finished = [e for e in executions(s, "ingest") if e.state == "FINISHED"]
+    assert all(e.state in ("FINISHED",) for e in executions(s, "ingest"))
+    rows = s.sql(f"SELECT count(*) AS n FROM {db}.events WHERE ds = 'sched'").collect()[0]["n"]
+    assert rows == len(finished)
+    # trigger times are two seconds apart, each claimed once
+    triggers = [e.trigger_time for e in finished]
+    assert len(set(triggers)) == len(triggers)
+    assert all(t % 2000 == 0 for t in triggers)
+    latencies = [e.start - e.trigger_time for e in finished]
+    assert max(latencies) < 1500, latencies
+
+
+def test_no_overlap_and_one_owed_run(admin_session, make_scheduler):
+    s = admin_session
+    s.sql("CREATE SCHEDULED QUERY busy EVERY 1 SECOND AS"
+          " SELECT count(*) FROM range(0, 30000000) a CROSS JOIN range(0, 3) b")
+    make_scheduler(pool_size=3)
+    make_scheduler(pool_size=3)
+    assert wait_for(lambda: states(s, "busy").count("FINISHED") >= 4, timeout=60)
+    s.sql("ALTER SCHEDULED QUERY busy DISABLE")
+    assert wait_for(lambda: idle(s, "busy"), timeout=30)
+    runs = [e for e in executions(s, "busy") if e.start is not None]
+    runs.sort(key=lambda e: e.start)
+    for a, b in zip(runs, runs[1:]):
+        assert a.end <= b.start, (a.id, b.id)  # never two at once
+    # runs outlast the 1 s period, so later runs stand for several merged triggers
+    assert sum(e.merged for e in runs) > len(runs)
+
+
+def test_global_parallel_limit_holds(admin_session, make_scheduler):
+    s = admin_session
+    for i in range(6):
+        s.sql(f"CREATE SCHEDULED QUERY p{i} EVERY 1 SECOND AS"
+              f" SELECT count(*) FROM range(0, 20000000) a CROSS JOIN range(0, 2) b")
+    make_scheduler(pool_size=4, scheduler_max_parallel=2)
+    make_scheduler(pool_size=4, scheduler_max_parallel=2)
+    assert wait_for(lambda: len([e for e in executions(s) if e.state == "FINISHED"]) >= 10,
+                    timeout=90)
+    for i in range(6):
+        s.sql(f"ALTER SCHEDULED QUERY p{i} DISABLE")
+    assert wait_for(lambda: all(idle(s, f"p{i}") for i in range(6)), timeout=30)
+    events = []
+    for e in executions(s):
+        if e.start is not None:
+            events += [(e.start, 1), (e.end, -1)]
+    level = peak = 0
+    for _, step in sorted(events, key=lambda x: (x[0], x[1])):
+        level += step
+        peak = max(peak, level)
+    assert peak <= 2
+    assert len({e.executor for e in executions(s) if e.executor}) == 2  # both took work
+
+
+def test_auto_disable_after_consecutive_failures(admin_session, make_scheduler):
+    s = admin_session
+    s.sql("CREATE SCHEDULED QUERY broken EVERY 1 SECOND AS SELECT * FROM no_such_table_x")
+    make_scheduler(scheduler_auto_disable_after=3)
+    assert wait_for(lambda: not s.scheduled_queries().get("broken").enabled, timeout=30)
+    assert wait_for(lambda: idle(s, "broken"), timeout=10)
+    got = states(s, "broken")
+    assert got == ["FAILED", "FAILED", "AUTO_DISABLED"]
+    assert "no_such_table_x" in executions(s, "broken")[0].error_message.lower() or \
+        "TABLE_OR_VIEW_NOT_FOUND" in executions(s, "broken")[0].error_message
+    assert "\n" not in executions(s, "broken")[0].error_message
+
+
+def test_timed_out_run_is_fenced_and_its_spark_job_cancelled(admin_session, make_scheduler,
+                                                             spark):
+    s = admin_session
+    s.sql(f"CREATE SCHEDULED QUERY slow CRON '0 0 1 1 *' DISABLED AS {SLOW}")
+    service = make_scheduler(scheduler_max_runtime=2)
+    s.sql("ALTER SCHEDULED QUERY slow EXECUTE")
+    assert wait_for(lambda: states(s, "slow") == ["EXECUTING"], timeout=20)
+    e = executions(s, "slow")[0]
+    assert wait_for(lambda: spark.sparkContext.statusTracker().getJobIdsForGroup(
+        e.executor_query_id), timeout=20)
+    assert wait_for(lambda: states(s, "slow") == ["TIMED_OUT"], timeout=20)
+    # the executor saw its progress write fail and cancelled the job group
+    assert wait_for(lambda: service.executor.running() == [], timeout=20)
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(e.executor_query_id)
+    assert jobs and all(tracker.getJobInfo(j).status == "FAILED" for j in jobs)
+    e = executions(s, "slow")[0]
+    assert "scheduler_max_runtime" in e.error_message and idle(s, "slow")
+
+
+def test_quiet_period_launches_nothing(admin_session, make_scheduler):
+    s = admin_session
+    s.sql("CREATE SCHEDULED QUERY quiet EVERY 1 SECOND AS SELECT 1")
+    service = make_scheduler(scheduler_quiet_period=3)
+    time.sleep(2)
+    assert [e.state for e in executions(s, "quiet")] in ([], ["INITED"])
+    assert wait_for(lambda: "FINISHED" in states(s, "quiet"), timeout=20)
+    first = min(e.start for e in executions(s, "quiet") if e.start)
+    assert first >= service.info.quiet_until
+    s.sql("ALTER SCHEDULED QUERY quiet DISABLE")
+
+
+def test_leader_loses_session_stops_at_once_and_is_fenced(make_scheduler, sched_conf,
+                                                         zk_hosts):
+    changes: list[bool] = []
+    a = make_scheduler()
+    assert wait_for(lambda: a.is_leader, timeout=10)
+    a.on_leadership = changes.append
+    b = make_scheduler()
+    token = a.election.token
+    assert token is not None and not b.is_leader
+    expire_session(a.client, zk_hosts)
+    assert changes and changes[0] is False  # reported at once
+    assert wait_for(lambda: b.is_leader, timeout=15)
+    # the deposed leader's write is fenced by the version check on its (gone) node
+    store = SchedulerStore(b.client, a.settings)
+    with pytest.raises(Fenced) as info:
+        store._commit(lambda t: (t.check(token.path, token.version),
+                                 t.create(f"{store.base}/x", b"")))
+    assert info.value.index == 0
+    # after its session came back, the old leader stands again as a follower
+    assert wait_for(lambda: a.election.node is not None and not a.is_leader, timeout=15)
+
+
+def test_dead_executor_run_times_out(admin_session, make_scheduler, zk_hosts):
+    s = admin_session
+    s.sql(f"CREATE SCHEDULED QUERY orphan CRON '0 0 1 1 *' DISABLED AS {SLOW}")
+    leader = make_scheduler(pool_size=1)
+    assert wait_for(lambda: leader.is_leader, timeout=10)
+    leader.executor.pool_size = 0  # the leader takes nothing: the other one runs it
+    worker = make_scheduler(pool_size=1)
+    s.sql("ALTER SCHEDULED QUERY orphan EXECUTE")
+    assert wait_for(lambda: states(s, "orphan") == ["EXECUTING"], timeout=20)
+    assert executions(s, "orphan")[0].executor == worker.id
+    worker.stop(wait=False)  # its executor node goes; its run is left behind
+    assert wait_for(lambda: states(s, "orphan") == ["TIMED_OUT"], timeout=20)
+    assert "is gone" in executions(s, "orphan")[0].error_message
+
+
+def test_status_shows_leader_and_running(admin_session, make_scheduler):
+    from zklock.scheduler.service import describe_status
+
+    s = admin_session
+    s.sql(f"CREATE SCHEDULED QUERY stat CRON '0 0 1 1 *' DISABLED AS {SLOW}")
+    a = make_scheduler(scheduler_max_runtime=3)
+    assert wait_for(lambda: a.is_leader, timeout=10)
+    s.sql("ALTER SCHEDULED QUERY stat EXECUTE")
+    store = s.scheduled_queries().store
+    assert wait_for(lambda: describe_status(store)["executors"][0]["running"], timeout=20)
+    st = describe_status(store)
+    assert st["leader"] == a.id and st["executors"][0]["leader"]
+    assert st["executors"][0]["running"] == [executions(s, "stat")[0].id]
+    assert wait_for(lambda: states(s, "stat") == ["TIMED_OUT"], timeout=20)
+    assert State.TIMED_OUT.value == "TIMED_OUT"

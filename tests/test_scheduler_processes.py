@@ -1,0 +1,107 @@
+"""Exactly once across processes: three `zklock scheduler run`, the leader killed with SIGKILL.
+
+A one-second schedule runs for about 30 triggers. Halfway, the leading
+process is killed with SIGKILL. Afterwards every trigger time from the
+first claim to the last is covered by exactly one execution: each
+execution stands for the trigger times in [trigger_time, last_trigger],
+``merged`` of them, and those intervals neither overlap nor leave gaps.
+Merges (merged > 1) are allowed only where they are documented: while the
+previous run was still active, or while no leader was up (the failover).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import wait_for
+
+from zklock.config import Settings
+from zklock.manager import connect
+from zklock.scheduler.admin import ScheduledQueries
+from zklock.scheduler.ddl import parse_scheduled_ddl
+from zklock.scheduler.store import SchedulerStore
+
+ZKLOCK = str(Path(sys.executable).parent / "zklock")
+
+
+def test_three_schedulers_leader_killed_every_trigger_once(sched_conf, tmp_path):
+    env = {**os.environ, "ZKLOCK_ZK": sched_conf["hosts"], "ZKLOCK_ROOT": sched_conf["root"],
+           "ZKLOCK_SCHEDULER_ROOT": sched_conf["scheduler_root"],
+           "ZKLOCK_SESSION_TIMEOUT": "2s", "ZKLOCK_SCHEDULER_PROGRESS_INTERVAL": "0.3s",
+           "ZKLOCK_SCHEDULER_PROGRESS_TIMEOUT": "5s", "ZKLOCK_USER": "alice",
+           "SPARK_LOCAL_DIRS": str(tmp_path)}
+    procs = []
+    for i in range(3):
+        log = open(tmp_path / f"sched{i}.log", "w")
+        procs.append(subprocess.Popen(
+            [ZKLOCK, "scheduler", "run", "--quiet-period", "0", "--executors", "2",
+             "--conf", "spark.master=local[1]", "--conf", "spark.driver.memory=512m",
+             "--conf", "spark.ui.enabled=false",
+             "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path))
+    settings = Settings.resolve(sched_conf)
+    client = connect(settings)
+    try:
+        store = SchedulerStore(client, settings)
+        assert wait_for(lambda: len(store.live_executors()) == 3, timeout=120), _logs(tmp_path)
+        admin = ScheduledQueries(store, settings)
+        admin.apply(parse_scheduled_ddl("CREATE SCHEDULED QUERY tick EVERY 1 SECOND"
+                                        " AS SELECT 1"))
+        assert wait_for(lambda: len(store.list_executions("tick")) >= 15, timeout=60)
+        leader = store.leader_id()
+        pid = store.live_executors()[leader].pid
+        victim = next(p for p in procs if p.pid == pid)
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        assert wait_for(lambda: store.leader_id() not in (None, leader), timeout=30)
+        assert wait_for(lambda: len([e for e in store.list_executions("tick")
+                                     if e.trigger_time > killed_at * 1000]) >= 15, timeout=60)
+        admin.alter(parse_scheduled_ddl("ALTER SCHEDULED QUERY tick DISABLE"))
+        assert wait_for(lambda: store.get_query("tick").active_execution is None, timeout=30)
+        runs = store.list_executions("tick")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        client.stop()
+        client.close()
+
+    report = [(e.id, e.state, e.merged, e.executor) for e in runs]
+    ids = [e.id for e in runs]
+    assert len(ids) == len(set(ids))
+    triggers = [e.trigger_time for e in runs]
+    assert len(triggers) == len(set(triggers)), report  # no trigger time has two executions
+    # contiguous, non-overlapping coverage of every one-second trigger
+    for a, b in zip(runs, runs[1:]):
+        assert a.last_trigger < b.trigger_time, report
+        assert b.trigger_time - a.last_trigger == 1000, report  # no trigger left out
+        assert a.merged == (a.last_trigger - a.trigger_time) // 1000 + 1, report
+    assert sum(e.merged for e in runs) == (runs[-1].last_trigger - runs[0].trigger_time) \
+        // 1000 + 1
+    # every execution ended; only a run of the killed process may have timed out
+    states = {e.state for e in runs}
+    assert states <= {"FINISHED", "TIMED_OUT"}, report
+    victim_id = leader
+    assert all(e.executor == victim_id for e in runs if e.state == "TIMED_OUT"), report
+    # merges happen only around the failover (or behind a still-running run)
+    merged = [e for e in runs if e.merged > 1]
+    assert len(merged) <= 6, report
+    executors = {e.executor for e in runs}
+    assert len(executors) >= 2, report
+    print(json.dumps({"executions": len(runs), "triggers": sum(e.merged for e in runs),
+                      "merged_runs": len(merged), "executors": len(executors)}))
+
+
+def _logs(tmp_path: Path) -> str:
+    return "\n".join(p.read_text()[-2000:] for p in sorted(tmp_path.glob("sched*.log")))
