@@ -245,7 +245,8 @@ def scheduler() -> None:
 @scheduler.command("run")
 @_namespace_option
 @click.option("--executors", type=int, default=None,
-              help="Executions this process runs at once (default scheduler_pool_size, 2).")
+              help="Executions this process runs at once (default scheduler_pool_size, 2);"
+                   " 0 makes a leader candidate that runs nothing itself.")
 @click.option("--quiet-period", default=None,
               help="Launch nothing for this long after start, e.g. 60s; 0 turns it off.")
 @with_spark_options
@@ -262,8 +263,8 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
 
     from zklock.spark.local import local_session, parse_conf
 
-    if executors is not None and executors < 1:
-        raise InvalidArguments("--executors must be at least 1")
+    if executors is not None and executors < 0:
+        raise InvalidArguments("--executors must be 0 or more")
     quiet = parse_duration(quiet_period) if quiet_period is not None else None
     settings = _settings(obj, namespace)
     spark = local_session(parse_conf(conf), init_sql, app_name="zklock-scheduler")
@@ -274,7 +275,8 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
         click.echo(f"zklock: {'now leading' if leading else 'lost leadership of'} namespace"
                    f" {settings.scheduler_namespace}", err=True)
 
-    service = SchedulerService(settings, runner, client=client, pool_size=executors,
+    service = SchedulerService(settings, runner, client=client,
+                               pool_size=executors,
                                quiet_period=quiet, on_leadership=report)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -67,8 +67,8 @@ class Executor:
         self.settings = settings
         self.runner = runner
         self.info = info
-        self.pool_size = max(1, info.pool_size)
-        self._pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="zklock-run")
+        self.pool_size = max(0, info.pool_size)  # 0: a coordinator that runs nothing
+        self._pool = ThreadPoolExecutor(max(1, self.pool_size), thread_name_prefix="zklock-run")
         self._running: dict[str, Running] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -125,6 +125,8 @@ class Executor:
                 self._wake.set()
 
     def _take_some(self) -> None:
+        if self.pool_size == 0:
+            return
         queued = self.store.queued(watch=self._on_queue)
         for exec_id in queued:
             if self._stopped.is_set():
@@ -244,6 +246,8 @@ class Executor:
         e = run.execution
         with run.lock:
             if run.fenced:
+                # keep cancelling: a job the statement starts after the fence must die too
+                self.runner.cancel(run.group)
                 return
             now = now_ms()
             e.last_update = now

@@ -47,7 +47,7 @@ class SchedulerService:
         started = now_ms()
         quiet = settings.scheduler_quiet_period if quiet_period is None else quiet_period
         self.info = local_executor_info(
-            self.id, pool_size or settings.scheduler_pool_size, started,
+            self.id, settings.scheduler_pool_size if pool_size is None else pool_size, started,
             started + int(quiet * 1000))
         self.executor = Executor(self.store, settings, runner, self.info)
         self.election = Election(self.store, self.id, self._on_leadership)

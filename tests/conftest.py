@@ -97,9 +97,9 @@ def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> bool:
 
 def lock_nodes(client: KazooClient, path: str) -> list[str]:
     """Every lock node below ``path`` (recursively)."""
-    from zklock.locknode import LockNodeName
-
     from kazoo.exceptions import NoNodeError
+
+    from zklock.locknode import LockNodeName
 
     out = []
     try:
@@ -222,10 +222,11 @@ def sched_conf(zk_hosts: str, root: str) -> dict:
 @pytest.fixture
 def make_scheduler(spark, sched_conf: dict):
     """Start SchedulerServices (each with its own ZooKeeper session) running real Spark."""
-    from zklock.config import Settings
-    from zklock.manager import connect
     from zklock.scheduler.runner import SparkRunner
     from zklock.scheduler.service import SchedulerService
+
+    from zklock.config import Settings
+    from zklock.manager import connect
 
     made = []
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
-from zklock.errors import InvalidArguments
 from zklock.scheduler.ddl import (
     AlterScheduledQuery,
     CreateScheduledQuery,
     DropScheduledQuery,
     parse_scheduled_ddl,
 )
+
+from zklock.errors import InvalidArguments
 from zklock.spark.extensions import parse_extension
 
 

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 from conftest import wait_for
-
-from zklock.config import Settings
-from zklock.manager import connect
 from zklock.scheduler.admin import ScheduledQueries
 from zklock.scheduler.ddl import parse_scheduled_ddl
 from zklock.scheduler.store import SchedulerStore
+
+from zklock.config import Settings
+from zklock.manager import connect
 
 ZKLOCK = str(Path(sys.executable).parent / "zklock")
 
