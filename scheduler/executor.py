@@ -56,6 +56,7 @@ class Running:
     group: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     fenced: bool = False
+    stopping: bool = False
 
 
 class Executor:
@@ -91,8 +92,14 @@ class Executor:
         return self
 
     def stop(self, wait: bool = True) -> None:
+        """Take nothing more; cancel what runs (recorded FAILED: the process stopped)."""
         self._stopped.set()
         self._wake.set()
+        with self._lock:
+            runs = list(self._running.values())
+        for run in runs:
+            run.stopping = True
+            self.runner.cancel(run.group)
         self._pool.shutdown(wait=wait, cancel_futures=True)
 
     def running(self) -> list[str]:
@@ -205,6 +212,8 @@ class Executor:
                 e.next_deadline = None
                 e.state = State.FINISHED.value if error is None else State.FAILED.value
                 e.error_message = None if error is None else first_line(error)
+                if error is not None and run.stopping:
+                    e.error_message = f"scheduler process stopped; {e.error_message}"[:1000]
                 if q is not None and q.active_execution == e.id:
                     q.active_execution = None
                     if error is None:

@@ -73,6 +73,64 @@ def go(proc: subprocess.Popen) -> None:
     proc.stdin.flush()  # type: ignore[union-attr]
 
 
+def start_scheduler(hosts: str, warehouse: Path) -> subprocess.Popen:
+    """`zklock scheduler run` on the demo's catalog (its tables come from --init-sql)."""
+    sys.path.insert(0, str(HERE))
+    from demo_job import tables
+
+    init = warehouse / "scheduler-init.sql"
+    init.write_text(";\n".join(tables(str(warehouse))) + ";\n")
+    env = {**os.environ, "ZKLOCK_ZK": hosts, "ZKLOCK_ROOT": "/demo",
+           "ZKLOCK_SCHEDULER_NAMESPACE": "demo", "ZKLOCK_USER": "scheduler"}
+    print("$ zklock scheduler run --namespace demo --executors 2 --quiet-period 0"
+          " --init-sql scheduler-init.sql", flush=True)
+    return subprocess.Popen(
+        ZKLOCK + ["scheduler", "run", "--executors", "2", "--quiet-period", "0",
+                  "--init-sql", str(init), "--conf", "spark.master=local[1]",
+                  "--conf", f"spark.sql.warehouse.dir={warehouse}/_catalog_scheduler"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def scheduler_cli(hosts: str, *args: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(f"$ zklock {' '.join(args)}", flush=True)
+    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", *args], check=False,
+                   env={**os.environ, "ZKLOCK_SCHEDULER_NAMESPACE": "demo",
+                        "ZKLOCK_USER": "setup"})
+
+
+def stop_scheduler(hosts: str, proc: subprocess.Popen, warehouse: Path) -> None:
+    """Disable both queries, let running executions end, stop the process, print the table."""
+    from zklock.scheduler.store import SchedulerStore
+
+    from zklock.config import Settings
+    from zklock.manager import connect
+
+    for name in ("compact_orders", "rebuild_summary"):
+        scheduler_cli(hosts, "schedule", "alter", name, "--disable")
+    settings = Settings.resolve({"hosts": hosts, "scheduler_namespace": "demo"})
+    client = connect(settings)
+    store = SchedulerStore(client, settings)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(q.active_execution
+                                               for q in store.list_queries()):
+        time.sleep(0.2)
+    client.stop()
+    client.close()
+    scheduler_cli(hosts, "scheduler", "status")
+    proc.terminate()
+    proc.wait(60)
+    print("$ zklock sql \"SELECT ... FROM sysdb.scheduled_executions\"", flush=True)
+    subprocess.run(ZKLOCK + [
+        "--zk", hosts, "--root", "/demo", "sql",
+        "SELECT scheduled_execution_id, schedule_name, state, executor_query_id, trigger_time,"
+        " start_time, elapsed FROM sysdb.scheduled_executions"
+        " WHERE namespace = 'demo' ORDER BY trigger_time",
+        "--init-sql", str(warehouse / "scheduler-init.sql"),
+        "--conf", "spark.master=local[1]",
+        "--conf", f"spark.sql.warehouse.dir={warehouse}/_catalog_cli"], check=False)
+
+
 def wait_for_x(mgr: LockManager, obj: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -103,10 +161,12 @@ def main() -> int:
         go(setup)
         if setup.wait(300) != 0:
             raise SystemExit("the setup job failed")
+        scheduler = start_scheduler(hosts, warehouse)
+        jobs.append(scheduler)
         print("starting backfill, ingest and report, three PySpark jobs ...", flush=True)
-        jobs = [start_job(role, hosts, warehouse)
-                for role in ("backfill", "ingest", "report", "compact")]
-        backfill, ingest, report, compact = jobs
+        jobs += [start_job(role, hosts, warehouse)
+                 for role in ("backfill", "ingest", "report", "compact")]
+        backfill, ingest, report, compact = jobs[1:]
         for job in jobs:
             wait_ready(job)
         go(backfill)
@@ -117,7 +177,8 @@ def main() -> int:
         time.sleep(1.0)
         show(hosts)
         show(hosts, "sales.orders", "--extended")
-        codes = [job.wait(300) for job in jobs[:3]]
+        scheduler_cli(hosts, "schedule", "list")
+        codes = [job.wait(300) for job in (backfill, ingest, report)]
         show(hosts)
         print("an operator takes a maintenance lease on ds=2024-01-02; the compaction waits",
               flush=True)
@@ -130,6 +191,8 @@ def main() -> int:
         lease_cli(hosts, "drop", str(lease_id))
         codes.append(compact.wait(300))
         show(hosts)
+        scheduler_cli(hosts, "scheduler", "status")
+        stop_scheduler(hosts, scheduler, warehouse)
         watcher.close()
         if any(codes):
             print(f"a demo job failed: exit codes {codes}")

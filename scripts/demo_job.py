@@ -33,7 +33,22 @@ def tables(warehouse: str) -> list[str]:
         "CREATE TABLE IF NOT EXISTS sales.orders (id BIGINT, amount DOUBLE, ds STRING)"
         f" USING parquet PARTITIONED BY (ds) LOCATION '{warehouse}/orders'",
         "ALTER TABLE sales.orders RECOVER PARTITIONS",
+        "CREATE TABLE IF NOT EXISTS sales.orders_compact (id BIGINT, amount DOUBLE, ds STRING)"
+        f" USING parquet PARTITIONED BY (ds) LOCATION '{warehouse}/orders_compact'",
+        "CREATE TABLE IF NOT EXISTS sales.daily_summary (ds STRING, orders BIGINT,"
+        f" amount DOUBLE) USING parquet LOCATION '{warehouse}/daily_summary'",
     ]
+
+
+#: The two scheduled queries the setup job creates (through LockingSession.sql).
+SCHEDULED = [
+    "CREATE SCHEDULED QUERY compact_orders EVERY 10 SECONDS AS"
+    " INSERT OVERWRITE TABLE sales.orders_compact"
+    " SELECT /*+ COALESCE(1) */ id, amount, ds FROM sales.orders",
+    "CREATE SCHEDULED QUERY rebuild_summary EVERY 15 SECONDS OFFSET BY '5s' AS"
+    " INSERT OVERWRITE TABLE sales.daily_summary"
+    " SELECT ds, count(*), sum(amount) FROM sales.orders GROUP BY ds",
+]
 
 
 def main() -> int:
@@ -53,7 +68,8 @@ def main() -> int:
         spark.sql(stmt)
     spark.udf.register("slow", lambda x: (time.sleep(0.02), x)[1], "bigint")
     session = LockingSession(spark, hosts=hosts, root=ROOT, user=role, retries=120,
-                             retry_interval=0.25)
+                             retry_interval=0.25, scheduler_namespace="demo",
+                             scheduler_admins="setup")
     say(role, "Spark is up; ready")
     sys.stdin.readline()
     t0 = time.monotonic()
@@ -62,6 +78,9 @@ def main() -> int:
             session.sql(f"INSERT INTO sales.orders PARTITION (ds='{day}')"
                         " SELECT id, id * 1.5 FROM range(100)")
         say(role, "built sales.orders with partitions ds=2024-01-01 and ds=2024-01-02")
+        for ddl in SCHEDULED:
+            session.sql(ddl)
+            say(role, ddl[:90] + " ...")
     elif role == "backfill":
         say(role, "INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01') ... (slow)")
         session.sql("INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01')"

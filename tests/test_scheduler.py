@@ -21,6 +21,11 @@ from zklock.testing import expire_session
 SLOW = "SELECT max(id) FROM range(0, 400000000000)"  # minutes of work: only cancellation ends it
 
 
+def sleep_sql(ms: int) -> str:
+    """A statement that takes ``ms`` in a Spark task (Thread.sleep through java_method)."""
+    return f"SELECT java_method('java.lang.Thread', 'sleep', CAST({ms} AS BIGINT))"
+
+
 def executions(session, name=None):
     return session.scheduled_queries().executions(name)
 
@@ -138,8 +143,7 @@ def test_end_to_end_insert_every_two_seconds(admin_session, make_scheduler, db):
 
 def test_no_overlap_and_one_owed_run(admin_session, make_scheduler):
     s = admin_session
-    s.sql("CREATE SCHEDULED QUERY busy EVERY 1 SECOND AS"
-          " SELECT count(*) FROM range(0, 30000000) a CROSS JOIN range(0, 3) b")
+    s.sql(f"CREATE SCHEDULED QUERY busy EVERY 1 SECOND AS {sleep_sql(2500)}")
     make_scheduler(pool_size=3)
     make_scheduler(pool_size=3)
     assert wait_for(lambda: states(s, "busy").count("FINISHED") >= 4, timeout=60)
@@ -156,8 +160,7 @@ def test_no_overlap_and_one_owed_run(admin_session, make_scheduler):
 def test_global_parallel_limit_holds(admin_session, make_scheduler):
     s = admin_session
     for i in range(6):
-        s.sql(f"CREATE SCHEDULED QUERY p{i} EVERY 1 SECOND AS"
-              f" SELECT count(*) FROM range(0, 20000000) a CROSS JOIN range(0, 2) b")
+        s.sql(f"CREATE SCHEDULED QUERY p{i} EVERY 1 SECOND AS {sleep_sql(1200)}")
     make_scheduler(pool_size=4, scheduler_max_parallel=2)
     make_scheduler(pool_size=4, scheduler_max_parallel=2)
     assert wait_for(lambda: len([e for e in executions(s) if e.state == "FINISHED"]) >= 10,
