@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install zookeeper test demo zk-up zk-down bench bench-locks bench-spark lint clean
+.PHONY: install zookeeper test demo zk-up zk-down bench bench-locks bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,10 @@ bench-locks: install zookeeper
 bench-spark: install zookeeper
 	$(PY) bench/spark_overhead.py
 
-bench: bench-locks bench-spark
+bench-scheduler: install zookeeper
+	$(PY) bench/scheduler.py
+
+bench: bench-locks bench-spark bench-scheduler
 
 lint: install
 	$(VENV)/bin/ruff check .
