@@ -120,17 +120,17 @@ def schedule_create(obj: Context, name: str, statement: str, cron: Optional[str]
 @click.argument("name")
 @with_schedule_options
 @click.option("--executed-as", help="Run as this user from now on.")
-@click.option("--enable", "action", flag_value="enable", help="Enable it.")
-@click.option("--disable", "action", flag_value="disable", help="Disable it.")
+@click.option("--enable", is_flag=True, help="Enable it.")
+@click.option("--disable", is_flag=True, help="Disable it.")
 @click.option("--defined-as", help="Replace its statement (checked with Spark's parser).")
-@click.option("--execute", "action", flag_value="execute", help="Run it now (run-now).")
+@click.option("--execute", is_flag=True, help="Run it now (run-now).")
 @_namespace_option
 @with_spark_options
 @click.pass_obj
 def schedule_alter(obj: Context, name: str, cron: Optional[str], every: Optional[str],
                    at: Optional[str], offset: Optional[str], timezone: Optional[str],
-                   executed_as: Optional[str], action: Optional[str],
-                   defined_as: Optional[str], namespace: Optional[str],
+                   executed_as: Optional[str], enable: bool, disable: bool,
+                   defined_as: Optional[str], execute: bool, namespace: Optional[str],
                    conf: Sequence[str], init_sql: Optional[str]) -> None:
     """Change exactly one thing of a scheduled query (owner or admin).
 
@@ -139,7 +139,10 @@ def schedule_alter(obj: Context, name: str, cron: Optional[str], every: Optional
     from zklock.scheduler.ddl import AlterScheduledQuery
     from zklock.scheduler.model import check_name
 
-    changes = [x for x in (cron or every, executed_as, action, defined_as) if x]
+    flags = [a for a, on in (("enable", enable), ("disable", disable), ("execute", execute))
+             if on]
+    action = flags[0] if flags else None
+    changes = [x for x in (cron or every, executed_as, defined_as, *flags) if x]
     if len(changes) != 1:
         raise click.UsageError("give exactly one change: --cron/--every, --executed-as,"
                                " --enable, --disable, --defined-as or --execute")

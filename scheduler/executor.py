@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import random
 import threading
 import time
 import uuid
@@ -132,40 +133,50 @@ class Executor:
                 self._wake.set()
 
     def _take_some(self) -> None:
+        """Take as many queued executions as there are free slots, in one round trip."""
         if self.pool_size == 0:
             return
         queued = self.store.queued(watch=self._on_queue)
-        for exec_id in queued:
-            if self._stopped.is_set():
-                return
-            with self._lock:
-                if len(self._running) >= self.pool_size or exec_id in self._running:
-                    if len(self._running) >= self.pool_size:
-                        return
-                    continue
-            self._try_take(exec_id)
-
-    def _try_take(self, exec_id: str) -> None:
-        e = self.store.get_execution(exec_id)
-        if e is None or e.status is not State.INITED:
-            if e is not None:  # a stale queue entry: the run was taken or ended
-                self.store.dequeue(None, [exec_id])
+        with self._lock:
+            free = self.pool_size - len(self._running)
+            queued = [i for i in queued if i not in self._running]
+        if free <= 0 or not queued:
             return
+        if len(queued) > free:
+            # executors racing for a burst spread over it instead of all fighting for the head
+            queued = random.sample(queued, free)
         now = now_ms()
-        e.state = State.EXECUTING.value
-        e.executor = self.id
-        e.executor_query_id = f"zklock-sq-{e.namespace}-{e.id}"
-        e.start = e.last_update = now
-        e.next_deadline = self._deadline(e, now)
-        try:
-            results = self.store._commit(lambda t: (
-                t.delete(f"{self.store.queue}/{e.id}"),
-                t.set_data(self.store.execution_path(e.id), e.to_bytes(), version=e.version)))
-        except Fenced:
-            return  # another executor took it
-        e.version += 1
-        e.fencing_token = getattr(results[1], "mzxid", None)
-        run = Running(e, e.executor_query_id)
+        offers = []
+        for e in self.store.list_executions(ids=queued):
+            if e.status is not State.INITED:
+                self.store.dequeue(None, [e.id])  # a stale queue entry: taken or ended
+                continue
+            e.state = State.EXECUTING.value
+            e.executor = self.id
+            e.executor_query_id = f"zklock-sq-{e.namespace}-{e.id}"
+            e.start = e.last_update = now
+            e.next_deadline = self._deadline(e, now)
+            offers.append((e, self.store.take_async(e)))
+        lost = 0
+        for e, result in offers:
+            try:
+                results = result.get(timeout=30)
+            except Exception as exc:
+                log.warning("take of %s failed: %s", e.id, exc)
+                continue
+            if any(isinstance(r, Exception) for r in results):
+                lost += 1  # another executor took it
+                continue
+            e.version += 1
+            e.fencing_token = getattr(results[1], "mzxid", None)
+            self._launch(e)
+        if lost:
+            self._wake.set()  # look again: what the others left may still be queued
+
+    def _launch(self, e: Execution) -> None:
+        if self._stopped.is_set():
+            return  # taken as we stopped: the leader times it out (its executor is gone)
+        run = Running(e, e.executor_query_id or e.id)
         with self._lock:
             self._running[e.id] = run
             self.started_runs += 1

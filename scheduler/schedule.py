@@ -91,7 +91,8 @@ are evaluated on that zone's wall clock. Around offset changes (cronie-like):
   chaining ``next_after`` has no duplicates.
 
 Why an evaluator of our own: every Vixie expression is also validated with croniter
-(refused if croniter refuses it; ``L`` forms, which croniter reads differently, excepted), but fire times are computed here.
+(refused if croniter refuses it; ``L`` forms, which croniter reads differently,
+excepted), but fire times are computed here.
 croniter 7 misreads some valid expressions (``0-0`` as ``*``, ``5-5/2`` as ``*/2``), its
 OR rule for the day fields depends on the text of the other field, it knows neither
 Quartz's day numbering nor the DST rules above, and its ``get_next`` costs about 33 us

@@ -267,6 +267,13 @@ class SchedulerStore:
         self._commit(build)
         e.version += 1
 
+    def take_async(self, e: Execution) -> Any:
+        """:meth:`take` without waiting (``e`` already says EXECUTING): kazoo's async result."""
+        t = self.client.transaction()
+        t.delete(f"{self.queue}/{e.id}")
+        t.set_data(self.execution_path(e.id), e.to_bytes(), version=e.version)
+        return t.commit_async()
+
     def update_execution(self, e: Execution) -> int:
         """Versioned write of an execution; returns the new mzxid (BadVersionError if fenced)."""
         stat = self.client.set(self.execution_path(e.id), e.to_bytes(), version=e.version)

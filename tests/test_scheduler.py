@@ -277,3 +277,12 @@ def test_status_shows_leader_and_running(admin_session, make_scheduler):
     assert st["executors"][0]["running"] == [executions(s, "stat")[0].id]
     assert wait_for(lambda: states(s, "stat") == ["TIMED_OUT"], timeout=20)
     assert State.TIMED_OUT.value == "TIMED_OUT"
+
+
+def test_leader_reaps_leases_past_their_hard_limit(make_scheduler, make_manager):
+    mgr = make_manager(lease_hard_limit_s=1)
+    lease_id = mgr.grab_lease([("sales.orders", "X")], duration_s=1)
+    a = make_scheduler(scheduler_reap_interval=0.5, lease_hard_limit_s=1)
+    assert wait_for(lambda: a.is_leader, timeout=10)
+    assert wait_for(lambda: mgr.list_lease() == [], timeout=20)
+    assert lease_id not in [x.lease_id for x in mgr.list_lease()]
