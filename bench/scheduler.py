@@ -64,8 +64,8 @@ class PollingLeader(Leader):
     def _sleep(self) -> None:
         with self._cond:
             self._cond.wait(POLL_S)
-            self._dirty.clear()
-        self._children_changed = True  # re-read everything at each poll, as a poll would
+            self._dirty = set(self._cache)  # re-read everything at each poll, as a poll would
+            self._children_changed = True
 
 
 def run_process(role: str, hosts: str, namespace: str, pool: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 from collections.abc import Sequence
@@ -56,12 +57,11 @@ def _schedule(cron: Optional[str], every: Optional[str], at: Optional[str],
         if at or offset:
             raise click.UsageError("--at and --offset go with --every")
         return cron_schedule(cron, zone)
-    parts = every.split()  # type: ignore[union-attr]
-    if len(parts) == 1:
-        parts = ["1", parts[0]]
-    if len(parts) != 2 or not parts[0].isdigit():
+    m = re.fullmatch(r"\s*([0-9]+\s+)?([A-Za-z]+)\s*", every or "")
+    if m is None:
         raise click.UsageError(f"--every takes 'N UNIT', e.g. '10 minutes', got {every!r}")
-    return every_schedule(int(parts[0]), parts[1], at=at, offset=offset, timezone=zone)
+    n = int(m.group(1)) if m.group(1) else 1
+    return every_schedule(n, m.group(2), at=at, offset=offset, timezone=zone)
 
 
 schedule_options = [

@@ -24,8 +24,8 @@ from zklock.config import Settings
 from zklock.errors import InvalidArguments, ZkLockError
 
 from .ddl import AlterScheduledQuery, CreateScheduledQuery, DropScheduledQuery, ScheduledDdl
-from .model import Execution, ScheduledQuery, check_name
-from .store import SchedulerStore
+from .model import Execution, ScheduledQuery, State, check_name
+from .store import Fenced, SchedulerStore
 
 #: How many times a change is re-tried when its versioned write loses a race.
 VERSION_RETRIES = 50
@@ -124,14 +124,20 @@ class ScheduledQueries:
         for _ in range(VERSION_RETRIES):
             q = self._get(name)
             self._check_owner(q, "drop")
+            queued = self.store.get_execution(q.active_execution) \
+                if q.active_execution else None
+            if queued is not None and queued.status is State.INITED:
+                queued.state = State.FAILED.value
+                queued.end = queued.last_update = now_ms()
+                queued.error_message = "the scheduled query was dropped before the run started"
+            else:
+                queued = None  # a running execution finishes; an ended one stays as it is
             try:
-                self.store.delete_query(q)
-            except BadVersionError:
+                self.store.drop_query(q, queued)
+            except Fenced as exc:
+                if exc.index == 0 and isinstance(exc.error, NoNodeError):
+                    break
                 continue
-            except NoNodeError:
-                break
-            if q.active_execution:
-                self.store.dequeue(None, [q.active_execution])
             return
         raise ScheduledQueryNotFound(f"scheduled query {name!r} changed under every attempt"
                                      " to drop it; try again")

@@ -8,6 +8,10 @@ holds an ephemeral sequential node and the lowest leads. The leader stops
 server can expire its session and let another candidate lead; its writes
 carry a version check on its node (:class:`LeaderToken`), so anything
 still in flight after its session is gone fails.
+
+No ZooKeeper call is made while the election's lock is held, and a
+suspension bumps a generation counter: a check that read the candidates
+before the suspension cannot make this process lead after it.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from kazoo.client import KazooState
-from kazoo.exceptions import NoNodeError
 
 from .store import LeaderToken, SchedulerStore
 
 log = logging.getLogger(__name__)
+
+RETRY_S = 1.0
 
 
 class Election:
@@ -35,24 +40,23 @@ class Election:
         self.on_change = on_change
         self.node: Optional[str] = None
         self.leading = False
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._closed = False
+        self._generation = 0
 
     @property
     def token(self) -> Optional[LeaderToken]:
-        return LeaderToken(self.node) if self.node and self.leading else None
+        node = self.node
+        return LeaderToken(node) if node and self.leading else None
 
     def start(self) -> None:
-        with self._lock:
-            self.node = self.store.join_election(self.executor_id)
         self.check()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._set(False, "shutting down")
-            node, self.node = self.node, None
-        if node:
+        self._closed = True  # no lock: close must work while a check waits on ZooKeeper
+        self._set(False, "shutting down")
+        node, self.node = self.node, None
+        if node and self.store.client.connected:
             try:
                 self.store.client.delete(node)
             except Exception:
@@ -60,49 +64,56 @@ class Election:
 
     def check(self, _event: Any = None) -> None:
         """Lead when our node is the lowest; re-armed by a watch on the candidates."""
-        with self._lock:
-            if self._closed or self.node is None:
-                return
-            try:
-                kids = self.store.candidates(watch=self._watch)
-            except Exception as exc:  # connection trouble: the state listener handles it
-                log.debug("election check failed: %s", exc)
-                return
-            mine = self.node.rsplit("/", 1)[1]
+        if self._closed:
+            return
+        generation = self._generation
+        try:
+            node = self.node
+            if node is None:
+                node = self.store.join_election(self.executor_id)
+                self.node = node
+            kids = self.store.candidates(watch=self._watch)
+            mine = node.rsplit("/", 1)[1]
             if mine not in kids:
                 # our node is gone (session replaced, or deleted by an admin): stand again
                 self._set(False, "candidate node vanished")
-                self.node = self.store.join_election(self.executor_id)
+                self.node = node = self.store.join_election(self.executor_id)
                 kids = self.store.candidates(watch=self._watch)
-                mine = self.node.rsplit("/", 1)[1]
-            self._set(kids[0] == mine, "lower candidate" if kids[0] != mine else "")
+                mine = node.rsplit("/", 1)[1]
+        except Exception as exc:  # connection trouble: retry once the connection is back
+            log.debug("election check failed: %s", exc)
+            if not self._closed and self.store.client.connected:
+                self._retry_later()
+            return
+        with self._lock:
+            if self._closed or generation != self._generation \
+                    or not self.store.client.connected:
+                return  # suspended meanwhile: a later check decides
+            self._set(kids[0] == mine, "a lower candidate leads" if kids[0] != mine else "")
 
-    def _watch(self, _event: Any) -> None:
+    def _retry_later(self) -> None:
+        timer = threading.Timer(RETRY_S, self.check)
+        timer.daemon = True
+        timer.start()
+
+    def _watch(self, event: Any) -> None:
+        if self._closed or getattr(event, "path", None) is None:
+            return  # a session event: the state listener handles it
         threading.Thread(target=self.check, name="zklock-election", daemon=True).start()
+
+    def suspend(self) -> None:
+        """Stop leading now; safe on kazoo's connection thread (no lock wait, no I/O)."""
+        self._generation += 1
+        self._set(False, "connection to ZooKeeper suspended")
 
     def on_state(self, state: str) -> None:
         """Kazoo connection states (called off kazoo's thread)."""
-        if state == KazooState.SUSPENDED:
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
             self.suspend()
-        elif state == KazooState.LOST:
-            with self._lock:
-                self._set(False, "ZooKeeper session expired")
-                self.node = None
-        elif state == KazooState.CONNECTED:
-            with self._lock:
-                if self._closed:
-                    return
-                if self.node is None:
-                    try:
-                        self.node = self.store.join_election(self.executor_id)
-                    except Exception as exc:
-                        log.warning("could not stand for election again: %s", exc)
-                        return
+            if state == KazooState.LOST:
+                self.node = None  # the session and its ephemeral node are gone
+        elif state == KazooState.CONNECTED and not self._closed:
             self.check()
-
-    def suspend(self) -> None:
-        """Stop leading now; safe on kazoo's connection thread (takes no lock, no I/O)."""
-        self._set(False, "connection to ZooKeeper suspended")
 
     def _set(self, leading: bool, why: str) -> None:
         if leading == self.leading:
@@ -118,10 +129,3 @@ class Election:
             self.on_change(leading, LeaderToken(self.node) if leading and self.node else None)
         except Exception:  # a callback bug must not break the election
             log.exception("leadership callback failed")
-
-
-def node_exists(store: SchedulerStore, path: str) -> bool:
-    try:
-        return store.client.exists(path) is not None
-    except NoNodeError:
-        return False

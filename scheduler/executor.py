@@ -58,6 +58,8 @@ class Running:
     lock: threading.Lock = field(default_factory=threading.Lock)
     fenced: bool = False
     stopping: bool = False
+    done: bool = False
+    last_ok: float = field(default_factory=time.monotonic)  # last progress ZooKeeper took
 
 
 class Executor:
@@ -92,8 +94,12 @@ class Executor:
         self._progress.start()
         return self
 
-    def stop(self, wait: bool = True) -> None:
-        """Take nothing more; cancel what runs (recorded FAILED: the process stopped)."""
+    def stop(self, wait: bool = True, timeout: float = 30.0) -> None:
+        """Take nothing more; cancel what runs (recorded FAILED: the process stopped).
+
+        Waits at most ``timeout`` for the runs to record their end (ZooKeeper may be
+        unreachable: then the leader times them out instead).
+        """
         self._stopped.set()
         self._wake.set()
         with self._lock:
@@ -101,7 +107,10 @@ class Executor:
         for run in runs:
             run.stopping = True
             self.runner.cancel(run.group)
-        self._pool.shutdown(wait=wait, cancel_futures=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + timeout
+        while wait and self.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def running(self) -> list[str]:
         with self._lock:
@@ -195,7 +204,7 @@ class Executor:
         error: Optional[BaseException] = None
         try:
             self._write_progress(run)  # records the fencing token before any work
-            if not run.fenced:
+            if not run.fenced and not run.stopping:
                 self.runner.run(copy.copy(e), run.group)
         except BaseException as exc:  # the run's failure is data, not our crash
             error = exc
@@ -212,6 +221,7 @@ class Executor:
     def _finish(self, run: Running, error: Optional[BaseException]) -> None:
         e = run.execution
         with run.lock:
+            run.done = True  # no progress write may land after the end
             if run.fenced:
                 log.warning("execution %s was fenced (timed out by the leader); its end is not"
                             " recorded", e.id)
@@ -244,19 +254,27 @@ class Executor:
                     self.store.finish(None, e, q)
                     return
                 except Fenced as exc:
-                    if exc.index == 0:
+                    if exc.index == 0 and not self._still_ours(e):
                         run.fenced = True
                         log.warning("execution %s was fenced before it could end", e.id)
                         return
-                    continue  # the query changed meanwhile: read it again
+                    continue  # the query changed meanwhile (or our own late write): again
 
     # ---- progress --------------------------------------------------------------------
     def _report(self) -> None:
+        """Progress of every run; after a fence or a stop, keep cancelling until it ends
+        (a job the statement starts after the cancel must die too)."""
         interval = max(0.05, self.settings.scheduler_progress_interval)
-        while not self._stopped.wait(interval):
+        while True:
+            stopped = self._stopped.wait(interval)
             with self._lock:
                 runs = list(self._running.values())
+            if stopped and not runs:
+                return
             for run in runs:
+                if run.stopping:
+                    self.runner.cancel(run.group)
+                    continue
                 try:
                     self._write_progress(run)
                 except Exception as exc:
@@ -265,6 +283,8 @@ class Executor:
     def _write_progress(self, run: Running) -> None:
         e = run.execution
         with run.lock:
+            if run.done:
+                return
             if run.fenced:
                 # keep cancelling: a job the statement starts after the fence must die too
                 self.runner.cancel(run.group)
@@ -273,16 +293,44 @@ class Executor:
             e.last_update = now
             e.next_deadline = self._deadline(e, now)
             try:
-                zxid = self.store.update_execution(e)
+                zxid = self.store.update_execution(
+                    e, timeout=max(1.0, 2 * self.settings.scheduler_progress_interval))
             except (BadVersionError, NoNodeError):
+                if not self._still_ours(e):
+                    run.fenced = True
+                else:
+                    return  # an earlier write of ours that timed out landed after all
+            except Exception:
+                # cut off from ZooKeeper: once the leader may have timed us out, stop
+                # ourselves (a local lease) rather than overlap the next run
+                if time.monotonic() - run.last_ok < self._self_fence_after():
+                    raise
                 run.fenced = True
+                log.warning("execution %s: no progress reached ZooKeeper for %.1fs; fencing"
+                            " it ourselves", e.id, time.monotonic() - run.last_ok)
             else:
+                run.last_ok = time.monotonic()
                 if e.fencing_token is None:
                     e.fencing_token = zxid
                 return
         log.warning("execution %s was fenced by the leader (timed out); cancelling its Spark"
                     " jobs (group %s)", e.id, run.group)
         self.runner.cancel(run.group)
+
+    def _still_ours(self, e: Execution) -> bool:
+        """After a version mismatch: is the run still EXECUTING here? Then take its version
+        (our own timed-out write landed late); otherwise the leader fenced it."""
+        try:
+            now = self.store.get_execution(e.id)
+        except Exception:
+            return False
+        if now is None or now.status is not State.EXECUTING or now.executor != self.id:
+            return False
+        e.version = now.version
+        return True
+
+    def _self_fence_after(self) -> float:
+        return max(0.5, 0.8 * self.settings.scheduler_progress_timeout)
 
     def _publish(self) -> None:
         self.info.running = self.running()

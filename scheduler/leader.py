@@ -29,6 +29,7 @@ hard limit are reaped every ``scheduler_reap_interval``.
 from __future__ import annotations
 
 import copy
+import heapq
 import logging
 import threading
 import time
@@ -59,8 +60,12 @@ class Leader:
     """Runs while this process leads; :meth:`stop` returns once it has stopped writing."""
 
     def __init__(self, store: SchedulerStore, settings: Settings, token: LeaderToken,
-                 reap: Optional[Callable[[], Any]] = None) -> None:
+                 reap: Optional[Callable[[], Any]] = None,
+                 on_deposed: Optional[Callable[[], None]] = None) -> None:
         self.store = store
+        self.on_deposed = on_deposed
+        self._collided: set[str] = set()
+        self._bad: set[str] = set()
         self.settings = settings
         self.token = token
         self.reap = reap
@@ -69,6 +74,10 @@ class Leader:
         self._dirty: set[str] = set()
         self._children_changed = True
         self._cache: dict[str, ScheduledQuery] = {}
+        # due times in a heap and active queries in a set: a pass costs O(log n) per due
+        # query, not O(n) over every query (the leader's CPU with 1000 schedules)
+        self._heap: list[tuple[int, str, int]] = []
+        self._active: set[str] = set()
         self._schedules: dict[str, Schedule] = {}
         self._next_housekeeping = 0.0
         self._next_trim = 0.0
@@ -118,6 +127,8 @@ class Leader:
                 self._sleep()
             except _Deposed:
                 log.warning("leader of %s fenced: its node is gone", self.store.namespace)
+                if self.on_deposed is not None and not self._stopped:
+                    self.on_deposed()
                 return
             except Exception as exc:  # connection trouble: the election decides what next
                 log.warning("leader loop error (retrying): %s: %s", type(exc).__name__, exc)
@@ -137,42 +148,81 @@ class Leader:
                 self._cond.wait(left)
 
     def _until_next_event(self) -> float:
-        now = now_ms()
-        active = sum(1 for q in self._cache.values() if q.active_execution)
-        room = not self.settings.scheduler_max_parallel or \
-            active < self.settings.scheduler_max_parallel
-        due = [d for q in self._cache.values()
-               if not q.active_execution and (d := q.due_at()) is not None]
+        limit = self.settings.scheduler_max_parallel
+        room = not limit or len(self._active) < limit
         waits = [max(0.0, self._next_housekeeping - time.monotonic())]
-        if due and room:
-            waits.append(max(0.0, (min(due) - now) / 1000))
+        due = self._next_due()
+        if due is not None and room:
+            waits.append(max(0.0, (due - now_ms()) / 1000))
         return min(waits)
+
+    # ---- the due heap -----------------------------------------------------------
+    def _put(self, q: ScheduledQuery) -> None:
+        """Cache ``q`` and index it: active, or due at some time."""
+        self._cache[q.name] = q
+        if q.active_execution:
+            self._active.add(q.name)
+            return
+        self._active.discard(q.name)
+        due = q.due_at()
+        if due is not None:
+            heapq.heappush(self._heap, (due, q.name, q.version))
+
+    def _forget(self, name: str) -> None:
+        self._cache.pop(name, None)
+        self._active.discard(name)
+
+    def _current(self, entry: tuple[int, str, int]) -> Optional[ScheduledQuery]:
+        due, name, version = entry
+        q = self._cache.get(name)
+        if q is None or q.version != version or q.active_execution or q.due_at() != due:
+            return None  # superseded by a later read or write of the query
+        return q
+
+    def _next_due(self) -> Optional[int]:
+        while self._heap and self._current(self._heap[0]) is None:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
 
     # ---- cache ----------------------------------------------------------------
     def _refresh(self) -> None:
         with self._cond:
             children_changed, self._children_changed = self._children_changed, False
             dirty, self._dirty = self._dirty, set()
-        if children_changed:
-            names = set(self.store.query_names(watch=self._on_children))
-            for gone in set(self._cache) - names:
-                self._cache.pop(gone, None)
-            dirty |= names - set(self._cache)
-        if dirty:
-            names = sorted(dirty)
-            got = self.store._get_many((self.store.query_path(n) for n in names),
-                                       watch=self._on_query)
-            for name, item in zip(names, got):
-                if item is None:
-                    self._cache.pop(name, None)
-                else:
-                    self._remember(ScheduledQuery.from_bytes(*item))
+        try:
+            if children_changed:
+                names = set(self.store.query_names(watch=self._on_children))
+                for gone in set(self._cache) - names:
+                    self._forget(gone)
+                dirty |= names - set(self._cache)
+            if dirty:
+                names = sorted(dirty)
+                got = self.store._get_many((self.store.query_path(n) for n in names),
+                                           watch=self._on_query)
+                for name, item in zip(names, got):
+                    if item is None:
+                        self._forget(name)
+                    else:
+                        self._remember(name, item)
+        except Exception:
+            with self._cond:  # nothing read is lost: the next pass reads it again
+                self._children_changed |= children_changed
+                self._dirty |= dirty
+            raise
 
-    def _remember(self, q: ScheduledQuery) -> None:
-        old = self._cache.get(q.name)
-        if old is not None and old.version > q.version:
-            return  # an older read than what our own write left
-        self._cache[q.name] = q
+    def _remember(self, name: str, item: tuple[bytes, int]) -> None:
+        """Cache a query read; one corrupt node is skipped (and said once), not fatal."""
+        try:
+            q = ScheduledQuery.from_bytes(*item)
+            self._schedule(q)
+        except Exception as exc:
+            self._forget(name)
+            if name not in self._bad:
+                self._bad.add(name)
+                log.error("scheduled query %s is unreadable and is skipped: %s", name, exc)
+            return
+        self._bad.discard(name)
+        self._put(q)
 
     def _schedule(self, q: ScheduledQuery) -> Schedule:
         key = q.name
@@ -186,16 +236,14 @@ class Leader:
     def _claim_due(self) -> None:
         now = now_ms()
         limit = self.settings.scheduler_max_parallel
-        active = sum(1 for q in self._cache.values() if q.active_execution)
-        due = sorted((d, q.name) for q in self._cache.values()
-                     if not q.active_execution and (d := q.due_at()) is not None and d <= now)
+        active = len(self._active)
         pending = []
-        for _, name in due:
-            if limit and active >= limit:
+        while self._heap and self._heap[0][0] <= now:
+            if (limit and active >= limit) or self._stopped:
                 break
-            if self._stopped:
-                return
-            q = self._cache[name]
+            q = self._current(heapq.heappop(self._heap))
+            if q is None:
+                continue
             claim = self._build_claim(q, now)
             if claim is None:
                 continue
@@ -213,14 +261,17 @@ class Leader:
                       and type(r).__name__ != "RolledBackError"]
             if not failed:
                 new_q.version = old.version + 1
-                self._cache[new_q.name] = new_q
+                self._put(new_q)
                 self.claims += 1
                 continue
             index, error = failed[0]
             if index == 0 and isinstance(error, (NoNodeError, BadVersionError)):
                 raise _Deposed()
             if isinstance(error, NodeExistsError):
-                log.warning("trigger %s was claimed already; re-reading %s", e.id, old.name)
+                # an execution of that id exists: the trigger was claimed already, or a
+                # run-now fell on the same millisecond as an earlier run (then it moves on)
+                self._collided.add(e.id)
+                log.warning("execution %s exists already; re-reading %s", e.id, old.name)
             self._mark_dirty(old.name)
 
     def _mark_dirty(self, name: str) -> None:
@@ -246,6 +297,9 @@ class Leader:
         if not triggers:
             return None
         trigger = min(triggers)
+        if manual and len(triggers) == 1:
+            while execution_id(q.name, trigger) in self._collided:
+                trigger += 1
         e = Execution(
             id=execution_id(q.name, trigger), query_name=q.name, namespace=q.namespace,
             trigger_time=trigger, last_trigger=last if last is not None else trigger,
@@ -274,7 +328,8 @@ class Leader:
                 log.warning("lease reaper failed: %s", exc)
 
     def _time_out(self) -> None:
-        active = {q.active_execution: q for q in self._cache.values() if q.active_execution}
+        active = {q.active_execution: q for n in self._active
+                  if (q := self._cache[n]).active_execution}
         if not active:
             return
         executions = self.store.list_executions(ids=sorted(active))
@@ -304,7 +359,7 @@ class Leader:
         new_q.active_execution = None
         try:
             self.store.finish(self.token, e, new_q)
-            self._cache[q.name] = new_q
+            self._put(new_q)
             log.warning("execution %s timed out: %s", e.id, why)
         except Fenced as exc:
             if exc.index == 0:
@@ -313,9 +368,19 @@ class Leader:
 
     def _trim(self) -> None:
         cutoff = now_ms() - int(self.settings.scheduler_execution_max_age * 1000)
+        keep = self.settings.scheduler_executions_kept
         active = {q.active_execution for q in self._cache.values()}
-        old = [i for i in self.store.execution_ids()
-               if (t := trigger_of(i)) is not None and t < cutoff and i not in active]
+        per_query: dict[str, list[tuple[int, str]]] = {}
+        for i in self.store.execution_ids():
+            t = trigger_of(i)
+            if t is not None:
+                per_query.setdefault(i.rpartition("-")[0], []).append((t, i))
+        old = []
+        for runs in per_query.values():
+            runs.sort()
+            surplus = len(runs) - keep if keep else 0
+            old += [i for n, (t, i) in enumerate(runs)
+                    if (t < cutoff or n < surplus) and i not in active]
         if old:
             try:
                 n = self.store.delete_executions(self.token, sorted(old))

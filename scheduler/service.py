@@ -58,6 +58,7 @@ class SchedulerService:
         self._control = threading.Thread(target=self._control_loop, name="zklock-scheduler",
                                          daemon=True)
         self._lock = threading.Lock()
+        self._leader_lock = threading.Lock()
         self._stopped = False
 
     # ---- lifecycle --------------------------------------------------------------
@@ -76,8 +77,11 @@ class SchedulerService:
                 return
             self._stopped = True
         self.client.remove_listener(self._on_state)
+        leader = self.leader
         self.election.close()
         self._stop_leader()
+        if leader is not None:
+            leader.stop(wait=True)  # it writes nothing more once this returns
         self.executor.stop(wait=wait)
         self._events.put(None)
         try:
@@ -103,11 +107,11 @@ class SchedulerService:
     # ---- leadership ---------------------------------------------------------------
     def _on_leadership(self, leading: bool, token: Optional[LeaderToken]) -> None:
         """Called under the election's lock: start or stop the leader loop, never block."""
-        if leading and token is not None:
+        with self._leader_lock:
             self._stop_leader(wait=False)
-            self.leader = Leader(self.store, self.settings, token, reap=self._reap).start()
-        else:
-            self._stop_leader(wait=False)
+            if leading and token is not None and not self._stopped:
+                self.leader = Leader(self.store, self.settings, token, reap=self._reap,
+                                     on_deposed=self._deposed).start()
         if self.on_leadership is not None:
             self.on_leadership(leading)
 
@@ -115,6 +119,11 @@ class SchedulerService:
         leader, self.leader = self.leader, None
         if leader is not None:
             leader.stop(wait=wait)
+
+    def _deposed(self) -> None:
+        """The leader's fenced write failed: let the election find out where we stand."""
+        threading.Thread(target=self.election.check, name="zklock-election",
+                         daemon=True).start()
 
     def _reap(self) -> list[int]:
         if self._manager is None:
@@ -139,8 +148,8 @@ class SchedulerService:
                     self.election.on_state(state)
                 elif state == KazooState.CONNECTED:
                     self.store.register_executor(self.info)
-                    self.election.on_state(state)
                     self.executor.set_connected(True)
+                    self.election.on_state(state)
             except Exception as exc:
                 log.warning("scheduler could not handle %s: %s", state, exc)
                 time.sleep(0.5)
@@ -152,6 +161,8 @@ def describe_status(store: SchedulerStore) -> dict[str, Any]:
     """Leader, live executors and what each runs: what `zklock scheduler status` prints."""
     leader = store.leader_id()
     executors = store.live_executors()
+    if leader is not None and leader not in executors:
+        leader = None  # a candidate node whose executor node is gone: not serving
     rows = []
     for ex_id, info in sorted(executors.items()):
         rows.append({"executor": ex_id, "host": info.host, "pid": info.pid,

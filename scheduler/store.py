@@ -35,6 +35,7 @@ from kazoo.exceptions import (
 )
 
 from zklock.config import Settings
+from zklock.config import _namespace as check_namespace
 
 from .model import Execution, ScheduledQuery
 
@@ -87,7 +88,7 @@ class SchedulerStore:
     def __init__(self, client: KazooClient, settings: Settings,
                  namespace: Optional[str] = None) -> None:
         self.client = client
-        self.namespace = namespace or settings.scheduler_namespace
+        self.namespace = check_namespace(namespace or settings.scheduler_namespace)
         self.base = f"{settings.scheduler_root.rstrip('/')}/{self.namespace}"
         self.queries = f"{self.base}/queries"
         self.executions = f"{self.base}/executions"
@@ -189,7 +190,10 @@ class SchedulerStore:
         out = {}
         for i, got in zip(ids, self._get_many(f"{self.executors}/{i}" for i in ids)):
             if got is not None:
-                out[i] = ExecutorInfo.from_bytes(got[0])
+                try:
+                    out[i] = ExecutorInfo.from_bytes(got[0])
+                except (ValueError, TypeError, KeyError):  # not one of ours: skip it
+                    continue
         return out
 
     def join_election(self, executor_id: str) -> str:
@@ -201,7 +205,8 @@ class SchedulerStore:
         """Candidate node names, the leader first."""
         self.ensure()
         kids = self.client.get_children(self.leader, watch=watch)
-        return sorted(kids, key=lambda k: int(k.rpartition("-")[2]))
+        kids = [k for k in kids if k.startswith("c-") and k[2:].isdigit()]  # ours only
+        return sorted(kids, key=lambda k: int(k[2:]))
 
     def leader_id(self) -> Optional[str]:
         """The executor id of the current leader, or None."""
@@ -235,6 +240,17 @@ class SchedulerStore:
 
     def delete_query(self, q: ScheduledQuery) -> None:
         self.client.delete(self.query_path(q.name), version=q.version)
+
+    def drop_query(self, q: ScheduledQuery, queued: Optional[Execution]) -> None:
+        """Delete ``q`` at its version; a queued (INITED) execution is withdrawn with it, in
+        the same multi, so no executor can take a run of a dropped query."""
+        def build(t: Any) -> None:
+            t.delete(self.query_path(q.name), version=q.version)
+            if queued is not None:
+                t.delete(f"{self.queue}/{queued.id}")
+                t.set_data(self.execution_path(queued.id), queued.to_bytes(),
+                           version=queued.version)
+        self._commit(build)
 
     def claim(self, token: Optional[LeaderToken], q: ScheduledQuery, e: Execution) -> None:
         """One multi: fence, create the execution and its queue entry, move the query on."""
@@ -274,9 +290,13 @@ class SchedulerStore:
         t.set_data(self.execution_path(e.id), e.to_bytes(), version=e.version)
         return t.commit_async()
 
-    def update_execution(self, e: Execution) -> int:
-        """Versioned write of an execution; returns the new mzxid (BadVersionError if fenced)."""
-        stat = self.client.set(self.execution_path(e.id), e.to_bytes(), version=e.version)
+    def update_execution(self, e: Execution, timeout: Optional[float] = None) -> int:
+        """Versioned write of an execution; returns the new mzxid (BadVersionError if fenced).
+
+        With ``timeout``, a write that ZooKeeper has not answered in time raises (kazoo
+        would otherwise hold it until the connection is back)."""
+        stat = self.client.set_async(self.execution_path(e.id), e.to_bytes(),
+                                     version=e.version).get(timeout=timeout)
         e.version = stat.version
         return stat.mzxid
 

@@ -9,7 +9,11 @@ Uses ZKLOCK_ZK when set; otherwise starts the embedded ZooKeeper in .zklock/
 3. ``ingest`` adds ds=2024-01-03 at the same time (X on another partition: no conflict);
 4. ``report`` reads ds=2024-01-01 and waits for the backfill to finish;
 5. an operator takes a lease on ds=2024-01-02 and ``compact`` (a rewrite of that day)
-   waits until the lease is dropped.
+   waits until the lease is dropped;
+6. all along, a ``zklock scheduler run`` process runs the two scheduled queries the setup
+   job created in SQL: ``compact_orders`` (an INSERT OVERWRITE every 10 s) and
+   ``rebuild_summary`` (a summary rebuild every 15 s), through the same locks. At the end
+   both are disabled, the scheduler stops, and ``sysdb.scheduled_executions`` is printed.
 
 `zklock show` snapshots taken while they run show who holds what.
 """

@@ -257,9 +257,11 @@ def test_dead_executor_run_times_out(admin_session, make_scheduler, zk_hosts):
     s.sql("ALTER SCHEDULED QUERY orphan EXECUTE")
     assert wait_for(lambda: states(s, "orphan") == ["EXECUTING"], timeout=20)
     assert executions(s, "orphan")[0].executor == worker.id
-    worker.stop(wait=False)  # its executor node goes; its run is left behind
+    worker.client.stop()  # cut off: its executor node goes, its threads and Spark job go on
     assert wait_for(lambda: states(s, "orphan") == ["TIMED_OUT"], timeout=20)
     assert "is gone" in executions(s, "orphan")[0].error_message
+    # no progress reaches ZooKeeper any more: the worker fences itself and cancels its job
+    assert wait_for(lambda: worker.executor.running() == [], timeout=20)
 
 
 def test_status_shows_leader_and_running(admin_session, make_scheduler):
@@ -286,3 +288,38 @@ def test_leader_reaps_leases_past_their_hard_limit(make_scheduler, make_manager)
     assert wait_for(lambda: a.is_leader, timeout=10)
     assert wait_for(lambda: mgr.list_lease() == [], timeout=20)
     assert lease_id not in [x.lease_id for x in mgr.list_lease()]
+
+
+def test_drop_withdraws_a_queued_run(admin_session, make_scheduler):
+    s = admin_session
+    s.sql("CREATE SCHEDULED QUERY gone CRON '0 0 1 1 *' DISABLED AS SELECT 1")
+    lead = make_scheduler(pool_size=0)  # leads, runs nothing: the run stays queued
+    assert wait_for(lambda: lead.is_leader, timeout=10)
+    s.sql("ALTER SCHEDULED QUERY gone EXECUTE")
+    assert wait_for(lambda: states(s, "gone") == ["INITED"], timeout=10)
+    store = s.scheduled_queries().store
+    assert store.queued() == [executions(s, "gone")[0].id]
+    s.sql("DROP SCHEDULED QUERY gone")
+    e = executions(s)[0]
+    assert e.state == "FAILED" and "dropped" in e.error_message
+    assert store.queued() == []
+
+
+def test_trims_by_count_and_refuses_bad_namespaces(admin_session, make_scheduler,
+                                                   monkeypatch):
+    import zklock.scheduler.leader as leader_mod
+
+    monkeypatch.setattr(leader_mod, "TRIM_EVERY_S", 0.5)
+    s = admin_session
+    s.sql("CREATE SCHEDULED QUERY many EVERY 1 SECOND AS SELECT 1")
+    first = s.scheduled_queries().get("many").next_execution
+    make_scheduler(scheduler_executions_kept=3)
+    # six triggers have been claimed ...
+    assert wait_for(lambda: s.scheduled_queries().get("many").next_execution > first + 6000,
+                    timeout=30)
+    # ... but only the newest three executions are kept
+    assert wait_for(lambda: len(executions(s, "many")) <= 3, timeout=10)
+    assert min(e.trigger_time for e in executions(s, "many")) > first
+    s.sql("ALTER SCHEDULED QUERY many DISABLE")
+    with pytest.raises(InvalidArguments, match="namespace"):
+        s.scheduled_queries("../escape")

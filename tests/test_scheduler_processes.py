@@ -94,9 +94,15 @@ def test_three_schedulers_leader_killed_every_trigger_once(sched_conf, tmp_path)
     assert states <= {"FINISHED", "TIMED_OUT"}, report
     victim_id = leader
     assert all(e.executor == victim_id for e in runs if e.state == "TIMED_OUT"), report
-    # merges happen only around the failover (or behind a still-running run)
+    # merges happen only where documented: behind a run still active when the first merged
+    # trigger came due (the owed follow-up), or while no leader was up (the failover)
     merged = [e for e in runs if e.merged > 1]
-    assert len(merged) <= 6, report
+    window = (killed_at * 1000 - 2000, killed_at * 1000 + 20000)
+    for prev, e in zip(runs, runs[1:]):
+        if e.merged > 1:
+            owed = prev.end is None or prev.end >= e.trigger_time
+            failover = window[0] <= e.trigger_time <= window[1]
+            assert owed or failover, (e.id, report)
     executors = {e.executor for e in runs}
     assert len(executors) >= 2, report
     print(json.dumps({"executions": len(runs), "triggers": sum(e.merged for e in runs),

@@ -172,6 +172,9 @@ SETTINGS: list[Setting] = [
     Setting("scheduler_execution_max_age", 604800.0, parse_duration,
             "ZKLOCK_SCHEDULER_EXECUTION_MAX_AGE", "spark.zklock.scheduler.executionMaxAge",
             "The leader trims finished executions whose trigger time is older than this."),
+    Setting("scheduler_executions_kept", 1000, _int, "ZKLOCK_SCHEDULER_EXECUTIONS_KEPT",
+            "spark.zklock.scheduler.executionsKept",
+            "The leader also trims all but this many newest executions of each query."),
     Setting("scheduler_auto_disable_after", 0, _int, "ZKLOCK_SCHEDULER_AUTO_DISABLE_AFTER",
             "spark.zklock.scheduler.autoDisableAfter",
             "Disable a query after this many consecutive failed executions (0: never)."),
@@ -209,6 +212,7 @@ class Settings:
     scheduler_progress_timeout: float = 20.0
     scheduler_max_runtime: float = 0.0
     scheduler_execution_max_age: float = 604800.0
+    scheduler_executions_kept: int = 1000
     scheduler_auto_disable_after: int = 0
     scheduler_reap_interval: float = 60.0
     extra: dict = field(default_factory=dict, compare=False)
