@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -111,15 +112,64 @@ def cli(ctx: click.Context, zk: Optional[str], root: Optional[str],
 @click.argument("target", required=False, metavar="[OBJECT]")
 @click.option("--extended", is_flag=True, help="Show holder, query and times.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C.")
+@click.option("--interval", default="2s", show_default=True, help="With --watch: how often.")
+@click.option("--count", type=int, default=0, help="With --watch: stop after N refreshes.")
 @click.pass_obj
-def show(obj: Context, target: Optional[str], extended: bool, as_json: bool) -> None:
-    """Held locks at or below OBJECT (db, db.table, db.table/k=v), or all."""
-    records = obj.manager().show(target, extended=extended or as_json)
-    rows = [r.to_dict(extended=extended or as_json) for r in records]
-    cols = ["object", "mode"]
-    if extended:
-        cols += ["kind", "user", "host", "pid", "query_id", "acquired_at", "fencing_token"]
-    emit(rows, as_json, cols)
+def show(obj: Context, target: Optional[str], extended: bool, as_json: bool, watch: bool,
+         interval: str, count: int) -> None:
+    """Held locks at or below OBJECT (db, db.table, db.table/k=v), or all.
+
+    Example: zklock show sales.orders --extended --watch --interval 1s
+    """
+    from zklock.config import parse_duration
+
+    def render() -> None:
+        records = obj.manager().show(target, extended=extended or as_json)
+        rows = [r.to_dict(extended=extended or as_json) for r in records]
+        cols = ["object", "mode"]
+        if extended:
+            cols += ["kind", "user", "host", "pid", "query_id", "acquired_at", "fencing_token"]
+        emit(rows, as_json, cols)
+
+    if not watch:
+        render()
+        return
+    pause = parse_duration(interval)
+    shown = 0
+    while True:
+        if not as_json:
+            click.echo("\x1b[H\x1b[2J", nl=False)  # home and clear: refresh in place
+            click.echo(f"zklock show {target or ''} (every {interval}; Ctrl-C to stop)  "
+                       f"{time.strftime('%H:%M:%S')}")
+        render()
+        shown += 1
+        if count and shown >= count:
+            return
+        time.sleep(pause)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.pass_obj
+def waits(obj: Context, as_json: bool) -> None:
+    """Requests still retrying after a denial, and which holder blocks each (wait-for).
+
+    Example: zklock waits --json
+    """
+    rows = []
+    for w in obj.manager().waits.list():
+        blockers = "; ".join(f"{b['object']} {b['held']} by {b['holder']}"
+                             for b in w.blockers[:3])
+        wants = " ".join(f"{o}:{m}" for o, m in w.wants[:4])
+        row = w.to_dict()
+        if not as_json:
+            row = {"waiter": f"{w.job} ({w.user}@{w.host} pid {w.pid})",
+                   "query_id": w.query_id, "wants": wants, "blocked_by": blockers,
+                   "waiting": f"{max(0, time.time() * 1000 - w.since_ms) / 1000:.1f}s",
+                   "attempt": w.attempt}
+        rows.append(row)
+    emit(rows, as_json, ["waiter", "query_id", "wants", "blocked_by", "waiting", "attempt"])
 
 
 @cli.group()

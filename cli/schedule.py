@@ -252,11 +252,13 @@ def scheduler() -> None:
                    " 0 makes a leader candidate that runs nothing itself.")
 @click.option("--quiet-period", default=None,
               help="Launch nothing for this long after start, e.g. 60s; 0 turns it off.")
+@click.option("--metrics-port", type=int, default=None,
+              help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")
 @with_spark_options
 @click.pass_obj
 def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[int],
-                  quiet_period: Optional[str], conf: Sequence[str],
-                  init_sql: Optional[str]) -> None:
+                  quiet_period: Optional[str], metrics_port: Optional[int],
+                  conf: Sequence[str], init_sql: Optional[str]) -> None:
     """Run a scheduler process (executor and leader candidate) until SIGTERM or Ctrl-C.
 
     Example: zklock scheduler run --executors 4 --quiet-period 0 --conf spark.master=local[4]
@@ -270,6 +272,10 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
         raise InvalidArguments("--executors must be 0 or more")
     quiet = parse_duration(quiet_period) if quiet_period is not None else None
     settings = _settings(obj, namespace)
+    if metrics_port:
+        from zklock import metrics
+
+        metrics.serve(metrics_port)
     spark = local_session(parse_conf(conf), init_sql, app_name="zklock-scheduler")
     client = obj.manager().client
     runner = SparkRunner(spark, settings, client)

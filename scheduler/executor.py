@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
+from zklock import metrics
 from zklock.config import Settings
 
 from .model import Execution, State
@@ -178,6 +179,9 @@ class Executor:
                 continue
             e.version += 1
             e.fencing_token = getattr(results[1], "mzxid", None)
+            metrics.EXECUTIONS.labels(State.EXECUTING.value).inc()
+            if not e.manual:
+                metrics.TRIGGER_TO_START.observe(max(0.0, (e.start - e.trigger_time) / 1000))
             self._launch(e)
         if lost:
             self._wake.set()  # look again: what the others left may still be queued
@@ -252,6 +256,7 @@ class Executor:
                     q = None
                 try:
                     self.store.finish(None, e, q)
+                    metrics.EXECUTIONS.labels(e.state).inc()
                     return
                 except Fenced as exc:
                     if exc.index == 0 and not self._still_ours(e):

@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from zklock import metrics
 from zklock.config import Settings
 
 from .model import Execution, ScheduledQuery, State, execution_id, trigger_of
@@ -263,6 +264,7 @@ class Leader:
                 new_q.version = old.version + 1
                 self._put(new_q)
                 self.claims += 1
+                metrics.EXECUTIONS.labels(State.INITED.value).inc()
                 continue
             index, error = failed[0]
             if index == 0 and isinstance(error, (NoNodeError, BadVersionError)):
@@ -360,6 +362,7 @@ class Leader:
         try:
             self.store.finish(self.token, e, new_q)
             self._put(new_q)
+            metrics.EXECUTIONS.labels(State.TIMED_OUT.value).inc()
             log.warning("execution %s timed out: %s", e.id, why)
         except Fenced as exc:
             if exc.index == 0:

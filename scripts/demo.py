@@ -88,11 +88,12 @@ def start_scheduler(hosts: str, warehouse: Path) -> subprocess.Popen:
            "ZKLOCK_SCHEDULER_NAMESPACE": "demo", "ZKLOCK_USER": "scheduler"}
     print("$ zklock scheduler run --namespace demo --executors 2 --quiet-period 0"
           " --init-sql scheduler-init.sql", flush=True)
+    log = open(warehouse / "scheduler.log", "w")  # noqa: SIM115 (the process writes to it)
     return subprocess.Popen(
         ZKLOCK + ["scheduler", "run", "--executors", "2", "--quiet-period", "0",
                   "--init-sql", str(init), "--conf", "spark.master=local[1]",
                   "--conf", f"spark.sql.warehouse.dir={warehouse}/_catalog_scheduler"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
 def scheduler_cli(hosts: str, *args: str, quiet: bool = False) -> None:
@@ -160,6 +161,8 @@ def main() -> int:
     jobs: list[subprocess.Popen] = []
     try:
         watcher = LockManager(hosts=hosts, root="/demo")
+        # a fresh start: no scheduled queries or executions left from an earlier demo
+        watcher.client.delete("/zklock/scheduler/demo", recursive=True)
         print("starting the setup job (a local Spark session takes about 10 s) ...", flush=True)
         setup = start_job("setup", hosts, warehouse)
         go(setup)
@@ -171,7 +174,7 @@ def main() -> int:
         jobs += [start_job(role, hosts, warehouse)
                  for role in ("backfill", "ingest", "report", "compact")]
         backfill, ingest, report, compact = jobs[1:]
-        for job in jobs:
+        for job in (backfill, ingest, report, compact):
             wait_ready(job)
         go(backfill)
         wait_for_x(watcher, "sales.orders/ds=2024-01-01")

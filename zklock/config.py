@@ -131,6 +131,14 @@ SETTINGS: list[Setting] = [
     Setting("lease_hard_limit_s", 3600.0, parse_duration, "ZKLOCK_LEASE_HARD_LIMIT",
             "spark.zklock.lease.hardLimit",
             "The reaper deletes leases expired for longer than this (HDFS's hard limit)."),
+    Setting("job", None, str, "ZKLOCK_JOB", "spark.zklock.job",
+            "Job name recorded in lock nodes and lock events (the timeline's colours);"
+            " default: the user."),
+    Setting("event_log", None, str, "ZKLOCK_EVENT_LOG", "spark.zklock.eventLog",
+            "File to append lock events to, one JSON line each (grant, denial, retry,"
+            " release, loss, force-drop); unset: no log."),
+    Setting("metrics_port", 0, _int, "ZKLOCK_METRICS_PORT", "spark.zklock.metrics.port",
+            "Serve Prometheus metrics on 127.0.0.1:<port>/metrics from this process (0: off)."),
     Setting("state_dir", ".zklock", str, "ZKLOCK_STATE_DIR", None,
             "Directory of the embedded ZooKeeper server (data, logs, pid, connect string)."),
     Setting("scheduler_root", "/zklock/scheduler", _root, "ZKLOCK_SCHEDULER_ROOT",
@@ -200,6 +208,9 @@ class Settings:
     user: Optional[str] = None
     max_lease_s: float = 86400.0
     lease_hard_limit_s: float = 3600.0
+    job: Optional[str] = None
+    event_log: Optional[str] = None
+    metrics_port: int = 0
     state_dir: str = ".zklock"
     scheduler_root: str = "/zklock/scheduler"
     scheduler_namespace: str = "default"

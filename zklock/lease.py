@@ -268,6 +268,8 @@ class Leases:
                           and any(w.contains(LockObject.parse(r.object)) for w in wanted)]
         nodes = list(dict.fromkeys(nodes))
         self.mgr._delete_nodes(nodes)
+        self.mgr.events.force_drop([[str(o), "*"] for o in objs] if objs else [["*", "*"]],
+                                   len(nodes))
         return len(nodes)
 
     def recover(self, obj: Union[str, LockObject]) -> list[int]:

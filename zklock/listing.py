@@ -94,6 +94,8 @@ def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
             if not kids:
                 continue
             for kid in kids:
+                if path == root and kid.startswith("."):
+                    continue  # zklock's own folders (.waits), never a database
                 parsed = LockNodeName.parse(kid)
                 if parsed is not None:
                     if path != root and (parsed.explicit or not explicit_only):

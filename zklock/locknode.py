@@ -86,6 +86,7 @@ class LockData:
     acquired_at: str = ""
     kind: str = "implicit"
     holder: str = ""
+    job: str = ""
     duration_s: Optional[float] = None
     extra: dict = field(default_factory=dict)
 

@@ -53,6 +53,7 @@ class LockSet:
         self.session_id = session_id
         self.query_id = query_id
         self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)
+        self.set_id = ""  # names the set in lock events (grant, release, loss)
         self._state = State.HELD
         self._reason = ""
         self._callbacks: list[Callable[[LockSet], None]] = []
@@ -67,6 +68,11 @@ class LockSet:
     @property
     def objects(self) -> list[str]:
         return [h.target.obj.name for h in self.held]
+
+    @property
+    def locks(self) -> list[list[str]]:
+        """[object, mode] pairs, as lock events record them."""
+        return [[h.target.obj.name, h.target.mode.value] for h in self.held]
 
     @property
     def targets(self) -> list[LockTarget]:
@@ -124,6 +130,8 @@ class LockSet:
             self._reason = reason
             callbacks, self._callbacks = self._callbacks, []
         log.warning("lock set %s lost: %s", self.objects[:3], reason)
+        if self._manager is not None:
+            self._manager._on_set_lost(self, reason)
         for cb in callbacks:
             self._run_callback(cb)
         return True

@@ -43,8 +43,10 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
+from . import metrics
 from .config import Settings
 from .errors import InvalidArguments, LockNotAcquired, ZooKeeperUnavailable
+from .events import LockEvents
 from .lease import Lease, Leases
 from .listing import LockRecord, ms_to_iso, walk
 from .locknode import LockData, LockNodeName, blocks, conflicts_now
@@ -52,6 +54,7 @@ from .lockrequest import LockSpec, LockTarget, normalize
 from .lockset import HeldLock, LockSet, State
 from .mode import Mode
 from .objects import LockObject
+from .waits import Waits
 from .zk import (
     EPHEMERAL,
     PERSISTENT,
@@ -79,6 +82,20 @@ class Conflict:
     holder_node: str
     holder_mode: Mode
     record: Optional[LockRecord] = None
+
+    def to_event(self) -> dict[str, Any]:
+        """The blocker as lock events and the wait-for view record it."""
+        d = self.record.data if self.record is not None else None
+        return {"object": self.target.obj.name, "requested": self.target.mode.value,
+                "held": self.holder_mode.value, "holder": self.describe_holder(),
+                "job": (d.job or d.user) if d is not None else None}
+
+    def describe_holder(self) -> str:
+        r = self.record
+        if r is None or r.data is None:
+            return "a holder that has since released"
+        d = r.data
+        return f"{d.user or '?'}@{d.host or '?'} pid {d.pid} query {d.query_id or '-'}"
 
     def describe(self) -> str:
         r = self.record
@@ -144,6 +161,12 @@ class LockManager:
         self._host = socket.gethostname()
         self.client.add_listener(self._on_state)
         self.leases = Leases(self)
+        self.events = LockEvents(settings.event_log, settings.job or settings.effective_user,
+                                 settings.effective_user)
+        self.waits = Waits(self)
+        if settings.metrics_port:
+            metrics.serve(settings.metrics_port)
+        metrics.session_state(self._session_label(), "CONNECTED")
 
     # ---- lifecycle ----------------------------------------------------------
     def close(self) -> None:
@@ -195,27 +218,41 @@ class LockManager:
         self._ensure_root()
         raw = data.to_bytes()
         attempt = 0
-        while True:
-            outcome = self._attempt(targets, raw, explicit, pre_read=attempt > 0)
-            if isinstance(outcome, LockSet):
-                outcome.query_id = query_id
-                outcome.attempts = attempt + 1
-                if not explicit:  # a lease outlives the session: never "lost" with it
-                    with self._sets_lock:
-                        self._sets.add(outcome)
-                return outcome
-            attempt += 1
-            if deadline is None:
-                exhausted = attempt > retries
-            else:
-                exhausted = time.monotonic() + interval > deadline
-            if exhausted:
+        started = time.monotonic()
+        wanted = [[t.obj.name, t.mode.value] for t in targets]
+        waiting = None
+        try:
+            while True:
+                outcome = self._attempt(targets, raw, explicit, pre_read=attempt > 0)
+                if isinstance(outcome, LockSet):
+                    outcome.query_id = query_id
+                    outcome.attempts = attempt + 1
+                    outcome.set_id = secrets.token_hex(8)
+                    if not explicit:  # a lease outlives the session: never "lost" with it
+                        with self._sets_lock:
+                            self._sets.add(outcome)
+                    self.events.grant(outcome.set_id, wanted, query_id,
+                                      time.monotonic() - started, attempt + 1,
+                                      outcome.fencing_token, lease=explicit)
+                    return outcome
+                attempt += 1
+                if deadline is None:
+                    exhausted = attempt > retries
+                else:
+                    exhausted = time.monotonic() + interval > deadline
                 self._describe(outcome)
-                text = "; ".join(c.describe() for c in outcome[:5])
-                more = f" (+{len(outcome) - 5} more)" if len(outcome) > 5 else ""
-                raise error(f"lock not acquired after {attempt} attempt(s): {text}{more}",
-                            conflicts=outcome)
-            time.sleep(interval * random.uniform(0.75, 1.25))
+                self.events.denial(wanted, query_id, attempt,
+                                   [c.to_event() for c in outcome], final=exhausted)
+                if exhausted:
+                    text = "; ".join(c.describe() for c in outcome[:5])
+                    more = f" (+{len(outcome) - 5} more)" if len(outcome) > 5 else ""
+                    raise error(f"lock not acquired after {attempt} attempt(s): {text}{more}",
+                                conflicts=outcome)
+                waiting = self.waits.publish(waiting, wanted, data, outcome, attempt, started)
+                time.sleep(interval * random.uniform(0.75, 1.25))
+        finally:
+            if waiting is not None:
+                self.waits.withdraw(waiting)
 
     def _attempt(self, targets: list[LockTarget], data: bytes, explicit: bool,
                  pre_read: bool) -> Union[LockSet, list[Conflict]]:
@@ -386,6 +423,7 @@ class LockManager:
         nodes = [h.node_path for h in lockset.held]
         with self._sets_lock:
             self._sets.discard(lockset)
+        self.events.release(lockset.set_id, lockset.locks, lockset.query_id)
         if not wait and self._release_async(nodes):
             return
         self._release_nodes(nodes)
@@ -476,7 +514,8 @@ class LockManager:
             q = q[:limit] + "..."
         sid = self.session_id
         return LockData(
-            user=self.settings.effective_user, host=self._host, pid=os.getpid(),
+            user=self.settings.effective_user, job=self.settings.job or "",
+            host=self._host, pid=os.getpid(),
             session=f"0x{sid:x}" if sid else "", query_id=query_id or "", query=q,
             acquired_at=ms_to_iso(int(time.time() * 1000)), kind=kind, **extra,
         )
@@ -489,8 +528,15 @@ class LockManager:
         return self.ops.with_retry(walk, self.ops, self.root, start, extended)
 
     # ---- session awareness ------------------------------------------------
+    def _session_label(self) -> str:
+        return f"{self.settings.job or self.settings.effective_user}@{id(self):x}"
+
+    def _on_set_lost(self, lockset: LockSet, reason: str) -> None:
+        self.events.loss(lockset.set_id, lockset.locks, lockset.query_id, reason)
+
     def _on_state(self, state: str) -> None:
         """Kazoo's listener runs on its connection thread: never block it."""
+        metrics.session_state(self._session_label(), str(state))
         if state == KazooState.SUSPENDED:
             self._dispatch(self._on_suspended)
         elif state == KazooState.LOST:

@@ -1,0 +1,107 @@
+"""Lock events (JSON lines), the wait-for view, and Prometheus metrics, on a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+
+from click.testing import CliRunner
+from conftest import wait_for
+from zklock.cli.main import cli
+
+from zklock.events import EventLog, read_events
+from zklock.server import free_port
+from zklock.testing import expire_session
+
+
+def test_event_log_records_grant_denial_retry_release_loss(make_manager, zk_hosts, tmp_path):
+    log = str(tmp_path / "events.jsonl")
+    a = make_manager(event_log=log, job="ingest")
+    b = make_manager(event_log=log, job="report", retries=2, retry_interval=0.05)
+    held = a.acquire([("sales.orders/ds=1", "X")], query_id="q-a")
+    try:
+        b.acquire([("sales.orders/ds=1", "S")], query_id="q-b")
+    except Exception:
+        pass
+    held.release()
+    lost = a.acquire([("sales.orders/ds=2", "X")], query_id="q-lost")
+    expire_session(a.client, zk_hosts)
+    assert wait_for(lambda: not lost.is_valid, timeout=10)
+    c = make_manager(event_log=log, job="ops")
+    c.force_drop_lease(["sales.orders"])
+    EventLog.for_path(log).flush()
+    events = list(read_events([log]))
+    kinds = [(e["job"], e["event"]) for e in events]
+    assert kinds[:8] == [("ingest", "grant"),
+                         ("report", "denial"), ("report", "retry"),
+                         ("report", "denial"), ("report", "retry"),
+                         ("report", "denial"),
+                         ("ingest", "release"), ("ingest", "grant")]
+    assert ("ingest", "loss") in kinds and ("ops", "force-drop") in kinds
+    denial = events[1]
+    assert denial["blockers"][0]["object"] == "sales.orders/ds=1"
+    assert denial["blockers"][0]["job"] == "ingest" and "q-a" in denial["blockers"][0]["holder"]
+    assert events[5]["final"] is True
+    grant = events[0]
+    assert ["sales.orders/ds=1", "X"] in grant["locks"] and grant["wait_ms"] >= 0
+    assert all({"ts", "user", "host", "pid"} <= set(e) for e in events)
+
+
+def test_waits_shows_who_blocks_whom(make_manager, zk_hosts, root):
+    a = make_manager(job="backfill")
+    b = make_manager(job="report", retries=200, retry_interval=0.05)
+    held = a.acquire([("sales.orders/ds=1", "X")], query_id="q-backfill")
+    got = []
+    t = threading.Thread(target=lambda: got.append(
+        b.acquire([("sales.orders/ds=1", "S")], query_id="q-report")))
+    t.start()
+    try:
+        assert wait_for(lambda: len(a.waits.list()) == 1, timeout=10)
+        w = a.waits.list()[0]
+        assert (w.job, w.query_id) == ("report", "q-report")
+        assert w.blockers[0]["job"] == "backfill" and "q-backfill" in w.blockers[0]["holder"]
+        out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "waits"])
+        assert out.exit_code == 0 and "report" in out.output and "q-backfill" in out.output
+        rows = json.loads(CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "waits",
+                                                   "--json"]).output)
+        assert rows[0]["wants"] == [["sales", "S"], ["sales.orders", "S"],
+                                    ["sales.orders/ds=1", "S"]]
+        # show is not confused by the .waits folder
+        assert {r.object for r in a.show()} == {"sales", "sales.orders", "sales.orders/ds=1"}
+    finally:
+        held.release()
+        t.join(20)
+    assert got and got[0].is_valid
+    assert wait_for(lambda: a.waits.list() == [], timeout=10)
+    got[0].release()
+
+
+def test_show_watch_refreshes(make_manager, zk_hosts, root):
+    a = make_manager()
+    with a.acquire([("db.t", "X")]):
+        out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "show", "--watch",
+                                       "--interval", "10ms", "--count", "2"])
+    assert out.exit_code == 0
+    # (click drops the clear-screen codes when the output is not a terminal)
+    assert out.output.count("zklock show") == 2 and out.output.count("db.t ") == 2
+
+
+def test_metrics_endpoint_answers(make_manager):
+    port = free_port()
+    a = make_manager(metrics_port=port, job="metrics")
+    b = make_manager(retries=0)
+    with a.acquire([("m.t", "X")]):
+        try:
+            b.acquire([("m.t", "S")])
+        except Exception:
+            pass
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10
+                                      ).read().decode()
+    for name in ("zklock_lock_wait_seconds_bucket", "zklock_lock_grants_total",
+                 "zklock_lock_denials_total", "zklock_locks_held", "zklock_session_state",
+                 "zklock_lock_losses_total", "zklock_scheduled_executions_total",
+                 "zklock_scheduled_trigger_to_start_seconds"):
+        assert name in text, name
+    assert 'zklock_lock_grants_total{mode="X"}' in text
+    assert 'zklock_lock_denials_total{mode="S"}' in text

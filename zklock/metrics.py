@@ -1,0 +1,53 @@
+"""Prometheus metrics of locks, sessions and scheduled executions (prometheus_client).
+
+Every process that uses zklock counts into the default registry; a process
+serves them when ``metrics_port`` is set (any process, on demand), and
+``zklock scheduler run --metrics-port`` serves the scheduler's. Names follow
+Prometheus conventions: a ``zklock_`` prefix, base units (seconds), and
+``_total`` on counters.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+LOCK_WAIT = Histogram("zklock_lock_wait_seconds",
+                      "Time from a lock request to its grant, by the request's strongest mode.",
+                      ["mode"], buckets=WAIT_BUCKETS)
+GRANTS = Counter("zklock_lock_grants_total", "Lock requests granted.", ["mode"])
+DENIALS = Counter("zklock_lock_denials_total", "Lock attempts denied by a conflict.", ["mode"])
+RETRIES = Counter("zklock_lock_retries_total", "Lock attempts retried after a denial.",
+                  ["mode"])
+LOSSES = Counter("zklock_lock_losses_total",
+                 "Held lock sets lost (session suspended or expired, nodes gone).", ["mode"])
+HELD = Gauge("zklock_locks_held", "Locks this process holds now.", ["mode"])
+SESSION = Gauge("zklock_session_state",
+                "1 for the ZooKeeper connection state each session of this process is in.",
+                ["session", "state"])
+EXECUTIONS = Counter("zklock_scheduled_executions_total",
+                     "Scheduled executions that reached a state, by the process that moved"
+                     " them there.", ["state"])
+TRIGGER_TO_START = Histogram("zklock_scheduled_trigger_to_start_seconds",
+                             "Time from a scheduled trigger to its execution's start.",
+                             buckets=WAIT_BUCKETS)
+
+_served: dict[int, object] = {}
+_lock = threading.Lock()
+
+
+def serve(port: int, addr: str = "127.0.0.1") -> int:
+    """Serve /metrics on ``addr:port`` (once per port per process); returns the port."""
+    with _lock:
+        if port not in _served:
+            _served[port] = start_http_server(port, addr=addr)
+    return port
+
+
+def session_state(session: str, state: Optional[str]) -> None:
+    for s in ("CONNECTED", "SUSPENDED", "LOST"):
+        SESSION.labels(session, s).set(1 if s == state else 0)

@@ -1,0 +1,111 @@
+"""Waits: who is waiting for whom, for `zklock waits` (a wait-for view).
+
+A request denied with retries left publishes an ephemeral node
+``<root>/.waits/<id>`` saying what it wants and which holders blocked its
+last attempt; each retry updates it and the grant (or giving up) deletes
+it. Only a denied request writes here, so an uncontended lock pays nothing,
+and a waiter that dies takes its node with its session. ``.waits`` cannot
+clash with a database: lock object names never start with a dot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+if TYPE_CHECKING:
+    from .locknode import LockData
+    from .manager import Conflict, LockManager
+
+log = logging.getLogger(__name__)
+
+WAITS = ".waits"
+#: Wanted objects and blockers kept in a wait node (the view shows the first few anyway).
+MAX_ITEMS = 50
+
+
+@dataclass
+class Wait:
+    """One request still retrying."""
+
+    id: str
+    user: str
+    job: str
+    host: str
+    pid: int
+    query_id: str
+    query: str
+    wants: list = field(default_factory=list)
+    blockers: list = field(default_factory=list)
+    since_ms: int = 0
+    attempt: int = 0
+    updated_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Waits:
+    """Publishes this manager's waiting requests and lists everyone's."""
+
+    def __init__(self, manager: LockManager) -> None:
+        self.mgr = manager
+        self.base = f"{manager.root.rstrip('/')}/{WAITS}"
+
+    def publish(self, wait_id: Optional[str], wanted: list[list[str]], data: LockData,
+                conflicts: list[Conflict], attempt: int, started: float) -> Optional[str]:
+        """Create or update the wait node; never fails the request (returns its id)."""
+        import time
+
+        now = int(time.time() * 1000)
+        wait = Wait(id=wait_id or secrets.token_hex(8), user=data.user, job=data.job or data.user,
+                    host=data.host or socket.gethostname(), pid=data.pid or os.getpid(),
+                    query_id=data.query_id, query=data.query[:200], wants=wanted[:MAX_ITEMS],
+                    blockers=[c.to_event() for c in conflicts[:MAX_ITEMS]],
+                    since_ms=now - int((time.monotonic() - started) * 1000), attempt=attempt,
+                    updated_ms=now)
+        raw = json.dumps(wait.to_dict(), separators=(",", ":")).encode()
+        path = f"{self.base}/{wait.id}"
+        client = self.mgr.client
+        try:
+            if wait_id is None:
+                try:
+                    client.create(path, raw, ephemeral=True, makepath=True)
+                except NodeExistsError:
+                    client.set(path, raw)
+            else:
+                client.set_async(path, raw)
+        except Exception as exc:  # the wait-for view is best effort
+            log.debug("could not publish a wait: %s", exc)
+        return wait.id
+
+    def withdraw(self, wait_id: str) -> None:
+        try:
+            self.mgr.client.delete_async(f"{self.base}/{wait_id}")
+        except Exception:
+            pass
+
+    def list(self) -> list[Wait]:
+        client = self.mgr.client
+        try:
+            ids = client.get_children(self.base)
+        except NoNodeError:
+            return []
+        pending = [(i, client.get_async(f"{self.base}/{i}")) for i in ids]
+        out = []
+        for _, result in pending:
+            try:
+                raw, _ = result.get()
+                data = json.loads(raw.decode())
+                out.append(Wait(**{k: data[k] for k in Wait.__dataclass_fields__ if k in data}))
+            except (NoNodeError, ValueError, TypeError):
+                continue  # granted meanwhile, or not ours
+        out.sort(key=lambda w: w.since_ms)
+        return out
