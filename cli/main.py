@@ -100,7 +100,13 @@ def emit(rows: Sequence[dict], as_json: bool, columns: Sequence[str]) -> None:
 @click.pass_context
 def cli(ctx: click.Context, zk: Optional[str], root: Optional[str],
         state_dir: Optional[str], verbose: bool) -> None:
-    """zklock: shared and exclusive locks on databases, tables and partitions."""
+    """zklock: shared and exclusive locks on databases, tables and partitions.
+
+    Exit codes: 0 ok, 1 error, 2 usage error, 3 lock not acquired. Durations take
+    500ms, 30s, 5m, 1h or 2d. Shell completion: eval "$(zklock completion bash)".
+
+    Example: zklock --zk zk1:2181 show sales.orders --extended
+    """
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="zklock: %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kazoo").setLevel(logging.INFO if verbose else logging.CRITICAL)
@@ -150,6 +156,40 @@ def show(obj: Context, target: Optional[str], extended: bool, as_json: bool, wat
 
 
 @cli.command()
+@click.option("--events", "paths", multiple=True, type=click.Path(dir_okay=False),
+              help="Event log file(s) (default: the event_log setting, ZKLOCK_EVENT_LOG).")
+@click.option("--since", help="Only what happened in the last DURATION (e.g. 10m).")
+@click.option("--object", "prefix", help="Only this object and what is below it.")
+@click.option("-o", "--output", default="timeline.png", show_default=True,
+              help="Picture to write (.png, .svg or .pdf).")
+@click.pass_obj
+def timeline(obj: Context, paths: Sequence[str], since: Optional[str], prefix: Optional[str],
+             output: str) -> None:
+    """Draw lock holds, denials and losses over time from the event log (Gantt-style).
+
+    Example: zklock timeline --events events.jsonl --since 15m --object sales.orders -o t.png
+    """
+    from zklock.config import parse_duration
+    from zklock.events import read_events
+    from zklock.timeline import build, draw
+
+    files = list(paths) or ([obj.settings.event_log] if obj.settings.event_log else [])
+    if not files:
+        raise click.UsageError("give --events FILE or set ZKLOCK_EVENT_LOG")
+    missing = [f for f in files if not Path(f).exists()]
+    if missing:
+        raise click.ClickException(f"no event log at {', '.join(missing)}")
+    since_ms = int((time.time() - parse_duration(since)) * 1000) if since else None
+    holds, marks = build(read_events(files), since_ms, prefix)
+    try:
+        draw(holds, marks, output)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{output}: {len(holds)} holds, {sum(m.kind == 'denial' for m in marks)}"
+               f" denials, {sum(m.kind == 'loss' for m in marks)} losses")
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.pass_obj
 def waits(obj: Context, as_json: bool) -> None:
@@ -174,7 +214,10 @@ def waits(obj: Context, as_json: bool) -> None:
 
 @cli.group()
 def server() -> None:
-    """Run a local ZooKeeper (Debian's zookeeper package) for development and demos."""
+    """Run a local ZooKeeper (Debian's zookeeper package) for development and demos.
+
+    Example: zklock server start && export ZKLOCK_ZK=127.0.0.1:2181
+    """
 
 
 def _server(ctx_obj: Context, port: Optional[int] = None):
@@ -196,7 +239,10 @@ def _server(ctx_obj: Context, port: Optional[int] = None):
 @click.option("--port", type=int, default=None, help="Client port (default 2181).")
 @click.pass_obj
 def server_start(obj: Context, port: Optional[int]) -> None:
-    """Start a standalone ZooKeeper on loopback and print its connect string."""
+    """Start a standalone ZooKeeper on loopback and print its connect string.
+
+    Example: zklock server start --port 2181
+    """
     srv = _server(obj, port)
     connect = srv.start()
     click.echo(connect)
@@ -205,7 +251,10 @@ def server_start(obj: Context, port: Optional[int]) -> None:
 @server.command("stop")
 @click.pass_obj
 def server_stop(obj: Context) -> None:
-    """Stop the ZooKeeper started from this state directory."""
+    """Stop the ZooKeeper started from this state directory.
+
+    Example: zklock server stop
+    """
     srv = _server(obj)
     click.echo("stopped" if srv.stop() else "not running")
 
@@ -214,7 +263,10 @@ def server_stop(obj: Context) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def server_status(obj: Context, as_json: bool) -> None:
-    """Whether the local ZooKeeper runs, its pid, mode and connect string."""
+    """Whether the local ZooKeeper runs, its pid, mode and connect string.
+
+    Example: zklock server status --json
+    """
     st = _server(obj).status()
     if as_json:
         click.echo(json.dumps(st))
@@ -228,7 +280,10 @@ def server_status(obj: Context, as_json: bool) -> None:
 
 @cli.group()
 def lease() -> None:
-    """Explicit, time-bound locks (leases): grab, list, extend, drop, force-drop, reap."""
+    """Explicit, time-bound locks (leases): grab, list, extend, drop, force-drop, reap.
+
+    Example: zklock lease grab sales.orders:X --duration 1h
+    """
 
 
 def _lock_arg(text: str) -> tuple[str, str]:
@@ -264,7 +319,10 @@ def lease_grab(obj: Context, locks: Sequence[str], duration: str, wait: str,
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.pass_obj
 def lease_list(obj: Context, objects: Sequence[str], as_json: bool) -> None:
-    """Leases on OBJECTs (or all): id, holder, objects, start and end (ZooKeeper time)."""
+    """Leases on OBJECTs (or all): id, holder, objects, start and end (ZooKeeper time).
+
+    Example: zklock lease list sales.orders --json
+    """
     rows = _lease_rows(obj.manager().list_lease(list(objects) or None))
     if not as_json:
         for r in rows:
@@ -276,7 +334,10 @@ def lease_list(obj: Context, objects: Sequence[str], as_json: bool) -> None:
 @click.argument("lease_id", type=int)
 @click.pass_obj
 def lease_extend(obj: Context, lease_id: int) -> None:
-    """Push the lease's end to now + its duration; prints the new end."""
+    """Push the lease's end to now + its duration; prints the new end.
+
+    Example: zklock lease extend 4294967301
+    """
     click.echo(obj.manager().extend_lease(lease_id).end_utc)
 
 
@@ -284,7 +345,10 @@ def lease_extend(obj: Context, lease_id: int) -> None:
 @click.argument("lease_id", type=int)
 @click.pass_obj
 def lease_drop(obj: Context, lease_id: int) -> None:
-    """Release a lease."""
+    """Release a lease.
+
+    Example: zklock lease drop 4294967301
+    """
     obj.manager().drop_lease(lease_id)
     click.echo(f"dropped lease {lease_id}")
 
@@ -298,7 +362,10 @@ def lease_drop(obj: Context, lease_id: int) -> None:
 @click.pass_obj
 def lease_force_drop(obj: Context, objects: Sequence[str], all_: bool, include_implicit: bool,
                      yes: bool) -> None:
-    """Admin: drop the leases at or below OBJECTs (or --all), whoever holds them."""
+    """Admin: drop the leases at or below OBJECTs (or --all), whoever holds them.
+
+    Example: zklock lease force-drop sales.orders --include-implicit --yes
+    """
     if bool(objects) == all_:
         raise click.UsageError("give OBJECTs or --all (not both)")
     what = "every lease" if all_ else f"the leases on {', '.join(objects)}"
@@ -315,7 +382,10 @@ def lease_force_drop(obj: Context, objects: Sequence[str], all_: bool, include_i
 @click.option("--hard-limit", help="Override lease_hard_limit_s, e.g. 1h.")
 @click.pass_obj
 def lease_reap(obj: Context, hard_limit: Optional[str]) -> None:
-    """Delete leases expired for longer than the hard limit (default 1 h)."""
+    """Delete leases expired for longer than the hard limit (default 1 h).
+
+    Example: zklock lease reap --hard-limit 30m
+    """
     from zklock.config import parse_duration
 
     limit = parse_duration(hard_limit) if hard_limit is not None else None
@@ -387,6 +457,21 @@ def sql(obj: Context, sql: str, as_json: bool, limit: int, conf: Sequence[str],
         return
     rows = [r.asDict() for r in df.limit(limit).collect()]
     emit(rows, as_json, columns)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    Example: eval "$(zklock completion bash)"   (add it to ~/.bashrc)
+    """
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    if cls is None:
+        raise click.UsageError(f"no completion for {shell}")
+    click.echo(cls(cli, {}, "zklock", "_ZKLOCK_COMPLETE").source())
 
 
 from . import schedule as _schedule  # noqa: E402, F401  (registers schedule/scheduler)

@@ -85,7 +85,10 @@ def _query_rows(queries: Sequence[Any]) -> list[dict]:
 
 @cli.group()
 def schedule() -> None:
-    """Scheduled SQL queries: create, alter, drop, list, show, executions, run-now."""
+    """Scheduled SQL queries: create, alter, drop, list, show, executions, run-now.
+
+    Example: zklock schedule list --json
+    """
 
 
 @schedule.command("create")
@@ -242,7 +245,10 @@ def schedule_executions(obj: Context, name: Optional[str], limit: int, as_json: 
 
 @cli.group()
 def scheduler() -> None:
-    """Scheduler processes: run one, or see who leads and what runs."""
+    """Scheduler processes: run one, or see who leads and what runs.
+
+    Example: zklock scheduler status
+    """
 
 
 @scheduler.command("run")

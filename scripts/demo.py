@@ -1,21 +1,23 @@
-"""make demo: concurrent PySpark jobs on a small partitioned warehouse, through LockingSession.
+"""make demo: a small warehouse pipeline on PySpark, every job through LockingSession.
 
-Uses ZKLOCK_ZK when set; otherwise starts the embedded ZooKeeper in .zklock/
-(and stops it again at the end if it started it). The warehouse lives in
-.zklock/demo-warehouse and is rebuilt on every run:
+Uses ZKLOCK_ZK when set; otherwise starts the embedded ZooKeeper in .zklock/ (and stops it
+at the end unless ZKLOCK_DEMO_KEEP=1). The warehouse lives in .zklock/demo-warehouse and
+is rebuilt on every run. Five PySpark jobs and a scheduler process run concurrently:
 
-1. ``setup`` builds sales.orders (partitioned by ds) with two days;
-2. ``backfill`` overwrites ds=2024-01-01 slowly (X on that partition);
-3. ``ingest`` adds ds=2024-01-03 at the same time (X on another partition: no conflict);
-4. ``report`` reads ds=2024-01-01 and waits for the backfill to finish;
-5. an operator takes a lease on ds=2024-01-02 and ``compact`` (a rewrite of that day)
-   waits until the lease is dropped;
-6. all along, a ``zklock scheduler run`` process runs the two scheduled queries the setup
-   job created in SQL: ``compact_orders`` (an INSERT OVERWRITE every 10 s) and
-   ``rebuild_summary`` (a summary rebuild every 15 s), through the same locks. At the end
-   both are disabled, the scheduler stops, and ``sysdb.scheduled_executions`` is printed.
+1. ``setup`` builds sales.orders (partitioned by ds), the sales.customers dimension and a
+   summary table, and creates two scheduled queries in SQL;
+2. ``zklock scheduler run`` runs them: a compaction (INSERT OVERWRITE, every 10 s) and a
+   summary rebuild (every 15 s);
+3. ``backfill`` overwrites ds=2024-01-01 slowly (X on that partition), while ``ingest``
+   adds three new partitions beside it;
+4. ``report`` reads the whole fact table joined with the dimension: it waits for the
+   backfill's X lock; ``schema`` adds a column to the dimension: it waits for the report;
+5. an operator takes a maintenance lease on the compacted table: the scheduled compaction
+   waits (``zklock waits`` shows on whom) until the lease is dropped.
 
-`zklock show` snapshots taken while they run show who holds what.
+It prints `zklock show` and `zklock waits` snapshots taken during the run, a summary of
+grants, denials, retries and waits per job (from the lock event log), the
+scheduler's executions (``sysdb.scheduled_executions``) and the path of a timeline picture.
 """
 
 from __future__ import annotations
@@ -52,9 +54,11 @@ def start_job(role: str, hosts: str, warehouse: Path) -> subprocess.Popen:
                              str(warehouse)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     proc.ready = threading.Event()  # type: ignore[attr-defined]
+    proc.lines = []  # type: ignore[attr-defined]
 
     def pump() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
+            proc.lines.append(line)  # type: ignore[attr-defined]
             print(line, end="", flush=True)
             if "ready" in line:
                 proc.ready.set()  # type: ignore[attr-defined]
@@ -77,7 +81,12 @@ def go(proc: subprocess.Popen) -> None:
     proc.stdin.flush()  # type: ignore[union-attr]
 
 
-def start_scheduler(hosts: str, warehouse: Path) -> subprocess.Popen:
+def waits_cli(hosts: str) -> None:
+    print("$ zklock waits", flush=True)
+    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "waits"], check=False)
+
+
+def start_scheduler(hosts: str, warehouse: Path, events: Path) -> subprocess.Popen:
     """`zklock scheduler run` on the demo's catalog (its tables come from --init-sql)."""
     sys.path.insert(0, str(HERE))
     from demo_job import tables
@@ -85,7 +94,8 @@ def start_scheduler(hosts: str, warehouse: Path) -> subprocess.Popen:
     init = warehouse / "scheduler-init.sql"
     init.write_text(";\n".join(tables(str(warehouse))) + ";\n")
     env = {**os.environ, "ZKLOCK_ZK": hosts, "ZKLOCK_ROOT": "/demo",
-           "ZKLOCK_SCHEDULER_NAMESPACE": "demo", "ZKLOCK_USER": "scheduler"}
+           "ZKLOCK_SCHEDULER_NAMESPACE": "demo", "ZKLOCK_USER": "scheduler",
+           "ZKLOCK_JOB": "scheduler", "ZKLOCK_EVENT_LOG": str(events)}
     print("$ zklock scheduler run --namespace demo --executors 2 --quiet-period 0"
           " --init-sql scheduler-init.sql", flush=True)
     log = open(warehouse / "scheduler.log", "w")  # noqa: SIM115 (the process writes to it)
@@ -104,8 +114,8 @@ def scheduler_cli(hosts: str, *args: str, quiet: bool = False) -> None:
                         "ZKLOCK_USER": "setup"})
 
 
-def stop_scheduler(hosts: str, proc: subprocess.Popen, warehouse: Path) -> None:
-    """Disable both queries, let running executions end, stop the process, print the table."""
+def stop_scheduler(hosts: str, proc: subprocess.Popen) -> None:
+    """Disable both queries, let running executions end, then stop the process."""
     from zklock.scheduler.store import SchedulerStore
 
     from zklock.config import Settings
@@ -122,30 +132,63 @@ def stop_scheduler(hosts: str, proc: subprocess.Popen, warehouse: Path) -> None:
         time.sleep(0.2)
     client.stop()
     client.close()
-    scheduler_cli(hosts, "scheduler", "status")
     proc.terminate()
     proc.wait(60)
-    print("$ zklock sql \"SELECT ... FROM sysdb.scheduled_executions\"", flush=True)
-    subprocess.run(ZKLOCK + [
-        "--zk", hosts, "--root", "/demo", "sql",
-        "SELECT scheduled_execution_id, schedule_name, state, executor_query_id, trigger_time,"
-        " start_time, elapsed FROM sysdb.scheduled_executions"
-        " WHERE namespace = 'demo' ORDER BY trigger_time",
-        "--init-sql", str(warehouse / "scheduler-init.sql"),
-        "--conf", "spark.master=local[1]",
-        "--conf", f"spark.sql.warehouse.dir={warehouse}/_catalog_cli"], check=False)
 
 
-def wait_for_x(mgr: LockManager, obj: str, timeout: float = 120.0) -> None:
+def wait_for_lock(mgr: LockManager, obj: str, mode: str = "X", timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(r.object == obj and r.mode.value == "X" for r in mgr.show()):
+        if any(r.object == obj and r.mode.value == mode for r in mgr.show()):
             return
         time.sleep(0.05)
-    raise SystemExit(f"no X lock on {obj} within {timeout:.0f}s")
+    raise SystemExit(f"no {mode} lock on {obj} within {timeout:.0f}s")
+
+
+def wait_for_waiter(mgr: LockManager, job: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(w.job == job for w in mgr.waits.list()):
+            return
+        time.sleep(0.1)
+
+
+def summary(events_file: Path) -> None:
+    """Grants, denials, retries and wait times per job, from the lock event log."""
+    from zklock.events import read_events
+
+    per: dict[str, dict[str, float]] = {}
+    for e in read_events([str(events_file)]):
+        row = per.setdefault(e.get("job", "?"), {"grants": 0, "denials": 0, "retries": 0,
+                                                  "waited": 0, "wait_s": 0.0, "max_s": 0.0,
+                                                  "losses": 0})
+        if e["event"] == "grant":
+            row["grants"] += 1
+            wait = e.get("wait_ms", 0) / 1000
+            row["wait_s"] += wait
+            row["max_s"] = max(row["max_s"], wait)
+            row["waited"] += e.get("attempts", 1) > 1
+        elif e["event"] in ("denial", "retry", "loss"):
+            row[{"denial": "denials", "retry": "retries", "loss": "losses"}[e["event"]]] += 1
+    print("lock summary per job (from the event log):")
+    print(f"  {'JOB':10} {'GRANTS':>6} {'DENIALS':>7} {'RETRIES':>7} {'WAITED':>6}"
+          f" {'TOTAL WAIT':>10} {'LONGEST':>8} {'LOSSES':>6}")
+    for job, r in sorted(per.items()):
+        print(f"  {job:10} {r['grants']:6.0f} {r['denials']:7.0f} {r['retries']:7.0f}"
+              f" {r['waited']:6.0f} {r['wait_s']:9.1f}s {r['max_s']:7.1f}s {r['losses']:6.0f}")
+
+
+def timeline_picture(events_file: Path, out: Path) -> None:
+    from zklock.events import read_events
+    from zklock.timeline import build, draw
+
+    holds, marks = build(read_events([str(events_file)]))
+    draw(holds, marks, str(out), title="make demo: who held what, when")
+    print(f"timeline picture: {out}  (zklock timeline --events {events_file} -o ...)")
 
 
 def main() -> int:
+    t_start = time.monotonic()
     hosts = os.environ.get("ZKLOCK_ZK")
     server = None
     if not hosts:
@@ -153,59 +196,71 @@ def main() -> int:
         started = server.pid() is None
         hosts = server.start()
         print(f"embedded ZooKeeper at {hosts}")
-        if not started:
-            server = None  # someone else's: leave it running
+        if not started or os.environ.get("ZKLOCK_DEMO_KEEP"):
+            server = None  # someone else's, or asked to keep it: leave it running
     warehouse = Path(".zklock/demo-warehouse").resolve()
     shutil.rmtree(warehouse, ignore_errors=True)
     warehouse.mkdir(parents=True)
+    events = warehouse / "events.jsonl"
     jobs: list[subprocess.Popen] = []
     try:
         watcher = LockManager(hosts=hosts, root="/demo")
-        # a fresh start: no scheduled queries or executions left from an earlier demo
+        # a fresh start: no locks, scheduled queries or executions left from an earlier demo
         watcher.client.delete("/zklock/scheduler/demo", recursive=True)
-        print("starting the setup job (a local Spark session takes about 10 s) ...", flush=True)
+        watcher.client.delete("/demo", recursive=True)
+        print("starting five PySpark jobs and a scheduler (local Spark sessions start in"
+              " about 10 to 30 s on 2 cores) ...", flush=True)
         setup = start_job("setup", hosts, warehouse)
+        others = {role: start_job(role, hosts, warehouse)
+                  for role in ("backfill", "ingest", "report", "schema")}
+        jobs = [setup, *others.values()]
         go(setup)
-        if setup.wait(300) != 0:
-            raise SystemExit("the setup job failed")
-        scheduler = start_scheduler(hosts, warehouse)
-        jobs.append(scheduler)
-        print("starting backfill, ingest and report, three PySpark jobs ...", flush=True)
-        jobs += [start_job(role, hosts, warehouse)
-                 for role in ("backfill", "ingest", "report", "compact")]
-        backfill, ingest, report, compact = jobs[1:]
-        for job in (backfill, ingest, report, compact):
+        for job in others.values():
             wait_ready(job)
-        go(backfill)
-        wait_for_x(watcher, "sales.orders/ds=2024-01-01")
-        go(ingest)
-        wait_for_x(watcher, "sales.orders/ds=2024-01-03")
-        go(report)
+        while not any("compact_orders" in ln for ln in setup.lines):  # type: ignore[attr-defined]
+            time.sleep(0.1)
         time.sleep(1.0)
-        show(hosts)
-        show(hosts, "sales.orders", "--extended")
-        scheduler_cli(hosts, "schedule", "list")
-        codes = [job.wait(300) for job in (backfill, ingest, report)]
-        show(hosts)
-        print("an operator takes a maintenance lease on ds=2024-01-02; the compaction waits",
-              flush=True)
-        lease_id = watcher.grab_lease([("sales.orders/ds=2024-01-02", "X")], duration_s=600,
+        scheduler = start_scheduler(hosts, warehouse, events)
+        jobs.append(scheduler)
+        go(others["backfill"])
+        wait_for_lock(watcher, "sales.orders/ds=2024-01-01")
+        go(others["ingest"])
+        go(others["report"])
+        wait_for_waiter(watcher, "report")
+        time.sleep(1.0)
+        show(hosts, "--extended")  # backfill and ingest write side by side; report waits
+        waits_cli(hosts)
+        wait_for_lock(watcher, "sales.customers", "S", timeout=180)  # the report reads now
+        go(others["schema"])
+        wait_for_waiter(watcher, "schema", timeout=20)
+        show(hosts)  # the report holds S on the dimension; the schema change waits
+        waits_cli(hosts)
+        codes = [others[r].wait(300) for r in ("backfill", "ingest", "report", "schema")]
+        print("an operator takes a maintenance lease on sales.orders_compact; the scheduled"
+              " compaction waits", flush=True)
+        lease_id = watcher.grab_lease([("sales.orders_compact", "X")], duration_s=600,
                                       holder="ops-maintenance")
-        print(f"$ zklock lease grab sales.orders/ds=2024-01-02:X --duration 10m  ->  {lease_id}")
-        go(compact)
-        time.sleep(3.0)
-        lease_cli(hosts, "list")
+        print(f"$ zklock lease grab sales.orders_compact:X --duration 10m  ->  {lease_id}")
+        wait_for_waiter(watcher, "scheduler", timeout=30)
+        waits_cli(hosts)
         lease_cli(hosts, "drop", str(lease_id))
-        codes.append(compact.wait(300))
-        show(hosts)
+        time.sleep(3.0)
         scheduler_cli(hosts, "scheduler", "status")
-        stop_scheduler(hosts, scheduler, warehouse)
+        stop_scheduler(hosts, scheduler)
+        setup.stdin.write("go\n")  # type: ignore[union-attr]
+        setup.stdin.flush()  # type: ignore[union-attr]
+        codes.append(setup.wait(120))
+        show(hosts)
         watcher.close()
+        time.sleep(0.5)
+        summary(events)
+        timeline_picture(events, Path(".zklock/demo-timeline.png").resolve())
         if any(codes):
             print(f"a demo job failed: exit codes {codes}")
             return 1
-        print("done: the report never saw a half-written partition, the two writers never"
-              " waited for each other")
+        print(f"done in {time.monotonic() - t_start:.0f}s: the report never saw a half-written"
+              " partition, the writers of different partitions never waited for each other,"
+              " and every scheduled run took the same locks as the pipeline")
     finally:
         for job in jobs:
             if job.poll() is None:

@@ -2,12 +2,20 @@
 
     demo_job.py ROLE ZK_HOSTS WAREHOUSE_DIR
 
-Roles: ``setup`` (builds the small warehouse), ``backfill`` (a slow INSERT
-OVERWRITE of an old partition), ``ingest`` (adds a new partition), ``report``
-(reads the partition being backfilled; it waits for the backfill's X lock),
-``compact`` (rewrites a partition an operator holds a lease on; it waits).
-Each job prints progress lines and waits for "go" on stdin after Spark starts,
-so the demo can order them.
+Roles:
+
+- ``setup`` builds the warehouse (sales.orders partitioned by ds, the
+  sales.customers dimension, sales.daily_summary and sales.orders_compact)
+  and creates the two scheduled queries in SQL; at the end it prints
+  ``sysdb.scheduled_executions``;
+- ``backfill`` slowly overwrites an old partition (X on it);
+- ``ingest`` adds three new partitions, one after another;
+- ``report`` reads the whole fact table joined with the dimension (it waits
+  for the backfill's X lock);
+- ``schema`` adds a column to the dimension (X on it: it waits for the report).
+
+Each job prints a progress line per step and waits for "go" on stdin after
+Spark starts, so the demo can order them. Lock events go to the demo's event log.
 """
 
 from __future__ import annotations
@@ -24,17 +32,21 @@ ROOT = "/demo"
 
 
 def say(role: str, text: str) -> None:
-    print(f"[{role:8}] {text}", flush=True)
+    print(f"[{role:9}] {text}", flush=True)
 
 
 def tables(warehouse: str) -> list[str]:
+    """The catalog every job (and the scheduler, through --init-sql) registers."""
     return [
         "CREATE DATABASE IF NOT EXISTS sales",
-        "CREATE TABLE IF NOT EXISTS sales.orders (id BIGINT, amount DOUBLE, ds STRING)"
-        f" USING parquet PARTITIONED BY (ds) LOCATION '{warehouse}/orders'",
+        "CREATE TABLE IF NOT EXISTS sales.orders (id BIGINT, customer BIGINT, amount DOUBLE,"
+        f" ds STRING) USING parquet PARTITIONED BY (ds) LOCATION '{warehouse}/orders'",
         "ALTER TABLE sales.orders RECOVER PARTITIONS",
-        "CREATE TABLE IF NOT EXISTS sales.orders_compact (id BIGINT, amount DOUBLE, ds STRING)"
-        f" USING parquet PARTITIONED BY (ds) LOCATION '{warehouse}/orders_compact'",
+        "CREATE TABLE IF NOT EXISTS sales.customers (id BIGINT, name STRING) USING parquet"
+        f" LOCATION '{warehouse}/customers'",
+        "CREATE TABLE IF NOT EXISTS sales.orders_compact (id BIGINT, customer BIGINT,"
+        " amount DOUBLE, ds STRING) USING parquet PARTITIONED BY (ds)"
+        f" LOCATION '{warehouse}/orders_compact'",
         "CREATE TABLE IF NOT EXISTS sales.daily_summary (ds STRING, orders BIGINT,"
         f" amount DOUBLE) USING parquet LOCATION '{warehouse}/daily_summary'",
     ]
@@ -44,7 +56,7 @@ def tables(warehouse: str) -> list[str]:
 SCHEDULED = [
     "CREATE SCHEDULED QUERY compact_orders EVERY 10 SECONDS AS"
     " INSERT OVERWRITE TABLE sales.orders_compact"
-    " SELECT /*+ COALESCE(1) */ id, amount, ds FROM sales.orders",
+    " SELECT /*+ COALESCE(1) */ id, customer, amount, ds FROM sales.orders",
     "CREATE SCHEDULED QUERY rebuild_summary EVERY 15 SECONDS OFFSET BY '5s' AS"
     " INSERT OVERWRITE TABLE sales.daily_summary"
     " SELECT ds, count(*), sum(amount) FROM sales.orders GROUP BY ds",
@@ -63,51 +75,72 @@ def main() -> int:
                       .config("spark.sql.warehouse.dir", f"{warehouse}/_catalog_{role}")
                       ).getOrCreate()
     spark.sparkContext.setLogLevel("OFF")
-    Path(warehouse, "orders").mkdir(parents=True, exist_ok=True)
+    for sub in ("orders", "customers"):
+        Path(warehouse, sub).mkdir(parents=True, exist_ok=True)
     for stmt in tables(warehouse):
         spark.sql(stmt)
     spark.udf.register("slow", lambda x: (time.sleep(0.02), x)[1], "bigint")
-    session = LockingSession(spark, hosts=hosts, root=ROOT, user=role, retries=120,
-                             retry_interval=0.25, scheduler_namespace="demo",
-                             scheduler_admins="setup")
+    session = LockingSession(spark, hosts=hosts, root=ROOT, user=role, job=role,
+                             retries=240, retry_interval=0.25,
+                             event_log=f"{warehouse}/events.jsonl",
+                             scheduler_namespace="demo", scheduler_admins="setup")
     say(role, "Spark is up; ready")
     sys.stdin.readline()
     t0 = time.monotonic()
     if role == "setup":
+        session.sql("INSERT INTO sales.customers SELECT id, concat('customer ', id)"
+                    " FROM range(20)")
         for day in ("2024-01-01", "2024-01-02"):
             session.sql(f"INSERT INTO sales.orders PARTITION (ds='{day}')"
-                        " SELECT id, id * 1.5 FROM range(100)")
-        say(role, "built sales.orders with partitions ds=2024-01-01 and ds=2024-01-02")
+                        " SELECT id, id % 20, id * 1.5 FROM range(100)")
+        say(role, "built sales.orders (ds=2024-01-01, 2024-01-02), sales.customers, and the"
+                  " compact and summary tables")
         for ddl in SCHEDULED:
             session.sql(ddl)
-            say(role, ddl[:90] + " ...")
+            say(role, ddl[:92] + " ...")
+        sys.stdin.readline()  # the demo's end: print what the scheduler did
+        rows = session.sql(
+            "SELECT schedule_name, state, executor_query_id, trigger_time, elapsed"
+            " FROM sysdb.scheduled_executions WHERE namespace = 'demo'"
+            " ORDER BY trigger_time, schedule_name").collect()
+        print("$ SELECT schedule_name, state, executor_query_id, trigger_time, elapsed"
+              " FROM sysdb.scheduled_executions", flush=True)
+        print(f"{'SCHEDULE_NAME':16} {'STATE':9} {'EXECUTOR_QUERY_ID':52} {'TRIGGER_TIME':20}"
+              " ELAPSED", flush=True)
+        for r in rows:
+            print(f"{r.schedule_name:16} {r.state:9} {r.executor_query_id or '':52}"
+                  f" {r.trigger_time:%H:%M:%S}             {r.elapsed or 0:.1f}s", flush=True)
     elif role == "backfill":
         say(role, "INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01') ... (slow)")
         session.sql("INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01')"
-                    " SELECT slow(id), id * 2.0 FROM range(300)")
+                    " SELECT slow(id), id % 20, id * 2.0 FROM range(300)")
         say(role, f"done in {time.monotonic() - t0:.1f}s; its X lock is released")
     elif role == "ingest":
-        say(role, "INSERT INTO sales.orders PARTITION (ds='2024-01-03') ... (slow)")
-        session.sql("INSERT INTO sales.orders PARTITION (ds='2024-01-03')"
-                    " SELECT slow(id), id * 1.0 FROM range(150)")
-        say(role, f"done in {time.monotonic() - t0:.1f}s, alongside the backfill"
-                  " (another partition: no conflict)")
-    elif role == "compact":
-        say(role, "INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-02') ... (compaction)")
-        session.sql("INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-02')"
-                    " SELECT id, id * 1.5 FROM range(100) DISTRIBUTE BY 1")
-        say(role, f"done after waiting {time.monotonic() - t0:.1f}s for the maintenance lease")
+        for day in ("2024-01-03", "2024-01-04", "2024-01-05"):
+            t1 = time.monotonic()
+            session.sql(f"INSERT INTO sales.orders PARTITION (ds='{day}')"
+                        " SELECT slow(id), id % 20, id * 1.0 FROM range(120)")
+            say(role, f"added partition ds={day} in {time.monotonic() - t1:.1f}s (beside the"
+                      " backfill: another partition, no conflict)")
     elif role == "report":
-        say(role, "SELECT count(*), sum(amount) FROM sales.orders WHERE ds = '2024-01-01'")
+        say(role, "SELECT c.name, sum(o.amount) FROM sales.orders o JOIN sales.customers c"
+                  " ... (the whole fact table)")
         try:
-            row = session.sql("SELECT count(*) AS n, sum(amount) AS total FROM sales.orders"
-                              " WHERE ds = '2024-01-01'").collect()[0]
+            rows = session.sql("SELECT c.name, count(*) AS n, sum(o.amount) AS total"
+                               " FROM sales.orders o JOIN sales.customers c"
+                               " ON o.customer = c.id WHERE slow(o.id) >= 0"
+                               " GROUP BY c.name").collect()
         except LockNotAcquired as exc:
             say(role, f"gave up: {exc}")
             return 3
-        say(role, f"got {row.n} rows, total {row.total:.0f}, after waiting"
-                  f" {time.monotonic() - t0:.1f}s for the backfill's X lock (never a half-written"
-                  " partition)")
+        n = sum(r.n for r in rows)
+        say(role, f"{n} orders over {len(rows)} customers, after {time.monotonic() - t0:.1f}s"
+                  " (it waited for the backfill's X lock: never a half-written partition)")
+    elif role == "schema":
+        say(role, "ALTER TABLE sales.customers ADD COLUMNS (segment STRING) (X on the table)")
+        session.sql("ALTER TABLE sales.customers ADD COLUMNS (segment STRING)")
+        say(role, f"done after {time.monotonic() - t0:.1f}s (it waited for the report's S"
+                  " lock on sales.customers)")
     session.close()
     return 0
 

@@ -1,0 +1,115 @@
+"""The lock timeline: a Gantt-style picture of lock events (matplotlib).
+
+One row per object; a bar for each hold, from grant to release (or loss),
+coloured by job, solid for X and light for S; a black ``x`` where a request
+for the object was denied and a red triangle where a hold was lost.
+Built from the JSON lines of ``event_log`` (see :mod:`zklock.events`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass
+class Hold:
+    object: str
+    mode: str
+    job: str
+    start_ms: int
+    end_ms: int
+    lost: bool = False
+
+
+@dataclass
+class Mark:
+    object: str
+    ts_ms: int
+    kind: str  # denial | loss
+    job: str
+
+
+def build(events: Iterable[dict[str, Any]], since_ms: Optional[int] = None,
+          prefix: Optional[str] = None) -> tuple[list[Hold], list[Mark]]:
+    """Holds and marks from events (in time order), filtered by time and object prefix."""
+    events = sorted(events, key=lambda e: e.get("ts", 0))
+    last = events[-1]["ts"] if events else 0
+    open_sets: dict[tuple[Any, str], dict[str, Any]] = {}
+    holds: list[Hold] = []
+    marks: list[Mark] = []
+    for e in events:
+        kind, key = e["event"], (e.get("pid"), e.get("set", ""))
+        if kind == "grant" and not e.get("lease"):
+            open_sets[key] = e
+        elif kind in ("release", "loss") and key in open_sets:
+            g = open_sets.pop(key)
+            for obj, mode in g.get("locks", []):
+                holds.append(Hold(obj, mode, g.get("job", "?"), g["ts"], e["ts"],
+                                  lost=kind == "loss"))
+            if kind == "loss":
+                marks += [Mark(obj, e["ts"], "loss", g.get("job", "?"))
+                          for obj, _ in g.get("locks", [])]
+        elif kind == "denial":
+            marks += [Mark(b["object"], e["ts"], "denial", e.get("job", "?"))
+                      for b in e.get("blockers", [])]
+    for g in open_sets.values():  # still held when the log ends
+        for obj, mode in g.get("locks", []):
+            holds.append(Hold(obj, mode, g.get("job", "?"), g["ts"], last))
+
+    def keep(obj: str, end: int) -> bool:
+        return (prefix is None or obj == prefix or obj.startswith(prefix + ".")
+                or obj.startswith(prefix + "/")) and (since_ms is None or end >= since_ms)
+    holds = [h for h in holds if keep(h.object, h.end_ms)]
+    marks = [m for m in marks if keep(m.object, m.ts_ms)]
+    return holds, marks
+
+
+def draw(holds: list[Hold], marks: list[Mark], out: str, title: str = "zklock locks") -> str:
+    """Write the picture to ``out`` (PNG, SVG or PDF by extension); returns ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    objects = sorted({h.object for h in holds} | {m.object for m in marks})
+    if not objects:
+        raise ValueError("no lock events to draw (is event_log set, and --since wide enough?)")
+    row = {o: i for i, o in enumerate(objects)}
+    t0 = min([h.start_ms for h in holds] + [m.ts_ms for m in marks])
+    jobs = sorted({h.job for h in holds} | {m.job for m in marks})
+    palette = plt.get_cmap("tab10")
+    colour = {j: palette(i % 10) for i, j in enumerate(jobs)}
+    height = max(3.0, 0.42 * len(objects) + 1.6)
+    fig, ax = plt.subplots(figsize=(12, height))
+    for h in holds:
+        y = row[h.object]
+        width = max((h.end_ms - h.start_ms) / 1000, 0.05)
+        solid = h.mode == "X"
+        ax.barh(y, width, left=(h.start_ms - t0) / 1000, height=0.7 if solid else 0.45,
+                color=colour[h.job], alpha=0.95 if solid else 0.45,
+                edgecolor="black" if solid else colour[h.job], linewidth=0.6)
+    for kind, style in (("denial", dict(marker="x", color="black", s=36)),
+                        ("loss", dict(marker="v", color="red", s=70))):
+        pts = [m for m in marks if m.kind == kind]
+        if pts:
+            ax.scatter([(m.ts_ms - t0) / 1000 for m in pts], [row[m.object] for m in pts],
+                       zorder=3, label=kind, **style)
+    ax.set_yticks(range(len(objects)))
+    ax.set_yticklabels(objects, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first event")
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    handles = [Patch(color=colour[j], label=j) for j in jobs]
+    handles += [Patch(facecolor="grey", edgecolor="black", label="X (exclusive)"),
+                Patch(facecolor="grey", alpha=0.45, label="S (shared)")]
+    scatter_handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + scatter_handles, loc="upper left", bbox_to_anchor=(1.01, 1),
+              fontsize=8, title="job / mode / marks", title_fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
