@@ -86,6 +86,12 @@ def main() -> int:
                              scheduler_namespace="demo", scheduler_admins="setup")
     say(role, "Spark is up; ready")
     sys.stdin.readline()
+    if role != "setup":
+        # each job has a private in-memory catalog over the shared files (a shared Hive
+        # metastore would make this unnecessary): pick up what setup wrote
+        spark.sql("ALTER TABLE sales.orders RECOVER PARTITIONS")
+        for table in ("sales.orders", "sales.customers"):
+            spark.sql(f"REFRESH TABLE {table}")
     t0 = time.monotonic()
     if role == "setup":
         session.sql("INSERT INTO sales.customers SELECT id, concat('customer ', id)"

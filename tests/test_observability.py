@@ -105,3 +105,48 @@ def test_metrics_endpoint_answers(make_manager):
         assert name in text, name
     assert 'zklock_lock_grants_total{mode="X"}' in text
     assert 'zklock_lock_denials_total{mode="S"}' in text
+
+
+def test_timeline_picture_from_the_event_log(make_manager, tmp_path):
+    log = str(tmp_path / "events.jsonl")
+    a = make_manager(event_log=log, job="writer")
+    b = make_manager(event_log=log, job="reader", retries=1, retry_interval=0.05)
+    with a.acquire([("sales.orders/ds=1", "X")]):
+        try:
+            b.acquire([("sales.orders/ds=1", "S")])
+        except Exception:
+            pass
+    with b.acquire([("sales.orders/ds=1", "S")]):
+        pass
+    EventLog.for_path(log).flush()
+    out_png = tmp_path / "t.png"
+    out = CliRunner().invoke(cli, ["timeline", "--events", log, "--object", "sales.orders",
+                                   "-o", str(out_png)])
+    assert out.exit_code == 0, out.output
+    assert "2 holds" not in out.output and "denials" in out.output
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from zklock.timeline import build
+
+    holds, marks = build(read_events([log]), prefix="sales.orders")
+    assert {(h.object, h.mode, h.job) for h in holds} == {
+        ("sales.orders", "S", "writer"), ("sales.orders/ds=1", "X", "writer"),
+        ("sales.orders", "S", "reader"), ("sales.orders/ds=1", "S", "reader")}
+    assert [m.kind for m in marks] == ["denial", "denial"]
+    empty = CliRunner().invoke(cli, ["timeline", "--events", log, "--object", "nope",
+                                     "-o", str(tmp_path / "x.png")])
+    assert empty.exit_code == 1 and "no lock events" in empty.output
+    missing = CliRunner().invoke(cli, ["timeline", "--events", str(tmp_path / "none.jsonl")])
+    assert missing.exit_code == 1 and "no event log" in missing.output
+
+
+def test_show_stays_aligned_with_hundreds_of_locks(make_manager, zk_hosts, root):
+    a = make_manager()
+    objs = [(f"sales.orders/ds=2024-01-{d:02d}/hr={h}", "S") for d in range(1, 11)
+            for h in range(30)]
+    with a.acquire(objs):
+        out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "show",
+                                       "--extended"])
+    lines = out.output.splitlines()
+    assert len(lines) == 1 + 300 + 10 + 2  # partitions, their ds parents, table, database
+    col = lines[0].index("MODE")
+    assert all(line[col - 2:col] == "  " and line[col] in "SX" for line in lines[1:])

@@ -66,6 +66,28 @@ def build(events: Iterable[dict[str, Any]], since_ms: Optional[int] = None,
     return holds, marks
 
 
+def _lanes(holds: list[Hold]) -> tuple[dict[int, int], dict[str, int]]:
+    """Lane of each hold within its object's row (greedy interval partitioning)."""
+    lane: dict[int, int] = {}
+    lanes: dict[str, int] = {}
+    by_object: dict[str, list[Hold]] = {}
+    for h in holds:
+        by_object.setdefault(h.object, []).append(h)
+    for obj, items in by_object.items():
+        ends: list[int] = []
+        for h in sorted(items, key=lambda x: x.start_ms):
+            for i, end in enumerate(ends):
+                if end <= h.start_ms:
+                    ends[i] = h.end_ms
+                    lane[id(h)] = i
+                    break
+            else:
+                ends.append(h.end_ms)
+                lane[id(h)] = len(ends) - 1
+        lanes[obj] = max(1, len(ends))
+    return lane, lanes
+
+
 def draw(holds: list[Hold], marks: list[Mark], out: str, title: str = "zklock locks") -> str:
     """Write the picture to ``out`` (PNG, SVG or PDF by extension); returns ``out``."""
     import matplotlib
@@ -84,19 +106,24 @@ def draw(holds: list[Hold], marks: list[Mark], out: str, title: str = "zklock lo
     colour = {j: palette(i % 10) for i, j in enumerate(jobs)}
     height = max(3.0, 0.42 * len(objects) + 1.6)
     fig, ax = plt.subplots(figsize=(12, height))
+    lane, lanes = _lanes(holds)
     for h in holds:
-        y = row[h.object]
+        n = lanes[h.object]
+        band = 0.8 / n  # overlapping holds of one object side by side, not on top
+        y = row[h.object] - 0.4 + band * (lane[id(h)] + 0.5)
         width = max((h.end_ms - h.start_ms) / 1000, 0.05)
         solid = h.mode == "X"
-        ax.barh(y, width, left=(h.start_ms - t0) / 1000, height=0.7 if solid else 0.45,
-                color=colour[h.job], alpha=0.95 if solid else 0.45,
-                edgecolor="black" if solid else colour[h.job], linewidth=0.6)
+        ax.barh(y, width, left=(h.start_ms - t0) / 1000, height=band * 0.9,
+                color=colour[h.job], alpha=0.95 if solid else 0.5,
+                edgecolor="black" if solid else "none", linewidth=0.6)
     for kind, style in (("denial", dict(marker="x", color="black", s=36)),
                         ("loss", dict(marker="v", color="red", s=70))):
         pts = [m for m in marks if m.kind == kind]
         if pts:
             ax.scatter([(m.ts_ms - t0) / 1000 for m in pts], [row[m.object] for m in pts],
                        zorder=3, label=kind, **style)
+    for y in range(len(objects) - 1):
+        ax.axhline(y + 0.5, color="grey", linewidth=0.4, alpha=0.5)
     ax.set_yticks(range(len(objects)))
     ax.set_yticklabels(objects, fontsize=9)
     ax.invert_yaxis()
