@@ -235,14 +235,30 @@ def _server(ctx_obj: Context, port: Optional[int] = None):
     return ZkServer(state, port=port)
 
 
+def _ensemble(ctx_obj: Context, size: int = 3):
+    from zklock.ensemble import Ensemble
+
+    return Ensemble(Path(ctx_obj.settings.state_dir) / "ensemble", size)
+
+
 @server.command("start")
 @click.option("--port", type=int, default=None, help="Client port (default 2181).")
+@click.option("--ensemble", "size", type=int, default=None,
+              help="Start an ensemble of N servers on loopback instead (ports chosen free).")
 @click.pass_obj
-def server_start(obj: Context, port: Optional[int]) -> None:
-    """Start a standalone ZooKeeper on loopback and print its connect string.
+def server_start(obj: Context, port: Optional[int], size: Optional[int]) -> None:
+    """Start a standalone ZooKeeper (or an ensemble) on loopback; print its connect string.
 
-    Example: zklock server start --port 2181
+    Example: zklock server start --ensemble 3
     """
+    if size is not None:
+        if size < 1:
+            raise click.UsageError("--ensemble needs at least 1 server")
+        connect = _ensemble(obj, size).start()
+        state = Path(obj.settings.state_dir)
+        (state / "server.json").write_text(json.dumps({"connect": connect, "ensemble": size}))
+        click.echo(connect)
+        return
     srv = _server(obj, port)
     connect = srv.start()
     click.echo(connect)
@@ -251,22 +267,47 @@ def server_start(obj: Context, port: Optional[int]) -> None:
 @server.command("stop")
 @click.pass_obj
 def server_stop(obj: Context) -> None:
-    """Stop the ZooKeeper started from this state directory.
+    """Stop the ZooKeeper (or ensemble) started from this state directory.
 
     Example: zklock server stop
     """
+    ens = _ensemble_info(obj)
+    if ens is not None:
+        _ensemble(obj, ens).stop()
+        (Path(obj.settings.state_dir) / "server.json").unlink(missing_ok=True)
+        click.echo("stopped")
+        return
     srv = _server(obj)
     click.echo("stopped" if srv.stop() else "not running")
+
+
+def _ensemble_info(obj: Context) -> Optional[int]:
+    try:
+        info = json.loads((Path(obj.settings.state_dir) / "server.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return info.get("ensemble")
 
 
 @server.command("status")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def server_status(obj: Context, as_json: bool) -> None:
-    """Whether the local ZooKeeper runs, its pid, mode and connect string.
+    """Whether the local ZooKeeper runs, its pid, mode and connect string (each member's
+    for an ensemble).
 
     Example: zklock server status --json
     """
+    ens = _ensemble_info(obj)
+    if ens is not None:
+        members = _ensemble(obj, ens).status()
+        if as_json:
+            click.echo(json.dumps(members))
+        else:
+            emit(members, False, ["id", "connect", "pid", "mode"])
+        if not any(m["mode"] for m in members):
+            sys.exit(1)
+        return
     st = _server(obj).status()
     if as_json:
         click.echo(json.dumps(st))

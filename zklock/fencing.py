@@ -1,0 +1,63 @@
+"""FencedResource: a resource that rejects writes from holders whose lock was taken over.
+
+A lock alone cannot stop a holder that was paused (a GC pause, SIGSTOP, a
+partition) past its session: it wakes up believing it still holds the lock
+while someone else does. The fencing token (the grant's zxid, which only
+grows) lets the resource tell them apart: it remembers the highest token it
+accepted and refuses lower ones (Kleppmann's fencing; what Curator and
+kazoo leave to the user). Here the resource's state is a znode and each
+write is a versioned compare-and-set, so two writers can never both pass
+the check.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+
+class StaleToken(Exception):
+    """A write carried a fencing token lower than one the resource already accepted."""
+
+    def __init__(self, token: int, highest: int) -> None:
+        self.token, self.highest = token, highest
+        super().__init__(f"fencing token {token} is stale: the resource has seen {highest}")
+
+
+class FencedResource:
+    """The highest accepted token (and the last payload) of one resource, at ``path``."""
+
+    def __init__(self, client: KazooClient, path: str) -> None:
+        self.client = client
+        self.path = path
+
+    def highest(self) -> Optional[int]:
+        try:
+            raw, _ = self.client.get(self.path)
+        except NoNodeError:
+            return None
+        return int(raw.split(b"\n", 1)[0] or 0)
+
+    def write(self, token: int, payload: bytes = b"") -> None:
+        """Record ``payload`` under ``token``; raise :class:`StaleToken` if a higher token
+        wrote first. Equal tokens pass: one holder may write many times."""
+        data = str(int(token)).encode() + b"\n" + payload
+        while True:
+            try:
+                raw, stat = self.client.get(self.path)
+            except NoNodeError:
+                try:
+                    self.client.create(self.path, data, makepath=True)
+                    return
+                except NodeExistsError:
+                    continue
+            highest = int(raw.split(b"\n", 1)[0] or 0)
+            if token < highest:
+                raise StaleToken(token, highest)
+            try:
+                self.client.set(self.path, data, version=stat.version)
+                return
+            except BadVersionError:
+                continue  # another writer got in between: look again

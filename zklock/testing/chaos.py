@@ -1,0 +1,195 @@
+"""The chaos suite's client and checker (used by tests/test_chaos.py and `make soak`).
+
+A client process loops until its deadline: it takes a random all-or-none
+lock set (S and X on overlapping tables and partitions of one database),
+holds it for a random time while writing to a fenced resource per X
+object, and records each critical section as one JSON line: objects and
+modes, fencing token, start, end, holder, when it was told of a loss, and
+which of its writes the resources rejected. The checker reads every
+client's lines and says whether the guarantees held.
+
+    python -m zklock.testing.chaos HOSTS ROOT OUT_FILE SECONDS SEED
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+DB = "chaos"
+TABLES = ("t0", "t1", "t2")
+PARTS = ("p=0", "p=1", "p=2")
+
+
+def random_request(rng: random.Random) -> list[tuple[str, str]]:
+    out = []
+    for _ in range(rng.randint(1, 3)):
+        table = rng.choice(TABLES)
+        obj = f"{DB}.{table}" if rng.random() < 0.3 else f"{DB}.{table}/{rng.choice(PARTS)}"
+        out.append((obj, "X" if rng.random() < 0.5 else "S"))
+    return out
+
+
+def run_client(hosts: str, root: str, out_file: str, seconds: float, seed: int) -> None:
+    from zklock import LockLost, LockManager, LockNotAcquired
+    from zklock.fencing import FencedResource, StaleToken
+
+    rng = random.Random(seed)
+    name = f"client-{seed}-{os.getpid()}"
+    deadline = time.monotonic() + seconds
+    mgr = None
+    with open(out_file, "a", buffering=1) as out:
+        def record(**fields: Any) -> None:
+            out.write(json.dumps({"client": name, **fields}) + "\n")
+
+        while time.monotonic() < deadline:
+            try:
+                if mgr is None:
+                    mgr = LockManager(hosts=hosts, root=root, session_timeout=4, retries=400,
+                                      retry_interval=0.05, connect_timeout=10, job=name)
+                request = random_request(rng)
+                asked = time.time()
+                held = mgr.acquire(request, query_id=name)
+            except LockNotAcquired as exc:
+                record(kind="gave-up", at=time.time(), asked=asked, request=request,
+                       error=str(exc)[:200])
+                continue
+            except Exception as exc:  # ZooKeeper faults: try again
+                record(kind="error", at=time.time(), error=f"{type(exc).__name__}: {exc}"[:200])
+                time.sleep(0.2)
+                if mgr is not None and not mgr.client.connected:
+                    pass
+                continue
+            lost_at: list[float] = []
+            held.on_lost(lambda _s: lost_at.append(time.time()))
+            start = time.time()
+            token = held.fencing_token
+            writes = []
+            xs = [h.target.obj.name for h in held.held if h.target.mode.value == "X"
+                  and h.target.obj.name.count(".") + h.target.obj.name.count("/") >= 1]
+            hold_for = rng.uniform(0.02, 0.3)
+            t_end = time.monotonic() + hold_for
+            while True:
+                for obj in xs:
+                    try:
+                        FencedResource(mgr.client, f"{root}-resources/{obj}").write(
+                            token, name.encode())
+                        writes.append((obj, time.time(), "ok"))
+                    except StaleToken:
+                        writes.append((obj, time.time(), "rejected"))
+                    except Exception as exc:
+                        writes.append((obj, time.time(), f"error {type(exc).__name__}"))
+                if time.monotonic() >= t_end:
+                    break
+                time.sleep(min(0.1, max(0.0, t_end - time.monotonic())))
+            end = time.time()
+            try:
+                held.check()
+                valid = True
+            except LockLost:
+                valid = False
+            record(kind="section", locks=[[h.target.obj.name, h.target.mode.value]
+                                          for h in held.held],
+                   token=token, start=start, end=end, lost_at=lost_at[0] if lost_at else None,
+                   valid_at_end=valid, writes=writes, asked=asked)
+            held.release()
+    if mgr is not None:
+        mgr.close()
+
+
+# ---- the checker ---------------------------------------------------------------------
+@dataclass
+class Report:
+    sections: int = 0
+    overlaps: list = field(default_factory=list)
+    excused: int = 0
+    gave_up: list = field(default_factory=list)
+    errors: int = 0
+    unreported: list = field(default_factory=list)
+    longest_detect_s: float = 0.0
+
+    def ok(self) -> bool:
+        return not self.overlaps and not self.gave_up and not self.unreported
+
+
+def incompatible(a: str, b: str) -> bool:
+    return a == "X" or b == "X"
+
+
+def check(lines: list[dict[str, Any]], faults: Optional[list[dict[str, Any]]] = None,
+          session_timeout: float = 4.0) -> Report:
+    """Every pair of incompatible sections on one object either did not overlap, or the
+    earlier holder had been told of its loss before the later one started and the resource
+    rejected every write of its made after that."""
+    rep = Report()
+    sections = [x for x in lines if x.get("kind") == "section"]
+    rep.sections = len(sections)
+    rep.errors = sum(1 for x in lines if x.get("kind") == "error")
+    rep.gave_up = [x for x in lines if x.get("kind") == "gave-up"]
+    by_object: dict[str, list[tuple[dict, str]]] = {}
+    for s in sections:
+        for obj, mode in s["locks"]:
+            by_object.setdefault(obj, []).append((s, mode))
+    for obj, items in by_object.items():
+        items.sort(key=lambda x: x[0]["start"])
+        for i, (a, ma) in enumerate(items):
+            for b, mb in items[i + 1:]:
+                if b["start"] >= a["end"]:
+                    break
+                if a is b or a["client"] == b["client"] or not incompatible(ma, mb):
+                    continue
+                first, second = (a, b) if a["token"] < b["token"] else (b, a)
+                told = first["lost_at"] is not None and first["lost_at"] <= second["start"]
+                late = [w for w in first["writes"] if w[1] > second["start"] and w[0] == obj]
+                fenced = all(w[2] != "ok" for w in late)
+                if told and fenced:
+                    rep.excused += 1
+                else:
+                    rep.overlaps.append({"object": obj, "first": first, "second": second})
+    # a holder is told of a loss within the session timeout of the fault that caused it
+    for f in faults or []:
+        if f["kind"] not in ("drop-client", "blackhole-client"):
+            continue
+        for s in sections:
+            if s["client"] != f.get("client") or not (s["start"] <= f["at"] <= s["end"]):
+                continue
+            if s["lost_at"] is None:
+                if s["end"] - f["at"] > session_timeout:
+                    rep.unreported.append({"fault": f, "section": s})
+            else:
+                rep.longest_detect_s = max(rep.longest_detect_s, s["lost_at"] - f["at"])
+                if s["lost_at"] - f["at"] > session_timeout:
+                    rep.unreported.append({"fault": f, "section": s})
+    return rep
+
+
+def read_lines(paths: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for p in paths:
+        try:
+            with open(p) as fh:
+                for line in fh:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line cut by SIGKILL
+        except OSError:
+            pass
+    return out
+
+
+def main(argv: list[str]) -> int:
+    hosts, root, out_file, seconds, seed = argv[1:6]
+    run_client(hosts, root, out_file, float(seconds), int(seed))
+    return 0
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "chaos-client"
+    sys.exit(main(sys.argv))
