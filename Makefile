@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install zookeeper test demo zk-up zk-down bench bench-locks bench-spark bench-scheduler lint clean
+.PHONY: soak install zookeeper test demo zk-up zk-down bench bench-locks bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ bench-locks: install zookeeper
 
 bench-spark: install zookeeper
 	$(PY) bench/spark_overhead.py
+
+soak: install zookeeper
+	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-1200} ZKLOCK_CHAOS_REPORT=.zklock/soak.json \
+		$(PY) -m pytest -q -s tests/test_chaos.py
 
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py

@@ -72,6 +72,12 @@ def test_fenced_resource_rules(zk, root):
     with pytest.raises(StaleToken, match="11 is stale"):
         res.write(11, b"d")
     assert res.highest() == 12
+    res.observe(15)          # a reader took the object over: the old writer is refused
+    with pytest.raises(StaleToken):
+        res.write(12, b"e")
+    res.observe(3)           # an older reader never fails
+    raw, _ = zk.get(f"{root}-res/x")
+    assert raw == b"15\nc"
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,10 @@ class StaleToken(Exception):
         super().__init__(f"fencing token {token} is stale: the resource has seen {highest}")
 
 
+def _data(token: int, payload: bytes) -> bytes:
+    return str(int(token)).encode() + b"\n" + payload
+
+
 class FencedResource:
     """The highest accepted token (and the last payload) of one resource, at ``path``."""
 
@@ -40,22 +44,34 @@ class FencedResource:
             return None
         return int(raw.split(b"\n", 1)[0] or 0)
 
-    def write(self, token: int, payload: bytes = b"") -> None:
+    def observe(self, token: int) -> None:
+        """A reader's visit: raise the highest token seen without changing the payload, so a
+        writer whose lock was taken over by this reader is refused from now on. Never
+        refuses: readers may overlap each other in any token order."""
+        try:
+            self.write(token, None)
+        except StaleToken:
+            pass
+
+    def write(self, token: int, payload: Optional[bytes] = b"") -> None:
         """Record ``payload`` under ``token``; raise :class:`StaleToken` if a higher token
         wrote first. Equal tokens pass: one holder may write many times."""
-        data = str(int(token)).encode() + b"\n" + payload
         while True:
             try:
                 raw, stat = self.client.get(self.path)
             except NoNodeError:
                 try:
-                    self.client.create(self.path, data, makepath=True)
+                    self.client.create(self.path, _data(token, payload or b""), makepath=True)
                     return
                 except NodeExistsError:
                     continue
-            highest = int(raw.split(b"\n", 1)[0] or 0)
+            head, _, old = raw.partition(b"\n")
+            highest = int(head or 0)
             if token < highest:
                 raise StaleToken(token, highest)
+            if payload is None and token == highest:
+                return  # nothing to raise
+            data = _data(max(token, highest), old if payload is None else payload)
             try:
                 self.client.set(self.path, data, version=stat.version)
                 return

@@ -1,0 +1,172 @@
+"""Proof under fire: 8 client processes, random lock sets, random faults, a checker.
+
+A 3-node ensemble on loopback; every client reaches it through its own fault
+proxies. Faults, one at a time so a quorum stays: the leader or a follower is
+killed (SIGKILL, restarted 2 s later) or paused (SIGSTOP for 1.5 s); a client's
+connections are dropped; a client is cut off for longer than its session
+timeout (its session expires); a client is SIGKILLed (and replaced). Passes
+only if no two incompatible critical sections on one object overlapped
+(unless the earlier holder had been told of its loss and the fenced resource
+refused its later writes), every loss was reported within the session timeout,
+no lock node is left once the clients are gone, and no request gave up in a
+fault-free window.
+
+ZKLOCK_CHAOS_SECONDS sets the length (75 s here; `make soak` runs 20 minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import lock_nodes
+from kazoo.client import KazooClient
+
+from zklock.testing.chaos import check, read_lines
+from zklock.testing.proxy import FaultProxy
+
+SECONDS = float(os.environ.get("ZKLOCK_CHAOS_SECONDS", "75"))
+CLIENTS = 8
+SESSION_TIMEOUT = 4.0
+
+
+@pytest.fixture(scope="module")
+def chaos_ensemble(tmp_path_factory):
+    from zklock.ensemble import Ensemble
+
+    ens = Ensemble(tmp_path_factory.mktemp("chaos-ensemble"), 3)
+    ens.start(wait=120)
+    yield ens
+    for i in range(3):
+        try:
+            ens.resume(i)
+        except Exception:
+            pass
+    ens.stop()
+
+
+def test_chaos(chaos_ensemble, tmp_path):
+    ens = chaos_ensemble
+    rng = random.Random(int(os.environ.get("ZKLOCK_CHAOS_SEED", "7")))
+    root = f"/chaos-{uuid.uuid4().hex[:8]}"
+    proxies = {k: [FaultProxy(("127.0.0.1", m.port)) for m in ens.members]
+               for k in range(CLIENTS)}
+    procs: dict[int, subprocess.Popen] = {}
+    outs: list[str] = []
+    seeds = iter(range(1000, 100000))
+    started = time.time()
+
+    def spawn(k: int) -> None:
+        out = str(tmp_path / f"client{k}-{len(outs)}.jsonl")
+        outs.append(out)
+        left = max(5.0, SECONDS - (time.time() - started))
+        hosts = ",".join(p.connect for p in proxies[k])
+        procs[k] = subprocess.Popen([sys.executable, "-m", "zklock.testing.chaos", hosts, root,
+                                     out, str(left), str(next(seeds))],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    for k in range(CLIENTS):
+        spawn(k)
+    faults: list[dict] = []
+    kinds = ["kill-leader", "kill-follower", "pause-leader", "pause-follower", "drop-client",
+             "blackhole-client", "sigkill-client"]
+    try:
+        time.sleep(3)
+        while time.time() - started < SECONDS - 8:
+            kind = rng.choice(kinds)
+            k = rng.randrange(CLIENTS)
+            fault = {"kind": kind, "at": time.time()}
+            leader = ens.leader()
+            others = [i for i in range(3) if i != leader]
+            if kind in ("kill-leader", "kill-follower"):
+                i = leader if kind == "kill-leader" and leader is not None else rng.choice(others)
+                fault["member"] = i
+                ens.kill(i)
+                time.sleep(2)
+                ens.restart(i)
+            elif kind in ("pause-leader", "pause-follower"):
+                i = leader if kind == "pause-leader" and leader is not None else rng.choice(others)
+                fault["member"] = i
+                ens.pause(i)
+                time.sleep(1.5)
+                ens.resume(i)
+                ens.wait_serving(60)
+            elif kind == "drop-client":
+                fault["client"] = k
+                for p in proxies[k]:
+                    p.drop_all()
+            elif kind == "blackhole-client":
+                fault["client"] = k
+                for p in proxies[k]:
+                    p.blackhole = True
+                time.sleep(SESSION_TIMEOUT + 1.5)  # its session expires on the server
+                for p in proxies[k]:
+                    p.blackhole = False
+                    p.drop_all()
+            elif kind == "sigkill-client":
+                fault["client"] = k
+                procs[k].send_signal(signal.SIGKILL)
+                procs[k].wait()
+                spawn(k)
+            faults.append(fault)
+            time.sleep(rng.uniform(1.0, 3.0))
+        for p in procs.values():
+            p.wait(timeout=SECONDS + 120)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        for ps in proxies.values():
+            for p in ps:
+                p.close()
+    # the clients tag their lines with a client name; map proxy index to names for checks
+    lines = read_lines(outs)
+    names = {}
+    for k in range(CLIENTS):
+        for out in outs:
+            if Path(out).name.startswith(f"client{k}-"):
+                names.setdefault(k, set()).update(
+                    x["client"] for x in read_lines([out]) if "client" in x)
+    client_faults = []
+    for f in faults:
+        if "client" in f:
+            for name in names.get(f["client"], ()):
+                client_faults.append({**f, "client": name})
+        else:
+            client_faults.append(f)
+    report = check(lines, client_faults, session_timeout=SESSION_TIMEOUT)
+    # no lock node and no wait node is left once every session is gone
+    time.sleep(SESSION_TIMEOUT + 2)
+    zk = KazooClient(hosts=ens.connect)
+    zk.start(timeout=30)
+    try:
+        orphans = lock_nodes(zk, root)
+        waits = zk.get_children(f"{root}/.waits") if zk.exists(f"{root}/.waits") else []
+    finally:
+        zk.stop()
+        zk.close()
+    by_kind: dict[str, int] = {}
+    for f in faults:
+        by_kind[f["kind"]] = by_kind.get(f["kind"], 0) + 1
+    summary = {"seconds": SECONDS, "clients": CLIENTS, "lock_cycles": report.sections,
+               "faults": by_kind, "incompatible_overlaps": len(report.overlaps),
+               "overlaps_excused_by_fencing": report.excused,
+               "unreported_losses": len(report.unreported), "orphans": len(orphans) + len(waits),
+               "longest_detect_s": round(report.longest_detect_s, 3),
+               "gave_up_fault_free": len(report.gave_up), "client_errors": report.errors}
+    print("CHAOS", json.dumps(summary))
+    if os.environ.get("ZKLOCK_CHAOS_REPORT"):
+        Path(os.environ["ZKLOCK_CHAOS_REPORT"]).write_text(json.dumps(summary, indent=2))
+    assert report.sections > 100, summary
+    assert not report.overlaps, report.overlaps[:3]
+    assert not report.unreported, report.unreported[:3]
+    assert not orphans and not waits, (orphans[:5], waits[:5])
+    assert not report.gave_up, report.gave_up[:3]
