@@ -1,0 +1,108 @@
+"""ZooKeeper unavailable: every entry point fails fast and clearly; long-lived parts resume."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from click.testing import CliRunner
+from conftest import wait_for
+from zklock.cli.main import cli
+
+from zklock import LockManager, ZooKeeperUnavailable
+from zklock.config import Settings
+from zklock.server import ZkServer, free_port
+
+
+def dead_hosts() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
+def test_every_entry_point_fails_within_the_connect_timeout(spark, shared_db):
+    hosts = dead_hosts()
+    t0 = time.monotonic()
+    with pytest.raises(ZooKeeperUnavailable, match="cannot reach ZooKeeper"):
+        LockManager(hosts=hosts, connect_timeout=1)
+    assert time.monotonic() - t0 < 5
+
+    from zklock.spark import LockingSession
+
+    session = LockingSession(spark, hosts=hosts, connect_timeout=1)
+    t0 = time.monotonic()
+    with pytest.raises(ZooKeeperUnavailable):
+        session.sql(f"SELECT * FROM {shared_db}.dim").collect()
+    assert time.monotonic() - t0 < 5
+
+    for args in (["show"], ["waits"], ["lease", "list"], ["schedule", "list"],
+                 ["scheduler", "status"]):
+        t0 = time.monotonic()
+        out = CliRunner().invoke(cli, ["--zk", hosts, *args],
+                                 env={"ZKLOCK_CONNECT_TIMEOUT": "1s"})
+        assert out.exit_code == 1 and "cannot reach ZooKeeper" in out.output, (args, out.output)
+        assert "Traceback" not in out.output
+        assert time.monotonic() - t0 < 5, args
+
+    from zklock.scheduler.service import SchedulerService
+
+    t0 = time.monotonic()
+    with pytest.raises(ZooKeeperUnavailable):
+        SchedulerService(Settings.resolve({"hosts": hosts, "connect_timeout": 1}), runner=None)
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """A ZooKeeper of the test's own, to stop and start again on the same port."""
+    srv = ZkServer(tmp_path / "zk", port=free_port(), tick_time_ms=500, force_sync=False)
+    srv.start(wait=90)
+    yield srv
+    srv.stop()
+
+
+def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_locking, spark):
+    from zklock.scheduler.admin import ScheduledQueries
+    from zklock.scheduler.ddl import parse_scheduled_ddl
+    from zklock.scheduler.runner import SparkRunner
+    from zklock.scheduler.service import SchedulerService
+    from zklock.scheduler.store import SchedulerStore
+
+    from zklock.manager import connect
+    from zklock.renewer import LeaseRenewer
+
+    conf = dict(hosts=own_server.connect, user="alice", scheduler_admins="alice",
+                session_timeout=4, scheduler_quiet_period=0, scheduler_progress_interval=0.2,
+                scheduler_progress_timeout=10)
+    settings = Settings.resolve(conf)
+    client = connect(settings)
+    service = SchedulerService(settings, SparkRunner(spark, settings, client), client=client)
+    service.start()
+    admin_client = connect(settings)
+    admin = ScheduledQueries(SchedulerStore(admin_client, settings), settings)
+    mgr = LockManager(hosts=own_server.connect, session_timeout=4)
+    renewer = None
+    try:
+        admin.apply(parse_scheduled_ddl("CREATE SCHEDULED QUERY beat EVERY 1 SECOND"
+                                        " AS SELECT 1"))
+        lease_id = mgr.grab_lease([("db.t", "X")], duration_s=3)
+        renewer = LeaseRenewer(mgr).start()
+        assert wait_for(lambda: len(admin.executions("beat")) >= 2, timeout=30)
+        own_server.stop()          # every server down
+        time.sleep(2)
+        own_server.start(wait=90)  # back on the same port, same data
+        back = int(time.time() * 1000)
+        # the scheduler runs again without a restart ...
+        assert wait_for(lambda: any(e.trigger_time > back and e.state == "FINISHED"
+                                    for e in admin.executions("beat")), timeout=40)
+        # ... and the renewer kept (or took up again) the lease
+        assert wait_for(lambda: [x.lease_id for x in mgr.list_lease()] == [lease_id],
+                        timeout=20)
+        time.sleep(4)  # longer than the lease's 3 s: only renewals keep it
+        assert [x.lease_id for x in mgr.list_lease()] == [lease_id]
+    finally:
+        if renewer is not None:
+            renewer.stop()
+        service.stop()
+        for c in (client, admin_client):
+            c.stop()
+            c.close()
+        mgr.close()
