@@ -500,6 +500,33 @@ def sql(obj: Context, sql: str, as_json: bool, limit: int, conf: Sequence[str],
     emit(rows, as_json, columns)
 
 
+@cli.group()
+def auth() -> None:
+    """ZooKeeper identities: credentials come from ZKLOCK_AUTH / ZKLOCK_AUTH_FILE, never argv.
+
+    Example: ZKLOCK_ADMIN_AUTH_FILE=/etc/zklock/admin zklock auth digest --admin
+    """
+
+
+@auth.command("digest")
+@click.option("--admin", is_flag=True, help="The admin identity's digest instead.")
+@click.pass_obj
+def auth_digest(obj: Context, admin: bool) -> None:
+    """Print the public digest (user:base64-sha1) of the configured identity, for
+    acl_admin_digest.
+
+    Example: ZKLOCK_ADMIN_AUTH_FILE=/etc/zklock/admin zklock auth digest --admin
+    """
+    from zklock.auth import Identity
+
+    ident = Identity.from_settings(obj.settings)
+    creds = ident.admin if admin else ident.user
+    if creds is None:
+        raise click.ClickException("no credentials: set ZKLOCK_ADMIN_AUTH(_FILE)" if admin
+                                   else "no credentials: set ZKLOCK_AUTH or ZKLOCK_AUTH_FILE")
+    click.echo(creds.digest)
+
+
 @cli.command()
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion(shell: str) -> None:

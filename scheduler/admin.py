@@ -21,7 +21,7 @@ from typing import Optional
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from zklock.config import Settings
-from zklock.errors import InvalidArguments, ZkLockError
+from zklock.errors import InvalidArguments, NotAuthorized
 
 from .ddl import AlterScheduledQuery, CreateScheduledQuery, DropScheduledQuery, ScheduledDdl
 from .model import Execution, ScheduledQuery, State, check_name
@@ -29,10 +29,6 @@ from .store import Fenced, SchedulerStore
 
 #: How many times a change is re-tried when its versioned write loses a race.
 VERSION_RETRIES = 50
-
-
-class NotAuthorized(ZkLockError):
-    """The user may not do this to this scheduled query."""
 
 
 class ScheduledQueryNotFound(InvalidArguments):
@@ -182,6 +178,9 @@ class ScheduledQueries:
         if user != q.owner and user not in self.settings.admins:
             raise NotAuthorized(f"user {user!r} may not {what} scheduled query {q.name!r}:"
                                 f" it belongs to {q.owner!r} and {user!r} is not an admin")
+        identity = getattr(self.store.client, "zklock_identity", None)
+        if user != q.owner and identity is not None:
+            identity.require_admin(f"to {what} another user's scheduled query")
 
     def _check_impersonation(self, executed_as: str) -> None:
         if executed_as != self.user and not self.settings.scheduler_impersonation:

@@ -139,6 +139,17 @@ SETTINGS: list[Setting] = [
             " release, loss, force-drop); unset: no log."),
     Setting("metrics_port", 0, _int, "ZKLOCK_METRICS_PORT", "spark.zklock.metrics.port",
             "Serve Prometheus metrics on 127.0.0.1:<port>/metrics from this process (0: off)."),
+    Setting("auth_file", None, str, "ZKLOCK_AUTH_FILE", "spark.zklock.auth.file",
+            "File holding user:password for ZooKeeper digest auth (or set ZKLOCK_AUTH);"
+            " nodes zklock creates are then readable and writable only by that identity"
+            " and the admin."),
+    Setting("admin_auth_file", None, str, "ZKLOCK_ADMIN_AUTH_FILE", None,
+            "File holding the admin identity's user:password (or set ZKLOCK_ADMIN_AUTH):"
+            " needed for force-drop and the lease reaper once auth is in use."),
+    Setting("acl_admin_digest", None, str, "ZKLOCK_ACL_ADMIN_DIGEST",
+            "spark.zklock.acl.adminDigest",
+            "The admin's public digest (user:base64-sha1, as `zklock auth digest` prints)"
+            " that every node's ACL grants all permissions."),
     Setting("state_dir", ".zklock", str, "ZKLOCK_STATE_DIR", None,
             "Directory of the embedded ZooKeeper server (data, logs, pid, connect string)."),
     Setting("scheduler_root", "/zklock/scheduler", _root, "ZKLOCK_SCHEDULER_ROOT",
@@ -211,6 +222,9 @@ class Settings:
     job: Optional[str] = None
     event_log: Optional[str] = None
     metrics_port: int = 0
+    auth_file: Optional[str] = None
+    admin_auth_file: Optional[str] = None
+    acl_admin_digest: Optional[str] = None
     state_dir: str = ".zklock"
     scheduler_root: str = "/zklock/scheduler"
     scheduler_namespace: str = "default"

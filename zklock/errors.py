@@ -61,6 +61,10 @@ class LockLost(ZkLockError):
         super().__init__(f"lock lost on {shown or 'no objects'}: {reason}")
 
 
+class NotAuthorized(ZkLockError):
+    """The identity in use may not do this (a scheduler rule, or an admin-only operation)."""
+
+
 class ZooKeeperUnavailable(ZkLockError):
     """ZooKeeper could not be reached within the connect timeout."""
 

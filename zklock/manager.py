@@ -119,11 +119,16 @@ class Conflict:
 
 def connect(settings: Settings) -> KazooClient:
     """Start a KazooClient, failing within the connect timeout with a clear error."""
+    from .auth import Identity
+
     hosts = settings.connect_string()
+    identity = Identity.from_settings(settings)
     client = KazooClient(
         hosts=hosts, timeout=settings.session_timeout,
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+        auth_data=identity.auth_data() or None, default_acl=identity.acl(),
     )
+    client.zklock_identity = identity  # type: ignore[attr-defined]
     try:
         client.start(timeout=settings.connect_timeout)
     except (KazooTimeoutError, OSError, ValueError) as exc:
@@ -410,13 +415,23 @@ class LockManager:
     def force_drop_lease(self, objs: Optional[Sequence[Union[str, LockObject]]] = None,
                          include_implicit: bool = False) -> int:
         """Admin break-lock: drop leases at or below ``objs`` (every lease when empty)."""
+        self.identity.require_admin("force-drop")
         return self.leases.force_drop(objs or [], include_implicit)
 
     def recover_lease(self, obj: Union[str, LockObject]) -> list[int]:
         return self.leases.recover(obj)
 
     def reap_leases(self, hard_limit_s: Optional[float] = None) -> list[int]:
+        self.identity.require_admin("reaping leases")
         return self.leases.reap(hard_limit_s)
+
+    @property
+    def identity(self) -> Any:
+        """The process's ZooKeeper identities (:class:`zklock.auth.Identity`)."""
+        from .auth import Identity
+
+        found = getattr(self.client, "zklock_identity", None)
+        return found if found is not None else Identity.from_settings(self.settings)
 
     # ---- release and cleanup -----------------------------------------------
     def _release(self, lockset: LockSet, wait: bool = True) -> None:
