@@ -8,7 +8,6 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from zklock.cli.main import cli
 
-from zklock import LockManager
 from zklock.auth import Credentials
 from zklock.errors import NotAuthorized
 
