@@ -4,7 +4,8 @@ A 3-node ensemble on loopback; every client reaches it through its own fault
 proxies. Faults, one at a time so a quorum stays: the leader or a follower is
 killed (SIGKILL, restarted 2 s later) or paused (SIGSTOP for 1.5 s); a client's
 connections are dropped; a client is cut off for longer than its session
-timeout (its session expires); a client is SIGKILLed (and replaced). Passes
+timeout (its session expires); a client's packets are delayed; a client is
+SIGKILLed (and replaced). Passes
 only if no two incompatible critical sections on one object overlapped
 (unless the earlier holder had been told of its loss and the fenced resource
 refused its later writes), every loss was reported within the session timeout,
@@ -77,7 +78,7 @@ def test_chaos(chaos_ensemble, tmp_path):
         spawn(k)
     faults: list[dict] = []
     kinds = ["kill-leader", "kill-follower", "pause-leader", "pause-follower", "drop-client",
-             "blackhole-client", "sigkill-client"]
+             "blackhole-client", "sigkill-client", "delay-client"]
     try:
         time.sleep(3)
         while time.time() - started < SECONDS - 8:
@@ -111,6 +112,13 @@ def test_chaos(chaos_ensemble, tmp_path):
                 for p in proxies[k]:
                     p.blackhole = False
                     p.drop_all()
+            elif kind == "delay-client":
+                fault["client"] = k
+                for p in proxies[k]:
+                    p.delay = 0.3   # a slow network: work goes on, slower
+                time.sleep(2)
+                for p in proxies[k]:
+                    p.delay = 0.0
             elif kind == "sigkill-client":
                 fault["client"] = k
                 procs[k].send_signal(signal.SIGKILL)

@@ -31,6 +31,41 @@ ZKLOCK = str(Path(sys.executable).parent / "zklock")
 
 
 def test_three_schedulers_leader_killed_every_trigger_once(sched_conf, tmp_path):
+    exactly_once(sched_conf, tmp_path)
+
+
+def test_exactly_once_under_ensemble_faults(sched_conf, tmp_path_factory, tmp_path):
+    """The same, on a 3-node ensemble whose leader is killed and a follower paused too."""
+    from zklock.ensemble import Ensemble
+
+    ens = Ensemble(tmp_path_factory.mktemp("sched-ensemble"), 3)
+    ens.start(wait=120)
+
+    def zk_faults(stage: str) -> None:
+        if stage == "before-kill":
+            leader = ens.leader()
+            ens.kill(leader)            # the ZooKeeper leader goes
+            time.sleep(1.5)
+            ens.restart(leader)
+        elif stage == "after-kill":
+            follower = next(i for i in range(3) if i != ens.leader())
+            ens.pause(follower)         # a follower stalls
+            time.sleep(2)
+            ens.resume(follower)
+            ens.wait_serving(60)
+
+    try:
+        exactly_once({**sched_conf, "hosts": ens.connect}, tmp_path, zk_faults)
+    finally:
+        for i in range(3):
+            try:
+                ens.resume(i)
+            except Exception:
+                pass
+        ens.stop()
+
+
+def exactly_once(sched_conf, tmp_path, zk_faults=None):
     env = {**os.environ, "ZKLOCK_ZK": sched_conf["hosts"], "ZKLOCK_ROOT": sched_conf["root"],
            "ZKLOCK_SCHEDULER_ROOT": sched_conf["scheduler_root"],
            "ZKLOCK_SESSION_TIMEOUT": "2s", "ZKLOCK_SCHEDULER_PROGRESS_INTERVAL": "0.3s",
@@ -54,12 +89,17 @@ def test_three_schedulers_leader_killed_every_trigger_once(sched_conf, tmp_path)
         admin.apply(parse_scheduled_ddl("CREATE SCHEDULED QUERY tick EVERY 1 SECOND"
                                         " AS SELECT 1"))
         assert wait_for(lambda: len(store.list_executions("tick")) >= 15, timeout=60)
+        if zk_faults is not None:
+            zk_faults("before-kill")
+            assert wait_for(lambda: len(store.live_executors()) == 3, timeout=60)
         leader = store.leader_id()
         pid = store.live_executors()[leader].pid
         victim = next(p for p in procs if p.pid == pid)
         victim.send_signal(signal.SIGKILL)
         killed_at = time.time()
         assert wait_for(lambda: store.leader_id() not in (None, leader), timeout=30)
+        if zk_faults is not None:
+            zk_faults("after-kill")
         assert wait_for(lambda: len([e for e in store.list_executions("tick")
                                      if e.trigger_time > killed_at * 1000]) >= 15, timeout=60)
         admin.alter(parse_scheduled_ddl("ALTER SCHEDULED QUERY tick DISABLE"))

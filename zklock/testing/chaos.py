@@ -78,7 +78,8 @@ def run_client(hosts: str, root: str, out_file: str, seconds: float, seed: int) 
                     FencedResource(mgr.client, f"{root}-resources/{obj}").observe(token)
                 except Exception:
                     pass
-            hold_for = rng.uniform(0.02, 0.3)
+            # mostly short holds, some long ones (so faults often meet a held lock)
+            hold_for = rng.uniform(0.02, 0.3) if rng.random() < 0.8 else rng.uniform(1, 3)
             t_end = time.monotonic() + hold_for
             while True:
                 if lost_at:

@@ -1,8 +1,9 @@
 """A TCP fault proxy between a client and ZooKeeper, for deterministic failures.
 
 It forwards bytes both ways and, on command, drops every connection, holds
-traffic (blackhole), or cuts the connection right after the client sends a
-request containing a marker, before the reply can come back: the way to get
+traffic (blackhole), delays every packet by ``delay`` seconds, refuses new
+connections, or cuts the connection right after the client sends a request
+containing a marker, before the reply can come back: the way to get
 "connection loss in the middle of a create" on demand.
 """
 
@@ -31,6 +32,7 @@ class FaultProxy:
         self.cut_count = 0
         self.blackhole = False
         self.refuse = False
+        self.delay = 0.0
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True, name="fault-proxy").start()
 
@@ -86,6 +88,8 @@ class FaultProxy:
                         raise OSError("closed")
                     if self.blackhole:
                         continue
+                    if self.delay:
+                        time.sleep(self.delay)
                     other = upstream if s is client else client
                     other.sendall(data)
                     marker = self._cut_marker
