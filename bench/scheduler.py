@@ -41,6 +41,7 @@ from zklock.scheduler.store import SchedulerStore  # noqa: E402
 
 from zklock.config import Settings  # noqa: E402
 from zklock.manager import connect  # noqa: E402
+from zklock.testing import terminate  # noqa: E402
 
 POLL_S = 60.0
 
@@ -100,16 +101,6 @@ def spawn(role: str, hosts: str, namespace: str, pool: int) -> subprocess.Popen:
     return proc
 
 
-def stop(*procs: subprocess.Popen) -> None:
-    for p in procs:
-        p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-
-
 def admin(hosts: str, namespace: str) -> ScheduledQueries:
     settings = Settings.resolve(dict(hosts=hosts, scheduler_root="/bench-sched",
                                      scheduler_namespace=namespace, user="bench",
@@ -149,7 +140,7 @@ def latency_run(hosts: str, leader_role: str, seconds: float) -> dict:
         end = int(time.time() * 1000) - 3000
         lat = latencies(adm, start, end)
     finally:
-        stop(lead, work)
+        terminate(lead, work)
     return {"triggers": len(lat), "p50_s": pct(lat, 0.5), "p99_s": pct(lat, 0.99),
             "max_s": max(lat)}
 
@@ -171,7 +162,7 @@ def cpu_run(hosts: str, seconds: float) -> dict:
         c1, e1, t1 = cpu_seconds(lead.pid), cpu_seconds(work.pid), time.monotonic()
         runs = len(adm.executions()) - runs0
     finally:
-        stop(lead, work)
+        terminate(lead, work)
     return {"leader_cpu_pct": 100 * (c1 - c0) / (t1 - t0),
             "executor_cpu_pct": 100 * (e1 - e0) / (t1 - t0),
             "executions_per_s": runs / (t1 - t0)}

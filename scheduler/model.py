@@ -64,6 +64,13 @@ def _load(cls: Any, raw: bytes, version: int) -> Any:
     return obj
 
 
+def _dump(record: Any) -> bytes:
+    """A record's znode data: its fields as JSON, without the version it was read at."""
+    data = asdict(record)
+    data.pop("version")
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
 @dataclass
 class ScheduledQuery:
     """One scheduled query of a namespace."""
@@ -96,14 +103,12 @@ class ScheduledQuery:
                              self.run_requested) if t is not None]
         return min(times) if times else None
 
-    def to_bytes(self) -> bytes:
-        data = asdict(self)
-        data.pop("version")
-        return json.dumps(data, separators=(",", ":")).encode()
-
     @classmethod
     def from_bytes(cls, raw: bytes, version: int = -1) -> ScheduledQuery:
         return _load(cls, raw, version)
+
+    def to_bytes(self) -> bytes:
+        return _dump(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,14 +149,12 @@ class Execution:
     def status(self) -> State:
         return State(self.state)
 
-    def to_bytes(self) -> bytes:
-        data = asdict(self)
-        data.pop("version")
-        return json.dumps(data, separators=(",", ":")).encode()
-
     @classmethod
     def from_bytes(cls, raw: bytes, version: int = -1) -> Execution:
         return _load(cls, raw, version)
+
+    def to_bytes(self) -> bytes:
+        return _dump(self)
 
     @property
     def elapsed_s(self) -> Optional[float]:

@@ -26,6 +26,7 @@ from zklock.scheduler.store import SchedulerStore
 
 from zklock.config import Settings
 from zklock.manager import connect
+from zklock.testing import terminate
 
 ZKLOCK = str(Path(sys.executable).parent / "zklock")
 
@@ -57,12 +58,7 @@ def test_exactly_once_under_ensemble_faults(sched_conf, tmp_path_factory, tmp_pa
     try:
         exactly_once({**sched_conf, "hosts": ens.connect}, tmp_path, zk_faults)
     finally:
-        for i in range(3):
-            try:
-                ens.resume(i)
-            except Exception:
-                pass
-        ens.stop()
+        ens.stop()  # resumes a paused member before stopping it
 
 
 def exactly_once(sched_conf, tmp_path, zk_faults=None):
@@ -106,14 +102,7 @@ def exactly_once(sched_conf, tmp_path, zk_faults=None):
         assert wait_for(lambda: store.get_query("tick").active_execution is None, timeout=30)
         runs = store.list_executions("tick")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        terminate(*procs)
         client.stop()
         client.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 
 from kazoo.client import KazooClient, KazooState
@@ -37,3 +39,16 @@ def expire_session(client: KazooClient, hosts: str, wait: float = 20.0) -> None:
     client.remove_listener(listener)
     if not lost:
         raise TimeoutError("session did not expire")
+
+
+def terminate(*procs: subprocess.Popen, wait: float = 30.0) -> None:
+    """SIGTERM the processes still running, then SIGKILL those that outlive ``wait``."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
