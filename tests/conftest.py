@@ -41,6 +41,17 @@ def zk_hosts(zk_server) -> str:
     return os.environ.get("ZKLOCK_ZK") or zk_server.connect
 
 
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory: pytest.TempPathFactory):
+    """A 3-node ZooKeeper ensemble on loopback, one per test module (its tests break it)."""
+    from zklock.ensemble import Ensemble
+
+    ens = Ensemble(tmp_path_factory.mktemp("ensemble"), 3)
+    ens.start(wait=120)  # a failure, never a skip
+    yield ens
+    ens.stop()  # resumes a paused member before stopping it
+
+
 @pytest.fixture
 def root() -> str:
     """A znode root no other test uses."""

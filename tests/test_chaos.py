@@ -27,7 +27,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
 from conftest import lock_nodes
 from kazoo.client import KazooClient
 
@@ -39,18 +38,8 @@ CLIENTS = 8
 SESSION_TIMEOUT = 4.0
 
 
-@pytest.fixture(scope="module")
-def chaos_ensemble(tmp_path_factory):
-    from zklock.ensemble import Ensemble
-
-    ens = Ensemble(tmp_path_factory.mktemp("chaos-ensemble"), 3)
-    ens.start(wait=120)
-    yield ens
-    ens.stop()  # resumes a paused member before stopping it
-
-
-def test_chaos(chaos_ensemble, tmp_path):
-    ens = chaos_ensemble
+def test_chaos(ensemble, tmp_path):
+    ens = ensemble
     rng = random.Random(int(os.environ.get("ZKLOCK_CHAOS_SEED", "7")))
     root = f"/chaos-{uuid.uuid4().hex[:8]}"
     proxies = {k: [FaultProxy(("127.0.0.1", m.port)) for m in ens.members]
@@ -173,3 +162,47 @@ def test_chaos(chaos_ensemble, tmp_path):
     assert not report.unreported, report.unreported[:3]
     assert not orphans and not waits, (orphans[:5], waits[:5])
     assert not report.gave_up, report.gave_up[:3]
+
+
+def test_losses_are_reported_within_the_session_timeout(ensemble, root):
+    """A held lock whose connection goes silent (blackhole), is dropped, or whose server is
+    paused or killed: the holder is told within the session timeout, every time."""
+    from zklock import LockManager
+
+    ens = ensemble
+    detect = {}
+    for fault in ("blackhole", "drop", "pause-server", "kill-server"):
+        proxies = [FaultProxy(("127.0.0.1", m.port)) for m in ens.members]
+        mgr = LockManager(hosts=",".join(p.connect for p in proxies), root=root,
+                          session_timeout=SESSION_TIMEOUT, retries=50, retry_interval=0.1)
+        try:
+            held = mgr.acquire([(f"chaos.{fault.replace('-', '_')}", "X")])
+            told: list[float] = []
+            held.on_lost(lambda _s, box=told: box.append(time.monotonic()))
+            on = mgr.client._connection._socket.getpeername()[1]
+            member = next(i for i, p in enumerate(proxies) if p.address[1] == on)
+            t0 = time.monotonic()
+            if fault == "blackhole":
+                proxies[member].blackhole = True
+            elif fault == "drop":
+                proxies[member].drop_all()
+            elif fault == "pause-server":
+                ens.pause(member)
+            else:
+                ens.kill(member)
+            deadline = t0 + SESSION_TIMEOUT + 2
+            while not told and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert told, fault
+            detect[fault] = round(told[0] - t0, 3)
+            assert detect[fault] <= SESSION_TIMEOUT, detect
+        finally:
+            if fault == "pause-server":
+                ens.resume(member)
+            if fault == "kill-server":
+                ens.restart(member)
+            ens.wait_serving(60)
+            for p in proxies:
+                p.close()
+            mgr.close()
+    print("DETECT", json.dumps(detect))

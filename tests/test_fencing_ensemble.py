@@ -80,16 +80,6 @@ def test_fenced_resource_rules(zk, root):
     assert raw == b"15\nc"
 
 
-@pytest.fixture(scope="module")
-def ensemble(tmp_path_factory):
-    from zklock.ensemble import Ensemble
-
-    ens = Ensemble(tmp_path_factory.mktemp("ensemble"), 3)
-    ens.start(wait=120)
-    yield ens
-    ens.stop()
-
-
 def acquire_eventually(mgr, locks, timeout: float = 40.0):
     """Acquire, retrying connection loss while the client moves to a live member."""
     deadline = time.monotonic() + timeout

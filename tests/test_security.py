@@ -8,6 +8,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from zklock.cli.main import cli
 
+from zklock import LockManager
 from zklock.auth import Credentials
 from zklock.errors import NotAuthorized
 
@@ -114,3 +115,38 @@ def test_lock_lease_and_scheduler_nodes_all_carry_the_acl(zk_hosts, root, creds,
     schemes = {(x.id.scheme, x.id.id.split(":")[0]) for x in acl}
     assert schemes == {("digest", "pipelines"), ("digest", "ops")}
     assert lease
+
+
+def test_sasl_where_the_server_is_set_up_for_it(tmp_path, monkeypatch):
+    """A server with SASLAuthenticationProvider and a JAAS file: DIGEST-MD5 logins."""
+    from zklock.server import ZkServer, free_port
+
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text('Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
+                    '  user_pipelines="s3cret-pipelines"\n  user_ops="s3cret-ops";\n};\n')
+    srv = ZkServer(tmp_path / "zk", port=free_port(), tick_time_ms=500, force_sync=False,
+                   extra_config={"authProvider.sasl":
+                                 "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"},
+                   jvm_flags=[f"-Djava.security.auth.login.config={jaas}"])
+    srv.start(wait=90)
+    monkeypatch.setenv("ZKLOCK_AUTH", USER)
+    try:
+        mgr = LockManager(hosts=srv.connect, root="/sasl", retries=0, auth_scheme="sasl",
+                          acl_admin_digest="ops:unused")
+        try:
+            with mgr.acquire([("db.t", "X")]) as held:
+                assert held.is_valid
+                anon = client(srv.connect)
+                try:
+                    with pytest.raises(NoAuthError):
+                        anon.get_children("/sasl/db/t")
+                finally:
+                    anon.stop()
+                    anon.close()
+            acl, _ = mgr.client.get_acls("/sasl/db")
+            assert {(a.id.scheme, a.id.id) for a in acl} == {("sasl", "pipelines"),
+                                                            ("sasl", "ops")}
+        finally:
+            mgr.close()
+    finally:
+        srv.stop()

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from kazoo.security import ACL, Id, Permissions, make_digest_acl, make_digest_acl_credential
 
@@ -77,12 +77,24 @@ class Identity:
     user: Optional[Credentials]
     admin: Optional[Credentials]
     admin_digest: Optional[str]
+    scheme: str = "digest"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Identity:
         return cls(load("ZKLOCK_AUTH", settings.auth_file),
                    load("ZKLOCK_ADMIN_AUTH", settings.admin_auth_file),
-                   settings.acl_admin_digest)
+                   settings.acl_admin_digest, settings.auth_scheme)
+
+    def client_args(self) -> dict[str, Any]:
+        """KazooClient arguments: digest auth data, or SASL options (one identity: SASL
+        authenticates a connection once; the admin's credentials win when both are set)."""
+        if self.scheme == "sasl":
+            creds = self.admin or self.user
+            if creds is None:
+                return {}
+            return {"sasl_options": {"mechanism": "DIGEST-MD5", "username": creds.user,
+                                     "password": creds.password}}
+        return {"auth_data": self.auth_data() or None}
 
     @property
     def enabled(self) -> bool:
@@ -94,6 +106,8 @@ class Identity:
     def acl(self) -> Optional[list[ACL]]:
         if not self.enabled:
             return None
+        if self.scheme == "sasl":
+            return self._sasl_acl()
         out = []
         if self.user is not None:
             out.append(make_digest_acl(self.user.user, self.user.password, read=True,
@@ -101,6 +115,18 @@ class Identity:
         admin = self.admin.digest if self.admin is not None else self.admin_digest
         if admin:
             out.append(ACL(Permissions.ALL, Id("digest", admin)))
+        return out
+
+    def _sasl_acl(self) -> list[ACL]:
+        """SASL ACLs name users: the shared one (read/write/create/delete), the admin (all)."""
+        out = []
+        rwcd = Permissions.READ | Permissions.WRITE | Permissions.CREATE | Permissions.DELETE
+        if self.user is not None:
+            out.append(ACL(rwcd, Id("sasl", self.user.user)))
+        admin = self.admin.user if self.admin is not None else (
+            self.admin_digest.split(":", 1)[0] if self.admin_digest else None)
+        if admin:
+            out.append(ACL(Permissions.ALL, Id("sasl", admin)))
         return out
 
     def require_admin(self, what: str) -> None:

@@ -71,6 +71,13 @@ def _names(value: Any) -> str:
     return ",".join(dict.fromkeys(parts))
 
 
+def _scheme(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("digest", "sasl"):
+        raise InvalidArguments(f"auth scheme must be digest or sasl, got {value!r}")
+    return text
+
+
 def _namespace(value: Any) -> str:
     text = str(value).strip()
     if not text or len(text) > 64 or not all(c.isalnum() or c in "_-" for c in text):
@@ -143,6 +150,9 @@ SETTINGS: list[Setting] = [
             "File holding user:password for ZooKeeper digest auth (or set ZKLOCK_AUTH);"
             " nodes zklock creates are then readable and writable only by that identity"
             " and the admin."),
+    Setting("auth_scheme", "digest", _scheme, "ZKLOCK_AUTH_SCHEME", "spark.zklock.auth.scheme",
+            "How the credentials authenticate: digest (ZooKeeper's built-in scheme) or sasl"
+            " (DIGEST-MD5, for servers set up with SASLAuthenticationProvider)."),
     Setting("admin_auth_file", None, str, "ZKLOCK_ADMIN_AUTH_FILE", None,
             "File holding the admin identity's user:password (or set ZKLOCK_ADMIN_AUTH):"
             " needed for force-drop and the lease reaper once auth is in use."),
@@ -223,6 +233,7 @@ class Settings:
     event_log: Optional[str] = None
     metrics_port: int = 0
     auth_file: Optional[str] = None
+    auth_scheme: str = "digest"
     admin_auth_file: Optional[str] = None
     acl_admin_digest: Optional[str] = None
     state_dir: str = ".zklock"

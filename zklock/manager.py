@@ -126,7 +126,7 @@ def connect(settings: Settings) -> KazooClient:
     client = KazooClient(
         hosts=hosts, timeout=settings.session_timeout,
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
-        auth_data=identity.auth_data() or None, default_acl=identity.acl(),
+        default_acl=identity.acl(), **identity.client_args(),
     )
     client.zklock_identity = identity  # type: ignore[attr-defined]
     try:

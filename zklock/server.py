@@ -104,6 +104,7 @@ class ZkServer:
     client_ports: dict = field(default_factory=dict)
     heap_mb: int = 256
     extra_config: dict = field(default_factory=dict)
+    jvm_flags: list = field(default_factory=list)  # e.g. a JAAS file for SASL
     container_check_ms: int = 5000
 
     def __post_init__(self) -> None:
@@ -201,7 +202,7 @@ class ZkServer:
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                # how often empty object (container) nodes are swept
                f"-Dznode.container.checkIntervalMs={self.container_check_ms}",
-               "-cp", cp, MAIN, str(cfg)]
+               *self.jvm_flags, "-cp", cp, MAIN, str(cfg)]
         try:
             log = open(self.log_file, "ab")
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
