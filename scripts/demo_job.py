@@ -106,16 +106,19 @@ def main() -> int:
             say(role, ddl[:92] + " ...")
         sys.stdin.readline()  # the demo's end: print what the scheduler did
         rows = session.sql(
-            "SELECT schedule_name, state, executor_query_id, trigger_time, elapsed"
-            " FROM sysdb.scheduled_executions WHERE namespace = 'demo'"
+            "SELECT schedule_name, state, executor_query_id, trigger_time, merged_triggers,"
+            " elapsed FROM sysdb.scheduled_executions WHERE namespace = 'demo'"
             " ORDER BY trigger_time, schedule_name").collect()
-        print("$ SELECT schedule_name, state, executor_query_id, trigger_time, elapsed"
-              " FROM sysdb.scheduled_executions", flush=True)
-        print(f"{'SCHEDULE_NAME':16} {'STATE':9} {'EXECUTOR_QUERY_ID':52} {'TRIGGER_TIME':20}"
-              " ELAPSED", flush=True)
+        print("$ SELECT schedule_name, state, executor_query_id, trigger_time,"
+              " merged_triggers, elapsed FROM sysdb.scheduled_executions", flush=True)
+        print(f"{'SCHEDULE_NAME':16} {'STATE':9} {'EXECUTOR_QUERY_ID':48} {'TRIGGER_TIME':12}"
+              " MERGED  ELAPSED", flush=True)
         for r in rows:
-            print(f"{r.schedule_name:16} {r.state:9} {r.executor_query_id or '':52}"
-                  f" {r.trigger_time:%H:%M:%S}             {r.elapsed or 0:.1f}s", flush=True)
+            print(f"{r.schedule_name:16} {r.state:9} {r.executor_query_id or '':48}"
+                  f" {r.trigger_time:%H:%M:%S}     {r.merged_triggers:6}  {r.elapsed or 0:.1f}s",
+                  flush=True)
+        print("(merged: trigger times missed before the scheduler was up run once)",
+              flush=True)
     elif role == "backfill":
         say(role, "INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01') ... (slow)")
         session.sql("INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01')"
