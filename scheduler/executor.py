@@ -159,7 +159,7 @@ class Executor:
         offers = []
         for e in self.store.list_executions(ids=queued):
             if e.status is not State.INITED:
-                self.store.dequeue(None, [e.id])  # a stale queue entry: taken or ended
+                self.store.dequeue([e.id])  # a stale queue entry: taken or ended
                 continue
             e.state = State.EXECUTING.value
             e.executor = self.id

@@ -36,6 +36,7 @@ from kazoo.exceptions import (
 
 from zklock.config import Settings
 from zklock.config import _namespace as check_namespace
+from zklock.zk import ZkOps
 
 from .model import Execution, ScheduledQuery
 
@@ -95,6 +96,7 @@ class SchedulerStore:
         self.queue = f"{self.base}/queue"
         self.executors = f"{self.base}/executors"
         self.leader = f"{self.base}/leader"
+        self.ops = ZkOps(client)
         self._ready = False
 
     def ensure(self) -> None:
@@ -159,8 +161,15 @@ class SchedulerStore:
                       key=lambda i: (int(i.rpartition("-")[2] or 0), i))
 
     def _get_many(self, paths: Iterable[str], watch: Any = None
-                  ) -> list[Optional[tuple[bytes, Any]]]:
-        """Pipelined gets: one round trip for many nodes."""
+                  ) -> list[Optional[tuple[bytes, int]]]:
+        """(data, version) of many nodes in one round trip, in order; None where missing.
+
+        Without a watch this is zklock.zk's multiRead; a watch needs a getData each
+        (multiRead sets none), pipelined."""
+        paths = list(paths)
+        if watch is None:
+            got = self.ops.get_many(paths)
+            return [None if (x := got.get(p)) is None else (x[0], x[1].version) for p in paths]
         pending = [self.client.get_async(p, watch=watch) for p in paths]
         out: list[Optional[tuple[bytes, Any]]] = []
         for p in pending:
@@ -238,9 +247,6 @@ class SchedulerStore:
         stat = self.client.set(self.query_path(q.name), q.to_bytes(), version=q.version)
         q.version = stat.version
 
-    def delete_query(self, q: ScheduledQuery) -> None:
-        self.client.delete(self.query_path(q.name), version=q.version)
-
     def drop_query(self, q: ScheduledQuery, queued: Optional[Execution]) -> None:
         """Delete ``q`` at its version; a queued (INITED) execution is withdrawn with it, in
         the same multi, so no executor can take a run of a dropped query."""
@@ -252,18 +258,6 @@ class SchedulerStore:
                            version=queued.version)
         self._commit(build)
 
-    def claim(self, token: Optional[LeaderToken], q: ScheduledQuery, e: Execution) -> None:
-        """One multi: fence, create the execution and its queue entry, move the query on."""
-        def build(t: Any) -> None:
-            if token is not None:
-                t.check(token.path, token.version)
-            t.create(self.execution_path(e.id), e.to_bytes())
-            t.create(f"{self.queue}/{e.id}", b"")
-            t.set_data(self.query_path(q.name), q.to_bytes(), version=q.version)
-        self._commit(build)
-        q.version += 1
-        e.version = 0
-
     def claim_async(self, token: Optional[LeaderToken], q: ScheduledQuery,
                     e: Execution) -> Any:
         """:meth:`claim` without waiting: returns kazoo's async result of the multi."""
@@ -274,14 +268,6 @@ class SchedulerStore:
         t.create(f"{self.queue}/{e.id}", b"")
         t.set_data(self.query_path(q.name), q.to_bytes(), version=q.version)
         return t.commit_async()
-
-    def take(self, e: Execution) -> None:
-        """An executor takes a queued execution: remove the queue entry, mark it EXECUTING."""
-        def build(t: Any) -> None:
-            t.delete(f"{self.queue}/{e.id}")
-            t.set_data(self.execution_path(e.id), e.to_bytes(), version=e.version)
-        self._commit(build)
-        e.version += 1
 
     def take_async(self, e: Execution) -> Any:
         """:meth:`take` without waiting (``e`` already says EXECUTING): kazoo's async result."""
@@ -314,7 +300,7 @@ class SchedulerStore:
         if q is not None:
             q.version += 1
 
-    def dequeue(self, token: Optional[LeaderToken], exec_ids: Sequence[str]) -> None:
+    def dequeue(self, exec_ids: Sequence[str]) -> None:
         for i in exec_ids:
             try:
                 self.client.delete(f"{self.queue}/{i}")

@@ -90,6 +90,10 @@ class LockData:
     duration_s: Optional[float] = None
     extra: dict = field(default_factory=dict)
 
+    def who(self) -> str:
+        """The holder in one phrase, as denials and the wait-for view name it."""
+        return f"{self.user or '?'}@{self.host or '?'} pid {self.pid} query {self.query_id or '-'}"
+
     def to_bytes(self) -> bytes:
         data = {k: v for k, v in asdict(self).items() if v not in (None, "", {}) and k != "extra"}
         data.update({k: v for k, v in self.extra.items() if k not in data})

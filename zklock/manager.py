@@ -87,15 +87,15 @@ class Conflict:
         """The blocker as lock events and the wait-for view record it."""
         d = self.record.data if self.record is not None else None
         return {"object": self.target.obj.name, "requested": self.target.mode.value,
-                "held": self.holder_mode.value, "holder": self.describe_holder(),
+                "held": self.holder_mode.value, "node": self.holder_node,
+                "holder": self.describe_holder() if d is not None else None,
                 "job": (d.job or d.user) if d is not None else None}
 
     def describe_holder(self) -> str:
         r = self.record
         if r is None or r.data is None:
             return "a holder that has since released"
-        d = r.data
-        return f"{d.user or '?'}@{d.host or '?'} pid {d.pid} query {d.query_id or '-'}"
+        return r.data.who()
 
     def describe(self) -> str:
         r = self.record
@@ -245,7 +245,8 @@ class LockManager:
                     exhausted = attempt > retries
                 else:
                     exhausted = time.monotonic() + interval > deadline
-                self._describe(outcome)
+                if exhausted or self.events.log is not None:
+                    self._describe(outcome)  # who holds it: one read, only when it is said
                 self.events.denial(wanted, query_id, attempt,
                                    [c.to_event() for c in outcome], final=exhausted)
                 if exhausted:

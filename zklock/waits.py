@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError
 
 if TYPE_CHECKING:
     from .locknode import LockData
@@ -93,19 +93,31 @@ class Waits:
             pass
 
     def list(self) -> list[Wait]:
-        client = self.mgr.client
-        try:
-            ids = client.get_children(self.base)
-        except NoNodeError:
-            return []
-        pending = [(i, client.get_async(f"{self.base}/{i}")) for i in ids]
+        """Every waiting request, oldest first, each blocker's holder read now (one round
+        trip): the waiter records only the blocking node, so a denial costs it no read."""
+        from .locknode import LockData
+
+        ops = self.mgr.ops
+        ids = (ops.children_many([self.base]).get(self.base)) or []
+        got = ops.get_many(f"{self.base}/{i}" for i in ids)
         out = []
-        for _, result in pending:
+        for raw_stat in got.values():
+            if raw_stat is None:
+                continue  # granted meanwhile
             try:
-                raw, _ = result.get()
-                data = json.loads(raw.decode())
+                data = json.loads(raw_stat[0].decode())
                 out.append(Wait(**{k: data[k] for k in Wait.__dataclass_fields__ if k in data}))
-            except (NoNodeError, ValueError, TypeError):
-                continue  # granted meanwhile, or not ours
+            except (ValueError, TypeError):
+                continue  # not ours
+        holders = ops.get_many(b["node"] for w in out for b in w.blockers if b.get("node"))
+        for w in out:
+            for b in w.blockers:
+                held = holders.get(b.get("node", ""))
+                if held is None:
+                    b.setdefault("holder", None)
+                    b["holder"] = b["holder"] or "a holder that has since released"
+                    continue
+                d = LockData.from_bytes(held[0])
+                b["holder"], b["job"] = d.who(), d.job or d.user
         out.sort(key=lambda w: w.since_ms)
         return out
