@@ -101,6 +101,12 @@ def read_events(paths: Iterable[str]) -> Iterator[dict[str, Any]]:
                     yield event
 
 
+#: Labelled metric children, looked up once (``labels()`` costs more than the count itself).
+_GRANTS = {m: metrics.GRANTS.labels(m) for m in "SX"}
+_WAIT = {m: metrics.LOCK_WAIT.labels(m) for m in "SX"}
+_HELD = {m: metrics.HELD.labels(m) for m in "SX"}
+
+
 def strongest(locks: Sequence[Sequence[str]]) -> str:
     return "X" if any(m == "X" for _, m in locks) else "S"
 
@@ -121,11 +127,11 @@ class LockEvents:
     def grant(self, set_id: str, locks: list[list[str]], query_id: str, wait_s: float,
               attempts: int, token: int, lease: bool = False) -> None:
         mode = strongest(locks)
-        metrics.GRANTS.labels(mode).inc()
-        metrics.LOCK_WAIT.labels(mode).observe(wait_s)
+        _GRANTS[mode].inc()
+        _WAIT[mode].observe(wait_s)
         if not lease:  # a lease outlives this process: not counted as held by it
             for _, m in locks:
-                metrics.HELD.labels(m).inc()
+                _HELD[m].inc()
         self._emit("grant", set=set_id, locks=locks, query_id=query_id,
                    wait_ms=round(wait_s * 1000, 1), attempts=attempts, token=token,
                    lease=lease)
@@ -143,13 +149,13 @@ class LockEvents:
 
     def release(self, set_id: str, locks: list[list[str]], query_id: str) -> None:
         for _, m in locks:
-            metrics.HELD.labels(m).dec()
+            _HELD[m].dec()
         self._emit("release", set=set_id, locks=locks, query_id=query_id)
 
     def loss(self, set_id: str, locks: list[list[str]], query_id: str, reason: str) -> None:
         metrics.LOSSES.labels(strongest(locks)).inc()
         for _, m in locks:
-            metrics.HELD.labels(m).dec()
+            _HELD[m].dec()
         self._emit("loss", set=set_id, locks=locks, query_id=query_id, reason=reason)
 
     def force_drop(self, locks: list[list[str]], nodes: int) -> None:
