@@ -155,6 +155,11 @@ def test_chaos(ensemble, tmp_path):
                "longest_detect_s": round(report.longest_detect_s, 3),
                "gave_up_fault_free": len(report.gave_up), "client_errors": report.errors}
     print("CHAOS", json.dumps(summary))
+    for o in report.overlaps[:5]:  # in full: CI shows captured output of a failure
+        print("OVERLAP", json.dumps(o))
+    if os.environ.get("ZKLOCK_CHAOS_DUMP"):
+        Path(os.environ["ZKLOCK_CHAOS_DUMP"]).write_text(
+            json.dumps({"lines": lines, "faults": client_faults}))
     if os.environ.get("ZKLOCK_CHAOS_REPORT"):
         Path(os.environ["ZKLOCK_CHAOS_REPORT"]).write_text(json.dumps(summary, indent=2))
     assert report.sections > 100, summary

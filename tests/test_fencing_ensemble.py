@@ -66,16 +66,19 @@ def test_paused_holders_late_write_is_rejected(zk_hosts, root, make_manager, zk)
 def test_fenced_resource_rules(zk, root):
     res = FencedResource(zk, f"{root}-res/x")
     assert res.highest() is None
-    res.write(10, b"a")
-    res.write(10, b"b")   # the same holder writes again
-    res.write(12, b"c")
-    with pytest.raises(StaleToken, match="11 is stale"):
+    z1 = res.write(10, b"a")
+    z2 = res.write(10, b"b")   # the same holder writes again
+    z3 = res.write(12, b"c")
+    assert z1 < z2 < z3        # each write says where it landed in the resource's order
+    with pytest.raises(StaleToken, match="11 is stale") as refused:
         res.write(11, b"d")
+    assert refused.value.zxid == z3
     assert res.highest() == 12
-    res.observe(15)          # a reader took the object over: the old writer is refused
+    z4 = res.observe(15)       # a reader took the object over: the old writer is refused
+    assert z4 > z3
     with pytest.raises(StaleToken):
         res.write(12, b"e")
-    res.observe(3)           # an older reader never fails
+    assert res.observe(3) == z4  # an older reader never fails, and changes nothing
     raw, _ = zk.get(f"{root}-res/x")
     assert raw == b"15\nc"
 

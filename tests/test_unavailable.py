@@ -106,3 +106,30 @@ def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_lo
             c.stop()
             c.close()
         mgr.close()
+
+
+def test_a_release_during_an_outage_completes_when_the_session_returns(own_server, root):
+    """Released while ZooKeeper is down: no server can expire the session, which is alive
+    again when the server returns, and so would its lock nodes be, held by a process that
+    let go of them. The release goes through once the session is back (kazoo keeps an
+    unsent request queued through the outage; a delete that gave up is retried by the
+    manager on reconnect), and another client gets the lock."""
+    mgr = LockManager(hosts=own_server.connect, root=root, session_timeout=2, retries=0)
+    other = None
+    try:
+        held = mgr.acquire([("outage.t", "X")])
+        sid = mgr.session_id
+        own_server.stop()
+        t0 = time.monotonic()
+        held.release()  # waits out the outage
+        assert time.monotonic() - t0 >= 5
+        own_server.start(wait=90)
+        assert wait_for(lambda: mgr.client.connected and mgr.session_id == sid, timeout=30)
+        other = LockManager(hosts=own_server.connect, root=root, retries=100,
+                            retry_interval=0.1)
+        assert other.acquire([("outage.t", "X")]).fencing_token > held.fencing_token
+        assert mgr.session_id == sid  # the same session, still alive: its nodes were deleted
+    finally:
+        mgr.close()
+        if other is not None:
+            other.close()

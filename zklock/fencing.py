@@ -21,8 +21,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 class StaleToken(Exception):
     """A write carried a fencing token lower than one the resource already accepted."""
 
-    def __init__(self, token: int, highest: int) -> None:
-        self.token, self.highest = token, highest
+    def __init__(self, token: int, highest: int, zxid: int = 0) -> None:
+        self.token, self.highest, self.zxid = token, highest, zxid
         super().__init__(f"fencing token {token} is stale: the resource has seen {highest}")
 
 
@@ -44,36 +44,43 @@ class FencedResource:
             return None
         return int(raw.split(b"\n", 1)[0] or 0)
 
-    def observe(self, token: int) -> None:
+    def observe(self, token: int) -> int:
         """A reader's visit: raise the highest token seen without changing the payload, so a
         writer whose lock was taken over by this reader is refused from now on. Never
-        refuses: readers may overlap each other in any token order."""
-        try:
-            self.write(token, None)
-        except StaleToken:
-            pass
+        refuses: readers may overlap each other in any token order.
 
-    def write(self, token: int, payload: Optional[bytes] = b"") -> None:
+        Returns the zxid of the resource state the visit left or found: every write the
+        resource accepts after this visit has a larger one."""
+        try:
+            return self.write(token, None)
+        except StaleToken as exc:
+            return exc.zxid
+
+    def write(self, token: int, payload: Optional[bytes] = b"") -> int:
         """Record ``payload`` under ``token``; raise :class:`StaleToken` if a higher token
-        wrote first. Equal tokens pass: one holder may write many times."""
+        wrote first. Equal tokens pass: one holder may write many times.
+
+        Returns the zxid at which the write took effect (the resource's own order, which
+        tells "before the new holder's first visit" from "after" exactly, where client
+        clocks cannot)."""
         while True:
             try:
                 raw, stat = self.client.get(self.path)
             except NoNodeError:
                 try:
-                    self.client.create(self.path, _data(token, payload or b""), makepath=True)
-                    return
+                    _, created = self.client.create(self.path, _data(token, payload or b""),
+                                                    makepath=True, include_data=True)
+                    return int(created.mzxid)
                 except NodeExistsError:
                     continue
             head, _, old = raw.partition(b"\n")
             highest = int(head or 0)
             if token < highest:
-                raise StaleToken(token, highest)
+                raise StaleToken(token, highest, int(stat.mzxid))
             if payload is None and token == highest:
-                return  # nothing to raise
+                return int(stat.mzxid)  # nothing to raise
             data = _data(max(token, highest), old if payload is None else payload)
             try:
-                self.client.set(self.path, data, version=stat.version)
-                return
+                return int(self.client.set(self.path, data, version=stat.version).mzxid)
             except BadVersionError:
                 continue  # another writer got in between: look again

@@ -162,6 +162,7 @@ class LockManager:
         self.ops = ZkOps(self.client, timeout=max(settings.session_timeout, 5.0) * 3)
         self._sets: weakref.WeakSet[LockSet] = weakref.WeakSet()
         self._sets_lock = threading.Lock()
+        self._undeleted: list[str] = []  # released nodes a failed delete left behind
         self._root_ready = False
         self._host = socket.gethostname()
         self.client.add_listener(self._on_state)
@@ -236,6 +237,8 @@ class LockManager:
                     if not explicit:  # a lease outlives the session: never "lost" with it
                         with self._sets_lock:
                             self._sets.add(outcome)
+                        if not self._still_connected(outcome):
+                            continue
                     self.events.grant(outcome.set_id, wanted, query_id,
                                       time.monotonic() - started, attempt + 1,
                                       outcome.fencing_token, lease=explicit)
@@ -336,6 +339,20 @@ class LockManager:
                 if sib is not None and conflicts_now(t.mode, sib):
                     out.append(Conflict(t, f"{paths[t]}/{kid}", sib.mode))
         return self._live(out)
+
+    def _still_connected(self, lockset: LockSet) -> bool:
+        """False (and the set backed out) if the connection dropped since the grant check.
+
+        The session listener marks the sets it finds registered; a set registered just
+        after its snapshot would be handed out unmarked. Registering first and then
+        looking at the state closes that window: a later drop finds the set registered.
+        """
+        if self.client.state == KazooState.CONNECTED and self.session_id == lockset.session_id:
+            return True
+        with self._sets_lock:
+            self._sets.discard(lockset)
+        self._release_nodes([h.node_path for h in lockset.held])
+        return False
 
     def _check_grant(self, targets: list[LockTarget], paths: dict[LockTarget, str],
                      created: set[str], results: list, attempt_id: str,
@@ -445,10 +462,19 @@ class LockManager:
         self._release_nodes(nodes)
 
     def _release_nodes(self, nodes: list[str]) -> None:
+        """Delete released nodes; should that fail, keep them for the next reconnect.
+
+        If the session expired they are gone with it; if it survives (a reconnect
+        within the session timeout) they would stay held by a process that thinks it
+        let go, so :meth:`_on_reconnected` deletes them.
+        """
         try:
             self._delete_nodes(nodes)
-        except Exception as exc:  # ZooKeeper gone: ephemeral nodes go with the session
-            log.warning("release of %d lock(s) failed: %s", len(nodes), exc)
+        except Exception as exc:
+            with self._sets_lock:
+                self._undeleted.extend(nodes)
+            log.warning("release of %d lock(s) failed (retried on reconnect): %s",
+                        len(nodes), exc)
 
     def _release_async(self, nodes: list[str]) -> bool:
         """Send the release multi without waiting for its reply.
@@ -583,6 +609,9 @@ class LockManager:
         sid = self.session_id
         with self._sets_lock:
             sets = list(self._sets)
+            undeleted, self._undeleted = self._undeleted, []
+        if undeleted:
+            self._release_nodes(undeleted)
         for s in sets:
             if s.state is State.RELEASED or not s.held:
                 continue
