@@ -25,9 +25,18 @@ def test_event_log_records_grant_denial_retry_release_loss(make_manager, zk_host
     except Exception:
         pass
     held.release()
+    from prometheus_client import REGISTRY
+
+    def held_x() -> float:
+        return REGISTRY.get_sample_value("zklock_locks_held", {"mode": "X"}) or 0.0
+
+    before = held_x()
     lost = a.acquire([("sales.orders/ds=2", "X")], query_id="q-lost")
+    assert held_x() == before + 1
     expire_session(a.client, zk_hosts)
     assert wait_for(lambda: not lost.is_valid, timeout=10)
+    lost.release()  # a lost set released: its locks left the gauge once, at the loss
+    assert held_x() == before
     c = make_manager(event_log=log, job="ops")
     c.force_drop_lease(["sales.orders"])
     EventLog.for_path(log).flush()

@@ -133,3 +133,31 @@ def test_a_release_during_an_outage_completes_when_the_session_returns(own_serve
         mgr.close()
         if other is not None:
             other.close()
+
+
+def test_an_acquire_cut_off_by_an_outage_leaves_no_lock_behind(own_server, root):
+    """The server goes away in the middle of an acquire and stays away past the client's
+    retries: the acquire fails clearly. Its create, still queued in the client, reaches
+    the server when it returns, in a session that is still alive; the manager deletes
+    what it made then, so nothing holds the object and another client gets it."""
+    mgr = LockManager(hosts=own_server.connect, root=root, session_timeout=2, retries=0)
+    other = None
+    try:
+        mgr.acquire([("outage.u", "S")]).release()
+        sid = mgr.session_id
+        own_server.stop()
+        t0 = time.monotonic()
+        with pytest.raises(ZooKeeperUnavailable):
+            mgr.acquire([("outage.u", "X")])
+        print("acquire failed after", round(time.monotonic() - t0, 1), "s")
+        own_server.start(wait=90)
+        assert wait_for(lambda: mgr.client.connected and mgr.session_id == sid, timeout=30)
+        other = LockManager(hosts=own_server.connect, root=root, retries=100,
+                            retry_interval=0.1)
+        other.acquire([("outage.u", "X")]).release()
+        assert mgr.session_id == sid
+        assert not other.show("outage.u")
+    finally:
+        mgr.close()
+        if other is not None:
+            other.close()

@@ -66,7 +66,8 @@ class NotAuthorized(ZkLockError):
 
 
 class ZooKeeperUnavailable(ZkLockError):
-    """ZooKeeper could not be reached within the connect timeout."""
+    """ZooKeeper could not be reached within the connect timeout, or was lost in the middle of
+    an operation for longer than its retries."""
 
 
 class ServerError(ZkLockError):

@@ -147,15 +147,20 @@ class LockEvents:
         if not final:
             self._emit("retry", locks=locks, query_id=query_id, attempt=attempt + 1)
 
-    def release(self, set_id: str, locks: list[list[str]], query_id: str) -> None:
-        for _, m in locks:
-            _HELD[m].dec()
+    def release(self, set_id: str, locks: list[list[str]], query_id: str,
+                counted: bool = True) -> None:
+        """``counted``: the set's locks are still in the held gauge (not after a loss)."""
+        if counted:
+            for _, m in locks:
+                _HELD[m].dec()
         self._emit("release", set=set_id, locks=locks, query_id=query_id)
 
-    def loss(self, set_id: str, locks: list[list[str]], query_id: str, reason: str) -> None:
+    def loss(self, set_id: str, locks: list[list[str]], query_id: str, reason: str,
+             counted: bool = True) -> None:
         metrics.LOSSES.labels(strongest(locks)).inc()
-        for _, m in locks:
-            _HELD[m].dec()
+        if counted:
+            for _, m in locks:
+                _HELD[m].dec()
         self._emit("loss", set=set_id, locks=locks, query_id=query_id, reason=reason)
 
     def force_drop(self, locks: list[list[str]], nodes: int) -> None:

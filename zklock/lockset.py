@@ -54,6 +54,7 @@ class LockSet:
         self.query_id = query_id
         self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)
         self.set_id = ""  # names the set in lock events (grant, release, loss)
+        self.counted = False  # its locks are in the held gauge (granted, not yet lost)
         self._state = State.HELD
         self._reason = ""
         self._callbacks: list[Callable[[LockSet], None]] = []

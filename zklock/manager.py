@@ -41,7 +41,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.retry import KazooRetry
+from kazoo.retry import KazooRetry, RetryFailedError
 
 from . import metrics
 from .config import Settings
@@ -162,8 +162,11 @@ class LockManager:
         self.ops = ZkOps(self.client, timeout=max(settings.session_timeout, 5.0) * 3)
         self._sets: weakref.WeakSet[LockSet] = weakref.WeakSet()
         self._sets_lock = threading.Lock()
-        self._undeleted: list[str] = []  # released nodes a failed delete left behind
+        # (session, nodes, (object paths, attempt id)) that failed deletes left behind
+        self._leftovers: list[tuple[Optional[int], list[str],
+                                    Optional[tuple[list[str], str]]]] = []
         self._root_ready = False
+        self._last_session = self.session_id  # the session leftovers belong to
         self._host = socket.gethostname()
         self.client.add_listener(self._on_state)
         self.leases = Leases(self)
@@ -229,19 +232,28 @@ class LockManager:
         waiting = None
         try:
             while True:
-                outcome = self._attempt(targets, raw, explicit, pre_read=attempt > 0)
+                try:
+                    outcome = self._attempt(targets, raw, explicit, pre_read=attempt > 0)
+                except (ConnectionLoss, SessionExpiredError, KazooTimeoutError,
+                        RetryFailedError) as exc:
+                    raise ZooKeeperUnavailable(
+                        f"lost ZooKeeper at {self.settings.connect_string()} while acquiring"
+                        f" {', '.join(o for o, _ in wanted[:5])} ({type(exc).__name__});"
+                        " nothing is held: what the attempt created goes with its session or"
+                        " is deleted when the session returns") from None
                 if isinstance(outcome, LockSet):
                     outcome.query_id = query_id
                     outcome.attempts = attempt + 1
                     outcome.set_id = secrets.token_hex(8)
+                    outcome.counted = not explicit
+                    self.events.grant(outcome.set_id, wanted, query_id,
+                                      time.monotonic() - started, attempt + 1,
+                                      outcome.fencing_token, lease=explicit)
                     if not explicit:  # a lease outlives the session: never "lost" with it
                         with self._sets_lock:
                             self._sets.add(outcome)
                         if not self._still_connected(outcome):
                             continue
-                    self.events.grant(outcome.set_id, wanted, query_id,
-                                      time.monotonic() - started, attempt + 1,
-                                      outcome.fencing_token, lease=explicit)
                     return outcome
                 attempt += 1
                 if deadline is None:
@@ -341,17 +353,17 @@ class LockManager:
         return self._live(out)
 
     def _still_connected(self, lockset: LockSet) -> bool:
-        """False (and the set backed out) if the connection dropped since the grant check.
+        """False (and the set released again) if the connection dropped since the grant check.
 
         The session listener marks the sets it finds registered; a set registered just
         after its snapshot would be handed out unmarked. Registering first and then
-        looking at the state closes that window: a later drop finds the set registered.
+        looking at the state closes that window: a later drop finds the set registered,
+        an earlier one is seen here (kazoo sets the state before it calls listeners).
         """
-        if self.client.state == KazooState.CONNECTED and self.session_id == lockset.session_id:
+        if (self.client.state == KazooState.CONNECTED and self.session_id == lockset.session_id
+                and lockset.state is State.HELD):
             return True
-        with self._sets_lock:
-            self._sets.discard(lockset)
-        self._release_nodes([h.node_path for h in lockset.held])
+        lockset.release()
         return False
 
     def _check_grant(self, targets: list[LockTarget], paths: dict[LockTarget, str],
@@ -456,7 +468,8 @@ class LockManager:
         nodes = [h.node_path for h in lockset.held]
         with self._sets_lock:
             self._sets.discard(lockset)
-        self.events.release(lockset.set_id, lockset.locks, lockset.query_id)
+            counted, lockset.counted = lockset.counted, False
+        self.events.release(lockset.set_id, lockset.locks, lockset.query_id, counted)
         if not wait and self._release_async(nodes):
             return
         self._release_nodes(nodes)
@@ -471,10 +484,23 @@ class LockManager:
         try:
             self._delete_nodes(nodes)
         except Exception as exc:
-            with self._sets_lock:
-                self._undeleted.extend(nodes)
+            self._leave_for_reconnect(nodes=nodes)
             log.warning("release of %d lock(s) failed (retried on reconnect): %s",
                         len(nodes), exc)
+
+    def _leave_for_reconnect(self, nodes: Sequence[str] = (),
+                             attempt: Optional[tuple[list[str], str]] = None) -> None:
+        """Remember nodes (or an attempt's nodes, by object paths and attempt id) that a
+        failed delete left behind, for :meth:`_finish_leftovers` on reconnect.
+
+        Kazoo keeps a request issued while disconnected queued and sends it once the
+        connection is back, even after its caller gave up waiting: a create from a timed
+        out attempt may land then. If the session survived, those nodes are held by a
+        live session that no longer knows them, a stuck lock until the process exits.
+        """
+        owner = self.session_id or self._last_session  # None while disconnected
+        with self._sets_lock:
+            self._leftovers.append((owner, list(nodes), attempt))
 
     def _release_async(self, nodes: list[str]) -> bool:
         """Send the release multi without waiting for its reply.
@@ -522,7 +548,9 @@ class LockManager:
         try:
             self.ops.with_retry(sweep)
         except Exception as exc:
-            log.error("could not clean up attempt %s: %s", attempt_id, exc)
+            self._leave_for_reconnect(attempt=(list(paths.values()), attempt_id))
+            log.error("could not clean up attempt %s (retried on reconnect): %s",
+                      attempt_id, exc)
             raise
 
     def _ensure_root(self) -> None:
@@ -574,7 +602,9 @@ class LockManager:
         return f"{self.settings.job or self.settings.effective_user}@{id(self):x}"
 
     def _on_set_lost(self, lockset: LockSet, reason: str) -> None:
-        self.events.loss(lockset.set_id, lockset.locks, lockset.query_id, reason)
+        with self._sets_lock:
+            counted, lockset.counted = lockset.counted, False
+        self.events.loss(lockset.set_id, lockset.locks, lockset.query_id, reason, counted)
 
     def _on_state(self, state: str) -> None:
         """Kazoo's listener runs on its connection thread: never block it."""
@@ -607,11 +637,9 @@ class LockManager:
     def _on_reconnected(self) -> None:
         """Re-check suspended sets; delete nodes of sets declared lost that survived."""
         sid = self.session_id
+        self._last_session = sid or self._last_session
         with self._sets_lock:
             sets = list(self._sets)
-            undeleted, self._undeleted = self._undeleted, []
-        if undeleted:
-            self._release_nodes(undeleted)
         for s in sets:
             if s.state is State.RELEASED or not s.held:
                 continue
@@ -633,3 +661,26 @@ class LockManager:
                 s._resume()
             else:
                 s._lose("lock nodes vanished while the connection was suspended")
+        self._finish_leftovers(sid)
+
+    def _finish_leftovers(self, sid: Optional[int]) -> None:
+        """Delete what failed deletes left behind in this session (an older session's
+        ephemeral nodes went with it); what fails again waits for the next reconnect."""
+        with self._sets_lock:
+            leftovers, self._leftovers = self._leftovers, []
+        for owner, nodes, attempt in leftovers:
+            if owner != sid:
+                continue
+            try:
+                if nodes:
+                    self._delete_nodes(nodes)
+                if attempt is not None:
+                    paths, attempt_id = attempt
+                    listing = self.ops.with_retry(self.ops.children_many, paths)
+                    mine = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
+                            if attempt_id in k]
+                    self.ops.with_retry(self.ops.delete_many, mine)
+            except Exception as exc:
+                with self._sets_lock:
+                    self._leftovers.append((owner, nodes, attempt))
+                log.warning("could not delete nodes left by a failed delete: %s", exc)

@@ -139,10 +139,10 @@ def check(lines: list[dict[str, Any]], faults: Optional[list[dict[str, Any]]] = 
     earlier holder had been told of its loss before the later one started and the resource
     accepted none of its writes after the later holder's first visit.
 
-    "After" is the resource's own order (zxids), not client clocks: a write the earlier
-    holder sent before it was told, queued by its client through a reconnect, may land
-    after the later holder's grant but before that holder has touched the resource, and
-    is then correctly ordered before everything the later holder does there."""
+    "After" is the resource's own order (zxids), not client clocks: a request the earlier
+    holder issued while suspended waits in its client's queue through the reconnect and
+    may land after the later holder's grant but before that holder has touched the
+    resource; it is then correctly ordered before everything the later holder does there."""
     rep = Report()
     sections = [x for x in lines if x.get("kind") == "section"]
     rep.sections = len(sections)
