@@ -50,9 +50,12 @@ def lease_cli(hosts: str, *args: str) -> None:
 
 
 def start_job(role: str, hosts: str, warehouse: Path) -> subprocess.Popen:
+    errors = open(warehouse / f"{role}.log", "w")  # noqa: SIM115 (the process writes to it)
     proc = subprocess.Popen([sys.executable, str(HERE / "demo_job.py"), role, hosts,
                              str(warehouse)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+                            stderr=errors, text=True)
+    proc.role = role  # type: ignore[attr-defined]
+    proc.errors = Path(errors.name)  # type: ignore[attr-defined]
     proc.ready = threading.Event()  # type: ignore[attr-defined]
     proc.lines = []  # type: ignore[attr-defined]
 
@@ -238,8 +241,9 @@ def main() -> int:
         codes = [others[r].wait(300) for r in ("backfill", "ingest", "report", "schema")]
         print("an operator takes a maintenance lease on sales.orders_compact; the scheduled"
               " compaction waits", flush=True)
+        # wait_s: a compaction may be running right now; the operator waits for it to end
         lease_id = watcher.grab_lease([("sales.orders_compact", "X")], duration_s=600,
-                                      holder="ops-maintenance")
+                                      wait_s=60, holder="ops-maintenance")
         print(f"$ zklock lease grab sales.orders_compact:X --duration 10m  ->  {lease_id}")
         wait_for_waiter(watcher, "scheduler", timeout=30)
         waits_cli(hosts)
@@ -257,6 +261,11 @@ def main() -> int:
         timeline_picture(events, Path(".zklock/demo-timeline.png").resolve())
         if any(codes):
             print(f"a demo job failed: exit codes {codes}")
+            for job, code in zip([*others.values(), setup], codes):
+                if code:
+                    tail = job.errors.read_text(errors="replace").strip().splitlines()[-15:]
+                    print(f"--- {job.role} (exit {code}), the end of {job.errors}:")
+                    print("\n".join(tail))
             return 1
         print(f"done in {time.monotonic() - t_start:.0f}s: the report never saw a half-written"
               " partition, the writers of different partitions never waited for each other,"

@@ -131,6 +131,11 @@ SETTINGS: list[Setting] = [
             "spark.zklock.loseOnSuspend",
             "Declare held lock sets lost as soon as the connection is suspended (safe default);"
             " false waits for the session to be reported expired."),
+    Setting("isolate_commits", True, parse_bool, "ZKLOCK_ISOLATE_COMMITS",
+            "spark.zklock.isolateCommits",
+            "Give each Spark application its own staging directory under a table"
+            " (_temporary/<id>), so that concurrent writers of different partitions, which"
+            " the locks let run together, do not delete each other's staged files."),
     Setting("user", None, str, "ZKLOCK_USER", "spark.zklock.user",
             "User recorded in lock nodes; default: the OS user."),
     Setting("max_lease_s", 86400.0, parse_duration, "ZKLOCK_MAX_LEASE", "spark.zklock.lease.max",
@@ -226,6 +231,7 @@ class Settings:
     connect_timeout: float = 5.0
     query_max_length: int = 1000
     lose_on_suspend: bool = True
+    isolate_commits: bool = True
     user: Optional[str] = None
     max_lease_s: float = 86400.0
     lease_hard_limit_s: float = 3600.0

@@ -32,6 +32,7 @@ from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
 from ..objects import LockObject
+from .commit import commit_isolation
 from .dataframe import LockingDataFrame, LockingReader, adopt
 from .extensions import (
     DropForceLease,
@@ -89,6 +90,8 @@ class LockingSession:
         self._concurrency = self.settings.support_concurrency
         self._retries = self.settings.retries
         self._retry_interval = self.settings.retry_interval
+        self._commits = (commit_isolation(spark)
+                         if self.settings.isolate_commits and self._concurrency else None)
         self._system_views: dict[str, Callable[[], Any]] = {
             "locks": self._locks_view,
             "scheduled_queries": self._scheduled_queries_view,
@@ -131,6 +134,8 @@ class LockingSession:
 
     def stop(self) -> None:
         self.close()
+        if self._commits is not None:
+            self._commits.clean_up()  # the application ends: nobody else stages there
         self._spark.stop()
 
     def __enter__(self) -> LockingSession:
@@ -206,8 +211,12 @@ class LockingSession:
                                      else plan.parsed)
 
     def _acquire(self, targets: list[LockTarget], query_id: str, query: str) -> LockSet:
-        return self.manager.acquire(targets, query_id=query_id, query=query,
-                                    retries=self._retries, retry_interval=self._retry_interval)
+        lockset = self.manager.acquire(targets, query_id=query_id, query=query,
+                                       retries=self._retries,
+                                       retry_interval=self._retry_interval)
+        if self._commits is not None:
+            self._commits.wrote([t.obj for t in targets if t.mode.value == "X"])
+        return lockset
 
     def _run_command(self, sql: str, plan: LockPlan) -> Any:
         for _ in range(REPLANS):

@@ -1,0 +1,59 @@
+"""Concurrent writers of one table's partitions, one Spark application each (a test helper).
+
+Each process starts its own local SparkSession over a shared table location,
+waits until every writer is ready, then inserts ``count`` partitions of its own
+through a LockingSession (S on the table, X on each partition: the locks let
+them run together) and prints one JSON line: its failures and its staging id.
+
+    python -m zklock.testing.writers HOSTS ROOT WAREHOUSE NAME WRITERS COUNT ISOLATE
+
+With ISOLATE=false Spark's shared ``_temporary`` staging is left as it is, which
+shows the failures that ``isolate_commits`` prevents (see zklock/spark/commit.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    hosts, root, warehouse, name, writers, count, isolate = argv[1:8]
+    from pyspark.sql import SparkSession
+
+    from zklock.config import parse_bool
+    from zklock.spark import LockingSession
+
+    wh = Path(warehouse)
+    spark = (SparkSession.builder.master("local[2]").appName(f"writer-{name}")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.warehouse.dir", str(wh / f"_catalog_{name}"))
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("OFF")
+    spark.udf.register("slow", lambda x: (time.sleep(0.003), x)[1], "bigint")
+    spark.sql("CREATE DATABASE IF NOT EXISTS w")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS w.t (id BIGINT, v DOUBLE, ds STRING) USING parquet"
+              f" PARTITIONED BY (ds) LOCATION '{wh / 't'}'")
+    session = LockingSession(spark, hosts=hosts, root=root, job=name, retries=100,
+                             retry_interval=0.1, isolate_commits=parse_bool(isolate))
+    (wh / f"{name}.ready").touch()
+    while len(list(wh.glob("*.ready"))) < int(writers):
+        time.sleep(0.05)
+    failures = []
+    for i in range(int(count)):
+        try:
+            session.sql(f"INSERT INTO w.t PARTITION (ds='{name}-{i}')"
+                        " SELECT slow(id), id * 1.0 FROM range(0, 200, 1, 2)")
+        except Exception as exc:  # what Spark's commit does to a concurrent writer
+            failures.append(f"{name}-{i}: {str(exc).splitlines()[0][:300]}")
+    staging = session._commits.attempt_id if session._commits is not None else None
+    session.stop()
+    print(json.dumps({"name": name, "failures": failures, "staging": staging}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
