@@ -9,6 +9,7 @@ partition holds all its rows, and no application leaves its staging behind.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -34,6 +35,26 @@ def test_concurrent_partition_writers_lose_nothing(zk_hosts, root, tmp_path, spa
         (f"w{k}-{i}", 200) for k in range(WRITERS) for i in range(COUNT))
     staged = tmp_path / "t" / "_temporary"
     assert not staged.exists() or not any(staged.iterdir()), list(staged.iterdir())
+
+
+def test_staging_is_removed_after_each_write_and_a_dropped_partition_stays_dropped(
+        locking, spark, tmp_path):
+    spark.sql("CREATE DATABASE IF NOT EXISTS cw")
+    loc = tmp_path / "cw_t"
+    spark.sql(f"CREATE TABLE cw.t (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)"
+              f" LOCATION '{loc}'")
+    try:
+        staging = loc / "_temporary" / str(locking._commits.attempt_id)
+        locking.sql("INSERT INTO cw.t PARTITION (ds='a') SELECT id FROM range(3)")
+        assert (loc / "ds=a").is_dir() and not staging.exists()
+        locking.sql("ALTER TABLE cw.t DROP PARTITION (ds='a')")
+        shutil.rmtree(loc / "ds=a")  # an external table's data stays: remove it as its owner
+        locking.sql("INSERT INTO cw.t PARTITION (ds='b') SELECT id FROM range(3)")
+        # an emptied task directory merged again would bring ds=a back as an empty directory
+        assert not (loc / "ds=a").exists() and (loc / "ds=b").is_dir()
+        assert not staging.exists()
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS cw CASCADE")
 
 
 def test_the_users_own_commit_settings_are_kept(spark):

@@ -23,6 +23,7 @@ import atexit
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any, Optional
 
 from ..config import SETTINGS, Settings, parse_bool, parse_duration
@@ -90,8 +91,8 @@ class LockingSession:
         self._concurrency = self.settings.support_concurrency
         self._retries = self.settings.retries
         self._retry_interval = self.settings.retry_interval
-        self._commits = (commit_isolation(spark)
-                         if self.settings.isolate_commits and self._concurrency else None)
+        # on even while concurrency is off: SET zklock.support.concurrency may turn it on
+        self._commits = commit_isolation(spark) if self.settings.isolate_commits else None
         self._system_views: dict[str, Callable[[], Any]] = {
             "locks": self._locks_view,
             "scheduled_queries": self._scheduled_queries_view,
@@ -211,12 +212,15 @@ class LockingSession:
                                      else plan.parsed)
 
     def _acquire(self, targets: list[LockTarget], query_id: str, query: str) -> LockSet:
-        lockset = self.manager.acquire(targets, query_id=query_id, query=query,
-                                       retries=self._retries,
-                                       retry_interval=self._retry_interval)
-        if self._commits is not None:
-            self._commits.wrote([t.obj for t in targets if t.mode.value == "X"])
-        return lockset
+        return self.manager.acquire(targets, query_id=query_id, query=query,
+                                    retries=self._retries, retry_interval=self._retry_interval)
+
+    def _writing(self, lockset: LockSet) -> Any:
+        """Around a locked statement: the commit staging of the tables it X-locked."""
+        if self._commits is None:
+            return nullcontext()
+        return self._commits.writing([h.target.obj for h in lockset.held
+                                      if h.target.mode.value == "X"])
 
     def _run_command(self, sql: str, plan: LockPlan) -> Any:
         for _ in range(REPLANS):
@@ -231,7 +235,8 @@ class LockingSession:
                     plan = fresh
                 statement = LockedStatement(self._spark, lockset, query_id, sql,
                                             self._planner.walker)
-                return statement.run(lambda p=plan: self._execute(p))
+                with self._writing(lockset):
+                    return statement.run(lambda p=plan: self._execute(p))
             finally:
                 lockset.release(wait=False)
         raise LockNotAcquired(f"the catalog kept changing the locks this statement needs"
@@ -268,8 +273,9 @@ class LockingSession:
         query_id = new_query_id()
         lockset = self._acquire(targets, query_id, what)
         try:
-            return LockedStatement(self._spark, lockset, query_id, what,
-                                   self._planner.walker).run(fn)
+            with self._writing(lockset):
+                return LockedStatement(self._spark, lockset, query_id, what,
+                                       self._planner.walker).run(fn)
         finally:
             lockset.release(wait=False)
 
