@@ -2,8 +2,10 @@
 
 The locks let them run together; Spark's shared `_temporary` staging would not
 (see zklock/spark/commit.py). Three real Spark applications insert eight
-partitions each into one table at the same time: every insert succeeds, every
-partition holds all its rows, and no application leaves its staging behind.
+partitions each into one table at the same time, one of them with jobs that all
+fail half-way: every insert of the other two succeeds, every partition holds all
+its rows, nothing of the failed jobs shows, and no application leaves its
+staging behind.
 """
 
 from __future__ import annotations
@@ -15,24 +17,28 @@ import sys
 
 from zklock.spark.commit import ATTEMPT_ID, SKIP_CLEANUP, commit_isolation
 
-WRITERS, COUNT = 3, 8
+WRITERS, COUNT = ("w0", "w1", "bad"), 8
 
 
-def test_concurrent_partition_writers_lose_nothing(zk_hosts, root, tmp_path, spark):
+def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(
+        zk_hosts, root, tmp_path, spark):
     procs = [subprocess.Popen([sys.executable, "-m", "zklock.testing.writers", zk_hosts, root,
-                               str(tmp_path), f"w{k}", str(WRITERS), str(COUNT), "true"],
+                               str(tmp_path), name, str(len(WRITERS)), str(COUNT), "true"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-             for k in range(WRITERS)]
-    reports = []
+             for name in WRITERS]
+    reports = {}
     for p in procs:
         out, _ = p.communicate(timeout=600)
         assert p.returncode == 0
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    assert [r["failures"] for r in reports] == [[]] * WRITERS
-    assert len({r["staging"] for r in reports}) == WRITERS  # one staging id per application
+        report = json.loads(out.strip().splitlines()[-1])
+        reports[report["name"]] = report
+    assert reports["w0"]["failures"] == [] and reports["w1"]["failures"] == []
+    assert len(reports["bad"]["failures"]) == COUNT  # every job of the bad writer failed
+    assert all(r["failures_isolated"] for r in reports.values())  # zklock's committers
+    assert len({r["staging"] for r in reports.values()}) == len(WRITERS)
     rows = spark.read.parquet(str(tmp_path / "t")).groupBy("ds").count().collect()
     assert sorted((r["ds"], r["count"]) for r in rows) == sorted(
-        (f"w{k}-{i}", 200) for k in range(WRITERS) for i in range(COUNT))
+        (f"{name}-{i}", 200) for name in ("w0", "w1") for i in range(COUNT))
     staged = tmp_path / "t" / "_temporary"
     assert not staged.exists() or not any(staged.iterdir()), list(staged.iterdir())
 

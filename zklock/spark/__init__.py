@@ -20,9 +20,20 @@ SPARK_DEFAULTS = {
 
 
 def configure(builder: Any) -> Any:
-    """Apply the static Spark settings zklock relies on to a SparkSession builder."""
+    """Apply the static Spark settings zklock relies on to a SparkSession builder.
+
+    Also puts zklock's output committers on the application's class path (appended to
+    the builder's ``spark.jars``), so that a failing write cannot remove the staged
+    files of other applications writing the same table (see zklock/spark/commit.py).
+    """
+    from .commit import committer_jar
+
     for key, value in SPARK_DEFAULTS.items():
         builder = builder.config(key, value)
+    jar = committer_jar()
+    if jar is not None:
+        existing = getattr(builder, "_options", {}).get("spark.jars")
+        builder = builder.config("spark.jars", f"{existing},{jar}" if existing else str(jar))
     return builder
 
 

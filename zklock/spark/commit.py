@@ -20,9 +20,15 @@ every write job. A setting made outside zklock stays as it is (with a warning).
 The application's staging under a table is removed after each write there
 (once no other write of the application is running on it) and at the end.
 
-Limits, documented in docs/spark.md: a job that *fails* still deletes the whole
-``_temporary`` (Hadoop's abortJob ignores the skip setting), so a failing writer
-can still break a concurrent one; every writer of the table must be isolated
+A job that *fails* runs Hadoop's abortJob, which deletes the whole ``_temporary``
+whatever the skip setting says. zklock's committers (IsolatedFileOutputCommitter.java,
+IsolatedParquetOutputCommitter.java: Hadoop's and Parquet's with a job clean-up that
+deletes only its own attempt directory) close that; Spark loads them by name, so
+they must be on the class path when the application starts, which
+:func:`zklock.spark.configure` arranges (``spark.jars``). Without them a failing
+writer can still break a concurrent one.
+
+Limits, documented in docs/spark.md: every writer of the table must be isolated
 (a plain Spark application commits into ``_temporary/0`` and deletes it all);
 writers inside one application share its directory; committers other than
 FileOutputCommitter (S3A's) have their own rules.
@@ -32,18 +38,50 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import secrets
 import threading
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Optional
 
 from ..objects import LockObject
+from .walker import compile_java
 
 log = logging.getLogger(__name__)
 
 ATTEMPT_ID = "mapreduce.job.application.attempt.id"
 SKIP_CLEANUP = "mapreduce.fileoutputcommitter.cleanup.skipped"
+#: Spark conf key -> (zklock's committer, Spark's default) for the failure path
+COMMITTERS = {
+    "spark.sql.parquet.output.committer.class":
+        ("zklock.IsolatedParquetOutputCommitter",
+         "org.apache.parquet.hadoop.ParquetOutputCommitter"),
+    "spark.sql.sources.outputCommitterClass": ("zklock.IsolatedFileOutputCommitter", None),
+}
+SOURCES = [Path(__file__).with_name("IsolatedFileOutputCommitter.java"),
+           Path(__file__).with_name("IsolatedParquetOutputCommitter.java")]
+
+
+def committer_jar() -> Optional[Path]:
+    """A jar of zklock's committers for ``spark.jars``, compiled on first use; None
+    without a JDK. (A committer is loaded by name by Spark and Hadoop, so it must be on
+    the application's class path from the start: it cannot be added to a running one.)"""
+    import pyspark
+
+    classes = compile_java("committers", SOURCES, pyspark.__version__)
+    if classes is None:
+        return None
+    jar = classes.with_suffix(".jar")
+    if not jar.exists():
+        tmp = jar.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w") as z:
+            for f in sorted(classes.rglob("*.class")):
+                z.write(f, f.relative_to(classes).as_posix())
+        tmp.replace(jar)
+    return jar
 
 _APPS: dict[str, CommitIsolation] = {}
 _APPS_LOCK = threading.Lock()
@@ -66,6 +104,7 @@ class CommitIsolation:
 
     def __init__(self) -> None:
         self.attempt_id = 1 + secrets.randbelow(2**31 - 2)
+        self.failures_isolated = False  # zklock's committers in use (see _use_committers)
         self._spark: Any = None
         self._tables: set[tuple[str, str]] = set()  # written: clean at the end as well
         self._writing: dict[tuple[str, str], int] = {}  # writes in flight per table
@@ -85,6 +124,28 @@ class CommitIsolation:
         for key, value in mine.items():
             spark.conf.set(key, value)
         self._spark = spark
+        self.failures_isolated = self._use_committers(spark)
+        return True
+
+    @staticmethod
+    def _use_committers(spark: Any) -> bool:
+        """Use zklock's committers when the application can load them (built with
+        :func:`zklock.spark.configure`): a failing job then deletes only its own staging."""
+        conf = spark._jsparkSession.sessionState().newHadoopConf()
+        if conf.getClassByNameOrNull(COMMITTERS[next(iter(COMMITTERS))][0]) is None:
+            log.info("zklock's committers are not on this application's class path (build"
+                     " the session with zklock.spark.configure): a failing write may still"
+                     " remove the staging of other applications writing the same table")
+            return False
+        for key, (ours, default) in COMMITTERS.items():
+            current = spark.conf.get(key, None)
+            if current in (None, default, ours):
+                spark.conf.set(key, ours)
+            else:
+                log.warning("%s is %s, set outside zklock: kept; a failing write may remove"
+                            " the staging of other applications writing the same table",
+                            key, current)
+                return False
         return True
 
     @contextmanager

@@ -46,31 +46,37 @@ def _javac() -> Optional[str]:
 
 def compiled(spark_version: str) -> Optional[Path]:
     """The directory holding zklock/PlanWalker.class, compiling it if needed."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    return compile_java("walker", [SOURCE], spark_version)
+
+
+def compile_java(name: str, sources: list[Path], spark_version: str) -> Optional[Path]:
+    """Compile ``sources`` against the installed Spark's jars into a cache directory keyed
+    by Spark version and source hash (reused when present); None without a JDK."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     cache = Path(os.environ.get("ZKLOCK_CACHE_DIR", Path.home() / ".cache" / "zklock"))
-    target = cache / f"walker-{spark_version}-{digest}"
-    if (target / "zklock" / "PlanWalker.class").exists():
+    target = cache / f"{name}-{spark_version}-{digest}"
+    if target.is_dir():
         return target
     javac, jars = _javac(), _spark_jars()
     if javac is None or jars is None:
-        log.info("zklock: no javac or Spark jars; planning in Python")
+        log.info("zklock: no javac or Spark jars; %s not compiled", name)
         return None
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="walker-", dir=cache))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=cache))
     try:
         proc = subprocess.run([javac, "-nowarn", "-cp", f"{jars}/*", "-d", str(tmp),
-                               str(SOURCE)], capture_output=True, text=True, timeout=300)
+                               *map(str, sources)], capture_output=True, text=True,
+                              timeout=300)
         if proc.returncode != 0:
-            log.warning("zklock: PlanWalker did not compile; planning in Python: %s",
-                        proc.stderr.strip()[:500])
+            log.warning("zklock: %s did not compile: %s", name, proc.stderr.strip()[:500])
             return None
         try:
             tmp.rename(target)
         except OSError:  # another process won the race: use its copy
             pass
-        return target if target.exists() else None
+        return target if target.is_dir() else None
     except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("zklock: could not run javac (%s); planning in Python", exc)
+        log.warning("zklock: could not run javac (%s); %s not compiled", exc, name)
         return None
     finally:
         if tmp.exists():

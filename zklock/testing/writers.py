@@ -4,6 +4,7 @@ Each process starts its own local SparkSession over a shared table location,
 waits until every writer is ready, then inserts ``count`` partitions of its own
 through a LockingSession (S on the table, X on each partition: the locks let
 them run together) and prints one JSON line: its failures and its staging id.
+A writer whose NAME starts with ``bad`` has every job fail half-way.
 
     python -m zklock.testing.writers HOSTS ROOT WAREHOUSE NAME WRITERS COUNT ISOLATE
 
@@ -19,21 +20,30 @@ import time
 from pathlib import Path
 
 
+def _boom(x: int) -> int:
+    time.sleep(0.003)
+    if x >= 150:
+        raise ValueError("a writer whose job fails half-way")
+    return x
+
+
 def main(argv: list[str]) -> int:
     hosts, root, warehouse, name, writers, count, isolate = argv[1:8]
     from pyspark.sql import SparkSession
 
     from zklock.config import parse_bool
-    from zklock.spark import LockingSession
+    from zklock.spark import LockingSession, configure
 
     wh = Path(warehouse)
-    spark = (SparkSession.builder.master("local[2]").appName(f"writer-{name}")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.warehouse.dir", str(wh / f"_catalog_{name}"))
-             .getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName(f"writer-{name}")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.warehouse.dir", str(wh / f"_catalog_{name}")))
+    spark = (configure(builder) if parse_bool(isolate) else builder).getOrCreate()
     spark.sparkContext.setLogLevel("OFF")
     spark.udf.register("slow", lambda x: (time.sleep(0.003), x)[1], "bigint")
+    spark.udf.register("boom", _boom, "bigint")
+    value = "boom(id)" if name.startswith("bad") else "slow(id)"  # a writer whose jobs fail
     spark.sql("CREATE DATABASE IF NOT EXISTS w")
     spark.sql(f"CREATE TABLE IF NOT EXISTS w.t (id BIGINT, v DOUBLE, ds STRING) USING parquet"
               f" PARTITIONED BY (ds) LOCATION '{wh / 't'}'")
@@ -46,12 +56,15 @@ def main(argv: list[str]) -> int:
     for i in range(int(count)):
         try:
             session.sql(f"INSERT INTO w.t PARTITION (ds='{name}-{i}')"
-                        " SELECT slow(id), id * 1.0 FROM range(0, 200, 1, 2)")
+                        f" SELECT {value}, id * 1.0 FROM range(0, 200, 1, 2)")
         except Exception as exc:  # what Spark's commit does to a concurrent writer
             failures.append(f"{name}-{i}: {str(exc).splitlines()[0][:300]}")
-    staging = session._commits.attempt_id if session._commits is not None else None
+    commits = session._commits
+    staging = commits.attempt_id if commits is not None else None
+    isolated = bool(commits is not None and commits.failures_isolated)
     session.stop()
-    print(json.dumps({"name": name, "failures": failures, "staging": staging}), flush=True)
+    print(json.dumps({"name": name, "failures": failures, "staging": staging,
+                      "failures_isolated": isolated}), flush=True)
     return 0
 
 

@@ -1,0 +1,26 @@
+package zklock;
+
+import java.io.IOException;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+
+/**
+ * A FileOutputCommitter whose job clean-up (after a commit, and on abort) deletes only its
+ * own job attempt directory, _temporary/<application attempt id>, instead of the whole
+ * _temporary that concurrent applications writing the same table stage in. See
+ * zklock/spark/commit.py.
+ */
+public class IsolatedFileOutputCommitter extends FileOutputCommitter {
+    public IsolatedFileOutputCommitter(Path outputPath, TaskAttemptContext context)
+            throws IOException {
+        super(outputPath, context);
+    }
+
+    @Override
+    public void cleanupJob(JobContext context) throws IOException {
+        Path mine = getJobAttemptPath(context);
+        mine.getFileSystem(context.getConfiguration()).delete(mine, true);
+    }
+}

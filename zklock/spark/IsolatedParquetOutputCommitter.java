@@ -1,0 +1,24 @@
+package zklock;
+
+import java.io.IOException;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.parquet.hadoop.ParquetOutputCommitter;
+
+/**
+ * Parquet's committer (what Spark uses for parquet tables) with IsolatedFileOutputCommitter's
+ * job clean-up: only its own _temporary/<application attempt id> is deleted.
+ */
+public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
+    public IsolatedParquetOutputCommitter(Path outputPath, TaskAttemptContext context)
+            throws IOException {
+        super(outputPath, context);
+    }
+
+    @Override
+    public void cleanupJob(JobContext context) throws IOException {
+        Path mine = getJobAttemptPath(context);
+        mine.getFileSystem(context.getConfiguration()).delete(mine, true);
+    }
+}
