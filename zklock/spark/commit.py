@@ -74,9 +74,9 @@ def committer_jar() -> Optional[Path]:
     classes = compile_java("committers", SOURCES, pyspark.__version__)
     if classes is None:
         return None
-    jar = classes.with_suffix(".jar")
+    jar = classes.parent / f"{classes.name}.jar"  # keyed like its classes: version, hash
     if not jar.exists():
-        tmp = jar.with_suffix(f".{os.getpid()}.tmp")
+        tmp = classes.parent / f"{classes.name}.{os.getpid()}.tmp"
         with zipfile.ZipFile(tmp, "w") as z:
             for f in sorted(classes.rglob("*.class")):
                 z.write(f, f.relative_to(classes).as_posix())
