@@ -71,15 +71,15 @@ def test_chaos(ensemble, tmp_path):
             fault = {"kind": kind, "at": time.time()}
             leader = ens.leader()
             others = [i for i in range(3) if i != leader]
-            if kind in ("kill-leader", "kill-follower"):
-                i = leader if kind == "kill-leader" and leader is not None else rng.choice(others)
+            if kind.endswith(("-leader", "-follower")):
+                i = (leader if kind.endswith("-leader") and leader is not None
+                     else rng.choice(others))
                 fault["member"] = i
+            if kind in ("kill-leader", "kill-follower"):
                 ens.kill(i)
                 time.sleep(2)
                 ens.restart(i)
             elif kind in ("pause-leader", "pause-follower"):
-                i = leader if kind == "pause-leader" and leader is not None else rng.choice(others)
-                fault["member"] = i
                 ens.pause(i)
                 time.sleep(1.5)
                 ens.resume(i)

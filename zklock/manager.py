@@ -538,15 +538,17 @@ class LockManager:
             pass
         self.ops.with_retry(self.ops.delete_many, list(nodes))
 
+    def _sweep_attempt(self, paths: Sequence[str], attempt_id: str) -> None:
+        """Delete every node under ``paths`` carrying this attempt's id."""
+        listing = self.ops.children_many(paths)
+        mine = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
+                if attempt_id in k]
+        self.ops.delete_many(mine)
+
     def _cleanup_attempt(self, paths: dict[LockTarget, str], attempt_id: str) -> None:
         """Delete every node carrying this attempt's id, riding out connection loss."""
-        def sweep() -> None:
-            listing = self.ops.children_many(paths.values())
-            mine = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
-                    if attempt_id in k]
-            self.ops.delete_many(mine)
         try:
-            self.ops.with_retry(sweep)
+            self.ops.with_retry(self._sweep_attempt, list(paths.values()), attempt_id)
         except Exception as exc:
             self._leave_for_reconnect(attempt=(list(paths.values()), attempt_id))
             log.error("could not clean up attempt %s (retried on reconnect): %s",
@@ -675,11 +677,7 @@ class LockManager:
                 if nodes:
                     self._delete_nodes(nodes)
                 if attempt is not None:
-                    paths, attempt_id = attempt
-                    listing = self.ops.with_retry(self.ops.children_many, paths)
-                    mine = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
-                            if attempt_id in k]
-                    self.ops.with_retry(self.ops.delete_many, mine)
+                    self.ops.with_retry(self._sweep_attempt, *attempt)
             except Exception as exc:
                 with self._sets_lock:
                     self._leftovers.append((owner, nodes, attempt))

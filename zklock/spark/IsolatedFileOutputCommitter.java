@@ -20,7 +20,13 @@ public class IsolatedFileOutputCommitter extends FileOutputCommitter {
 
     @Override
     public void cleanupJob(JobContext context) throws IOException {
-        Path mine = getJobAttemptPath(context);
+        deleteOwnAttempt(this, context);
+    }
+
+    /** The job clean-up of both zklock committers: this job attempt's directory only. */
+    static void deleteOwnAttempt(FileOutputCommitter committer, JobContext context)
+            throws IOException {
+        Path mine = committer.getJobAttemptPath(context);
         mine.getFileSystem(context.getConfiguration()).delete(mine, true);
     }
 }

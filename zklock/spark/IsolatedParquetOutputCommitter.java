@@ -18,7 +18,6 @@ public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
 
     @Override
     public void cleanupJob(JobContext context) throws IOException {
-        Path mine = getJobAttemptPath(context);
-        mine.getFileSystem(context.getConfiguration()).delete(mine, true);
+        IsolatedFileOutputCommitter.deleteOwnAttempt(this, context);
     }
 }

@@ -17,8 +17,8 @@ A LockingSession therefore gives its application a staging directory of its
 own (``_temporary/<random attempt id>``) and turns off the shared clean-up,
 through two Hadoop settings that Spark copies from the session's SQL conf into
 every write job. A setting made outside zklock stays as it is (with a warning).
-The application's staging under a table is removed after each write there
-(once no other write of the application is running on it) and at the end.
+The application's staging under a table is removed after each write there, once
+no other write of the application is running on it.
 
 A job that *fails* runs Hadoop's abortJob, which deletes the whole ``_temporary``
 whatever the skip setting says. zklock's committers (IsolatedFileOutputCommitter.java,
@@ -36,7 +36,6 @@ FileOutputCommitter (S3A's) have their own rules.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import secrets
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..objects import LockObject
+from .jvm import SparkJvm
 from .walker import compile_java
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,6 @@ def commit_isolation(spark: Any) -> CommitIsolation:
         iso = _APPS.get(app)
         if iso is None:
             iso = _APPS[app] = CommitIsolation()
-            atexit.register(iso.clean_up)
     iso.apply(spark)
     return iso
 
@@ -105,9 +104,11 @@ class CommitIsolation:
     def __init__(self) -> None:
         self.attempt_id = 1 + secrets.randbelow(2**31 - 2)
         self.failures_isolated = False  # zklock's committers in use (see _use_committers)
-        self._spark: Any = None
-        self._tables: set[tuple[str, str]] = set()  # written: clean at the end as well
+        self._jvm: Optional[SparkJvm] = None
         self._writing: dict[tuple[str, str], int] = {}  # writes in flight per table
+        # table -> location, looked up once; a statement X-locking the whole table (DDL
+        # among them: a drop, a re-create elsewhere) makes it be looked up again
+        self._locations: dict[tuple[str, str], Optional[str]] = {}
         self._lock = threading.Lock()
 
     def apply(self, spark: Any) -> bool:
@@ -123,7 +124,8 @@ class CommitIsolation:
                 return False
         for key, value in mine.items():
             spark.conf.set(key, value)
-        self._spark = spark
+        if self._jvm is None:
+            self._jvm = SparkJvm(spark)
         self.failures_isolated = self._use_committers(spark)
         return True
 
@@ -156,8 +158,10 @@ class CommitIsolation:
         otherwise be merged again by every later commit (and bring back the directory of
         a partition dropped meanwhile)."""
         tables = sorted({(o.db, o.table) for o in objects if o.table is not None})
+        whole = [(o.db, o.table) for o in objects if o.table is not None and not o.partition]
         with self._lock:
-            self._tables.update(tables)
+            for t in whole:
+                self._locations.pop(t, None)
             for t in tables:
                 self._writing[t] = self._writing.get(t, 0) + 1
         try:
@@ -165,6 +169,8 @@ class CommitIsolation:
         finally:
             idle = []
             with self._lock:
+                for t in whole:  # looked up after the statement, not before
+                    self._locations.pop(t, None)
                 for t in tables:
                     self._writing[t] -= 1
                     if not self._writing[t]:
@@ -172,39 +178,15 @@ class CommitIsolation:
                         idle.append(t)
             self._remove(idle)
 
-    def clean_up(self) -> None:
-        """Remove this application's staging under every table it wrote and is not writing
-        now: when the application ends (LockingSession.stop, or process exit)."""
-        with self._lock:
-            tables = sorted(t for t in self._tables if t not in self._writing)
-        self._remove(tables)
-
     def _remove(self, tables: list[tuple[str, str]]) -> None:
-        spark = self._spark
-        if spark is None or not tables:
-            return
-        try:
-            jvm = spark._jvm
-            conf = spark._jsparkSession.sessionState().newHadoopConf()
-        except Exception as exc:  # the context is gone already
-            log.debug("no staging clean-up: %s", exc)
+        if self._jvm is None:
             return
         for db, table in tables:
             try:
-                location = self._location(spark, db, table)
-                if location is None:
-                    continue
-                path = jvm.org.apache.hadoop.fs.Path(f"{location}/_temporary/{self.attempt_id}")
-                path.getFileSystem(conf).delete(path, True)
+                if (db, table) not in self._locations:
+                    self._locations[(db, table)] = self._jvm.table_location(db, table)
+                location = self._locations[(db, table)]
+                if location is not None:
+                    self._jvm.delete_path(f"{location}/_temporary/{self.attempt_id}")
             except Exception as exc:  # a dropped table, a stopped context: clutter, not data
                 log.debug("could not remove staging of %s.%s: %s", db, table, exc)
-
-    @staticmethod
-    def _location(spark: Any, db: str, table: str) -> Optional[str]:
-        jvm = spark._jvm
-        ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, jvm.scala.Some(db))
-        catalog = spark._jsparkSession.sessionState().catalog()
-        if not catalog.tableExists(ident):
-            return None
-        uri = catalog.getTableMetadata(ident).storage().locationUri()
-        return str(uri.get().toString()) if uri.isDefined() else None

@@ -57,6 +57,8 @@ class SparkJvm:
         self._none = self._option.apply(None)
         self._table_identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier
         self._converters = jvm.scala.jdk.javaapi.CollectionConverters
+        self._path: Any = None  # Hadoop's Path class, resolved on first delete_path
+        self._hadoop_conf: Any = None
 
     # ---- parse, analyze, run ----------------------------------------------
     @captured
@@ -137,6 +139,22 @@ class SparkJvm:
 
     def table_metadata(self, db: str, table: str) -> Any:
         return self.catalog.getTableMetadata(self.table_identifier(db, table))
+
+    def table_location(self, db: str, table: str) -> str | None:
+        """The table's storage location URI; None for a missing table or one without."""
+        ident = self.table_identifier(db, table)
+        if not self.catalog.tableExists(ident):
+            return None
+        uri = self.catalog.getTableMetadata(ident).storage().locationUri()
+        return str(uri.get().toString()) if uri.isDefined() else None
+
+    def delete_path(self, path: str) -> bool:
+        """Delete a file or directory tree through Hadoop's FileSystem (False: not there)."""
+        if self._path is None:
+            self._path = self.jvm.org.apache.hadoop.fs.Path
+            self._hadoop_conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        target = self._path(path)
+        return bool(target.getFileSystem(self._hadoop_conf).delete(target, True))
 
     def partition_names(self, catalog_table: Any) -> list[str]:
         """Every partition of a table as Hive's escaped ``k=v/k=v`` name."""

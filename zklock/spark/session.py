@@ -135,8 +135,6 @@ class LockingSession:
 
     def stop(self) -> None:
         self.close()
-        if self._commits is not None:
-            self._commits.clean_up()  # the application ends: nobody else stages there
         self._spark.stop()
 
     def __enter__(self) -> LockingSession:
