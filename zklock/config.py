@@ -94,6 +94,13 @@ def _root(value: Any) -> str:
     return text.rstrip("/") or "/"
 
 
+def _unknown_policy(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("refuse", "lock"):
+        raise InvalidArguments(f"unknown statements policy must be refuse or lock, got {value!r}")
+    return text
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -136,6 +143,11 @@ SETTINGS: list[Setting] = [
             "Give each Spark application its own staging directory under a table"
             " (_temporary/<id>), so that concurrent writers of different partitions, which"
             " the locks let run together, do not delete each other's staged files."),
+    Setting("unknown_statements", "refuse", _unknown_policy, "ZKLOCK_UNKNOWN_STATEMENTS",
+            "spark.zklock.unknown.statements",
+            "What a LockingSession does with a statement holding a command or write it has no"
+            " lock rule for: refuse (it does not run) or lock (X on every table it names, S on"
+            " their databases). Never runs it unlocked."),
     Setting("user", None, str, "ZKLOCK_USER", "spark.zklock.user",
             "User recorded in lock nodes; default: the OS user."),
     Setting("max_lease_s", 86400.0, parse_duration, "ZKLOCK_MAX_LEASE", "spark.zklock.lease.max",
@@ -232,6 +244,7 @@ class Settings:
     query_max_length: int = 1000
     lose_on_suspend: bool = True
     isolate_commits: bool = True
+    unknown_statements: str = "refuse"
     user: Optional[str] = None
     max_lease_s: float = 86400.0
     lease_hard_limit_s: float = 3600.0

@@ -47,6 +47,15 @@ class ExceedsMaxLeaseTime(ZkLockError):
     """Extending a lease would take its total lifetime past the configured maximum."""
 
 
+class UnsupportedStatement(InvalidArguments):
+    """A statement zklock cannot lock, refused before it takes or leaves any lock.
+
+    Raised for a command or write whose plan node zklock has no lock rule for (unless
+    ``unknown_statements=lock``), for writes zklock never locks (streaming sinks, stored
+    procedures), and for statement text that cannot be known before it runs.
+    """
+
+
 class LeaseNotFound(InvalidArguments):
     """No live lease has the given id (dropped, reaped, or taken over)."""
 

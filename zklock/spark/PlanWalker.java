@@ -84,6 +84,82 @@ public final class PlanWalker {
     }
 
     /**
+     * Every node of {@code plan}, one line each: its class's simple name, TAB, C for a
+     * Catalyst Command or P for any other plan. The walk goes through children, inner
+     * children (a command's query, a script's statements) and subquery expressions, so a
+     * write nested anywhere is seen. The planner checks each name against its table.
+     */
+    public static String census(LogicalPlan plan) {
+        StringBuilder out = new StringBuilder();
+        census(plan, out);
+        return out.toString();
+    }
+
+    /** The name parts (encoded, joined by '.') of a node naming a table or namespace. */
+    private static String identifier(LogicalPlan node) {
+        scala.collection.Seq<String> parts = null;
+        if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) {
+            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTable) {
+            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedTable) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) {
+            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedView) {
+            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedView) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) {
+            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) node)
+                .nameParts();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) {
+            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) node)
+                .multipartIdentifier();
+        }
+        if (parts == null) {
+            return "";
+        }
+        List<String> encoded = new ArrayList<>();
+        for (int i = 0; i < parts.size(); i++) {
+            encoded.add(enc(parts.apply(i)));
+        }
+        return String.join(".", encoded);
+    }
+
+    private static void census(LogicalPlan node, StringBuilder out) {
+        String name = node.getClass().getSimpleName();
+        if (name.endsWith("$")) {
+            name = name.substring(0, name.length() - 1);
+        }
+        out.append(name).append('\t')
+           .append(node instanceof org.apache.spark.sql.catalyst.plans.logical.Command ? 'C' : 'P')
+           .append('\t').append(identifier(node)).append('\n');
+        if (node instanceof org.apache.spark.sql.catalyst.plans.logical.SingleStatement) {
+            // a script's statement reports its statement's children as its own: walk the
+            // statement itself
+            census(((org.apache.spark.sql.catalyst.plans.logical.SingleStatement) node)
+                .parsedPlan(), out);
+            return;
+        }
+        scala.collection.Seq<LogicalPlan> kids = node.children();
+        for (int i = 0; i < kids.size(); i++) {
+            census(kids.apply(i), out);
+        }
+        scala.collection.Seq<?> extra = node.innerChildren();
+        for (int i = 0; i < extra.size(); i++) {
+            Object child = extra.apply(i);
+            if (child instanceof LogicalPlan) {
+                census((LogicalPlan) child, out);
+            }
+        }
+        scala.collection.Seq<LogicalPlan> subs = node.subqueries();
+        for (int i = 0; i < subs.size(); i++) {
+            census(subs.apply(i), out);
+        }
+    }
+
+    /**
      * The target of an analyzed file-source INSERT as "qualifiedName TAB col:type,... TAB
      * k=v,..." (static partition values), or "" for any other plan.
      */

@@ -156,6 +156,30 @@ class SparkJvm:
         target = self._path(path)
         return bool(target.getFileSystem(self._hadoop_conf).delete(target, True))
 
+    def qualify(self, path: str) -> str:
+        """``path`` as its file system's fully qualified URI (``/x`` -> ``file:/x``)."""
+        if self._path is None:
+            self._path = self.jvm.org.apache.hadoop.fs.Path
+            self._hadoop_conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        target = self._path(path)
+        return str(target.getFileSystem(self._hadoop_conf).makeQualified(target).toString())
+
+    def table_locations(self) -> list[tuple[str, str, str]]:
+        """(database, table, qualified location) of every catalog table that has one: one
+        metastore listing per database."""
+        external = self.catalog.externalCatalog()
+        out = []
+        for db in self.strings(external.listDatabases()):
+            names = external.listTables(db)
+            if names.isEmpty():
+                continue
+            for table in self.items(external.getTablesByName(db, names)):
+                uri = table.storage().locationUri()
+                if uri.isDefined():
+                    out.append((db, str(table.identifier().table()),
+                                self.qualify(str(uri.get().toString()))))
+        return out
+
     def partition_names(self, catalog_table: Any) -> list[str]:
         """Every partition of a table as Hive's escaped ``k=v/k=v`` name."""
         return self.strings(self.catalog.listPartitionNames(catalog_table.identifier(),

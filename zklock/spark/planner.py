@@ -28,59 +28,33 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import unquote_plus
 
-from ..errors import InvalidArguments
+from ..errors import InvalidArguments, UnsupportedStatement
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject, unescape_path_name
-from . import walker
+from . import nodes, walker
 from .jvm import SparkJvm, option_text
+from .nodes import NodeKind
 
 log = logging.getLogger(__name__)
 
 S, X = Mode.SHARED, Mode.EXCLUSIVE
 
-#: Statements that touch no table data or metadata that others could change under them.
-NO_LOCKS = frozenset({
-    "SetCommand", "ResetCommand", "SetCatalogAndNamespace", "ShowTables", "ShowTablesExtended",
-    "ShowNamespaces", "ShowViews", "ShowColumns", "ShowPartitions", "ShowTableProperties",
-    "ShowCreateTable", "ShowFunctions", "ShowCatalogsCommand", "ShowCurrentNamespaceCommand",
-    "ShowTableExtended", "DescribeRelation", "DescribeColumn", "DescribeNamespace",
-    "DescribeFunction", "DescribeQueryCommand", "ExplainCommand", "UncacheTable",
-    "ClearCacheCommand", "RefreshTable", "RefreshFunction", "RefreshResource", "AddJarsCommand",
-    "AddFilesCommand", "AddArchivesCommand", "ListJarsCommand", "ListFilesCommand",
-    "ListArchivesCommand", "CreateFunction", "DropFunction", "CreateTempViewUsing",
-    "CreateViewCommand", "CreateVariable", "DropVariable", "SetVariable", "ShowVariable",
-})
-#: X on the target table or view (seed rows "alter table ...", "drop table"; plus DDL Spark has).
-X_TABLE = frozenset({
-    "CreateTable", "CreateTableAsSelect", "ReplaceTable", "ReplaceTableAsSelect", "CreateView",
-    "AlterViewAs", "AlterViewSchemaBinding", "DropView", "DropTable", "TruncateTable",
-    "RepairTable", "RecoverPartitions", "AddColumns", "ReplaceColumns", "AlterColumns",
-    "AlterColumn", "RenameColumn", "DropColumns", "SetTableProperties", "UnsetTableProperties",
-    "SetViewProperties", "UnsetViewProperties", "CommentOnTable", "AlterTableCollation",
-    "AlterTableClusterBy", "DeleteFromTable", "UpdateTable", "MergeIntoTable",
-    "OverwriteByExpression", "OverwritePartitionsDynamic", "AppendData", "ReplaceData",
-    "WriteDelta", "SetTableLocation", "CreateIndex", "DropIndex", "AddConstraint",
-    "DropConstraint",
-})
-#: X on the database.
-X_DATABASE = frozenset({
-    "CreateNamespace", "DropNamespace", "SetNamespaceProperties", "SetNamespaceLocation",
-    "UnsetNamespaceProperties", "CommentOnNamespace",
-})
 #: Statements that define a view: their sources are locked at table level only.
 VIEW_DDL = frozenset({"CreateView", "AlterViewAs"})
 #: Parsed statements that are always commands (saves asking the JVM).
-KNOWN_COMMANDS = X_TABLE | X_DATABASE | frozenset({
-    "InsertIntoStatement", "AddPartitions", "DropPartitions", "RenamePartitions",
-    "TruncatePartition", "LoadData", "SetTableSerDeProperties", "AnalyzeTable", "AnalyzeColumn",
-    "AnalyzeTables", "RenameTable", "CacheTable", "CacheTableAsSelect",
-})
-#: Parsed roots of plain queries (SELECT ...): never commands.
+KNOWN_COMMANDS = nodes.TABLE_X | nodes.DATABASE_X | nodes.STATEMENT | nodes.READS
+#: Parsed roots of plain queries (SELECT ...): commands only if one is nested in them.
 KNOWN_QUERIES = frozenset({
     "Project", "Aggregate", "Filter", "Sort", "GlobalLimit", "LocalLimit", "Union", "Distinct",
     "Join", "Window", "Intersect", "Except", "Offset", "Tail", "UnresolvedHint",
 })
+#: Parsed nodes through which a nested statement is still run by Spark: a multi-insert is a
+#: Union of inserts, and WITH ... INSERT puts the insert below the CTE definitions.
+STATEMENT_CONTAINERS = frozenset({"Union", "UnresolvedWith"})
+#: Parsed nodes naming a table (or view) a statement may read or write.
+TABLE_NAMES = frozenset({"UnresolvedRelation", "UnresolvedTable", "UnresolvedTableOrView",
+                         "UnresolvedView", "UnresolvedIdentifier"})
 #: Nodes through which a parent's filter still constrains what a scan below reads.
 FILTER_TRANSPARENT = frozenset({
     "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
@@ -113,6 +87,8 @@ class LockPlan:
     analyzed: Any = None
     notes: list[str] = field(default_factory=list)
     qe: Any = None  # the QueryExecution behind ``analyzed`` (JVM walker only)
+    #: SQL that Spark itself must drive (a script, EXECUTE IMMEDIATE): run with spark.sql
+    text: Optional[str] = None
 
     def rows(self) -> list[tuple[str, str]]:
         """(object, mode) in acquisition order."""
@@ -130,36 +106,49 @@ class _Relation:
 class LockPlanner:
     """Turns SQL text, an analyzed plan or a DataFrame into a normalised lock list."""
 
-    def __init__(self, spark: Any, jvm_walker: bool = True) -> None:
+    def __init__(self, spark: Any, jvm_walker: bool = True,
+                 unknown_statements: str = "refuse") -> None:
         self.jvm = SparkJvm(spark)
         self.walker = walker.load(spark) if jvm_walker else None
+        #: refuse (default) or lock: what to do with a command zklock has no rule for
+        self.unknown_statements = unknown_statements
 
     # ---- entry points -------------------------------------------------------
     def plan_sql(self, sql: str, lazy_queries: bool = False) -> LockPlan:
         """Parse and analyze ``sql`` (raising Spark's own errors) and plan its locks."""
         parsed = self.jvm.parse(sql)
-        return self.plan_parsed(parsed, lazy_queries=lazy_queries)
+        return self.plan_parsed(parsed, lazy_queries=lazy_queries, text=sql)
 
-    def plan_parsed(self, parsed: Any, strict: bool = True,
-                    lazy_queries: bool = False) -> LockPlan:
-        """Locks of a parsed plan.
+    def plan_parsed(self, parsed: Any, strict: bool = True, lazy_queries: bool = False,
+                    text: Optional[str] = None) -> LockPlan:
+        """Locks of a parsed plan: every statement in it, wherever it is nested.
 
-        ``strict=False`` (EXPLAIN LOCKS) still plans a statement the analyzer
-        rejects, from its parsed form alone, and says why in ``notes``.
-        ``lazy_queries`` leaves a query's targets empty: its DataFrame plans
-        them at each action.
+        ``strict=False`` (EXPLAIN LOCKS, statements of a SQL script) still plans a
+        statement the analyzer rejects, from its parsed form alone, and says why in
+        ``notes``. ``lazy_queries`` leaves a query's targets empty: its DataFrame plans
+        them at each action. ``text`` is the statement's SQL, needed to run the forms
+        Spark drives itself (scripts, EXECUTE IMMEDIATE).
+
+        Raises :class:`~zklock.errors.UnsupportedStatement` for a write zklock cannot
+        lock; an unknown command is refused, or locked conservatively when the
+        ``unknown_statements`` policy is ``lock``.
         """
         name = str(parsed.nodeName())
-        if name in NO_LOCKS:
+        if name in nodes.NO_LOCKS:
             return LockPlan(name, [], is_command=True, parsed=parsed)
         if name == "PlanWithUnresolvedIdentifier":
             raise InvalidArguments("zklock cannot tell which object IDENTIFIER(<expression>)"
                                    " names before the statement runs; name it literally")
-        # WITH ... INSERT/MERGE/DELETE/UPDATE: the statement is below the CTE definitions
-        target, wname = parsed, name
-        while wname == "UnresolvedWith":
-            target = target.child()
-            wname = str(target.nodeName())
+        if name == "UnresolvedExecuteImmediate":
+            return self._plan_execute_immediate(parsed, text, in_script=False)
+        if name == "CompoundBody":
+            return self._plan_script(parsed, text)
+        census = self.census(parsed)
+        statements = self._statements(parsed)
+        self._refuse_unplannable(census, statements)
+        unknown = self._unknown(census, statements)
+        if unknown:
+            return self._conservative(parsed, census, unknown, text)
         try:
             if self.walker is not None:
                 qe, analyzed = self.jvm.query_execution(parsed)
@@ -168,25 +157,244 @@ class LockPlanner:
         except Exception as exc:
             if strict:
                 raise
-            specs = self._writes(wname, target, True)
-            for leaf in self.jvm.items(parsed.collectLeaves()):
-                if str(leaf.nodeName()) == "UnresolvedRelation":
-                    specs += self._on_table(leaf, S)
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            return LockPlan(name, normalize(specs), True, parsed, None,
+            specs = []
+            for sname, snode in statements:
+                specs += self._writes(sname, snode, True)
+            specs += self._named_reads(census)
+            return LockPlan(name, normalize(specs), True, parsed, None, text=text,
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
-        if name in KNOWN_QUERIES:
+        unknown = self._unknown(self.census(analyzed), [])
+        if unknown:
+            return self._conservative(parsed, census, unknown, text)
+        if statements:
+            is_command = True
+        elif name in KNOWN_QUERIES:
             is_command = False
         else:
-            is_command = name in KNOWN_COMMANDS or self.jvm.is_command(analyzed)
+            is_command = self.jvm.is_command(analyzed)
         if lazy_queries and not is_command:
             return LockPlan(name, [], False, parsed, analyzed, qe=qe)
         specs: list[tuple[LockObject, Mode]] = []
-        insert = (self._insert_in_jvm(analyzed)
-                  if wname == "InsertIntoStatement" and self.walker is not None else None)
-        specs += insert if insert is not None else self._writes(wname, target, is_command)
+        for sname, snode in statements:
+            insert = (self._insert_in_jvm(analyzed)
+                      if snode is parsed and sname == "InsertIntoStatement"
+                      and self.walker is not None else None)
+            specs += insert if insert is not None else self._writes(sname, snode, True)
         specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
         return LockPlan(name, normalize(specs), is_command, parsed, analyzed, qe=qe)
+
+    # ---- what a statement holds: every node, every nested statement ---------------
+    def census(self, plan: Any) -> list[tuple[str, bool, Optional[list[str]]]]:
+        """(class name, is a Catalyst Command, name parts of a table/namespace or None)
+        for every node of ``plan``: children, inner children, subqueries, script
+        statements. One JVM call with the plan walker."""
+        if self.walker is not None:
+            out = []
+            for line in str(self.walker.census(plan)).splitlines():
+                cname, flag, ident = line.split("\t")
+                parts = [unquote_plus(p) for p in ident.split(".")] if ident else None
+                out.append((cname, flag == "C", parts))
+            return out
+        return [(cname, is_cmd, parts) for cname, is_cmd, parts, _ in self._py_census(plan)]
+
+    def _py_census(self, plan: Any) -> Iterable[tuple[str, bool, Optional[list[str]], Any]]:
+        """:meth:`census` walked from Python (no JDK to compile the walker), with nodes."""
+        cname = str(plan.getClass().getSimpleName()).rstrip("$")
+        if cname == "SingleStatement":
+            yield from self._py_census(plan.parsedPlan())
+            return
+        parts = self._ident(plan) if cname in TABLE_NAMES | {"UnresolvedNamespace"} else None
+        yield cname, self.jvm.is_command(plan), parts or None, plan
+        for child in self.jvm.items(plan.children()):
+            yield from self._py_census(child)
+        for child in self.jvm.items(plan.innerChildren()):
+            if self.jvm.is_logical_plan(child):
+                yield from self._py_census(child)
+        for child in self.jvm.items(plan.subqueries()):
+            yield from self._py_census(child)
+
+    def _statements(self, parsed: Any) -> list[tuple[str, Any]]:
+        """The statements Spark runs for ``parsed``: the root, or each one below a
+        multi-insert's Union or a CTE's definitions. Queries yield nothing."""
+        name = str(parsed.nodeName())
+        if name in STATEMENT_CONTAINERS:
+            out = []
+            for child in self.jvm.items(parsed.children()):
+                out += self._statements(child)
+            return out
+        kind = nodes.kind_of(name)
+        if kind in (NodeKind.QUERY, None) and not self.jvm.is_command(parsed):
+            return []
+        return [(name, parsed)]
+
+    def _refuse_unplannable(self, census: list, statements: list[tuple[str, Any]]) -> None:
+        """Writes zklock never locks, and statements nested where it cannot plan them."""
+        for cname, _, _ in census:
+            kind = nodes.kind_of(cname)
+            if kind is NodeKind.REFUSED:
+                raise UnsupportedStatement(
+                    f"zklock does not lock {cname} (streaming sinks, pipelines, stored"
+                    " procedures and external commands are not locked); the statement was"
+                    " not run")
+            if kind in (NodeKind.EXECUTE, NodeKind.SCRIPT):
+                raise UnsupportedStatement(
+                    f"zklock cannot lock {cname} nested inside another statement; run it as a"
+                    " statement of its own")
+        found = {n for n, _ in statements}
+        for cname, _, _ in census:
+            kind = nodes.kind_of(cname)
+            if kind in (NodeKind.TABLE_X, NodeKind.DATABASE_X, NodeKind.STATEMENT) \
+                    and cname not in found:
+                raise UnsupportedStatement(
+                    f"zklock found {cname} nested where Spark may run it and zklock does not"
+                    " plan it; the statement was not run")
+
+    @staticmethod
+    def _unknown(census: list, statements: list[tuple[str, Any]]) -> list[str]:
+        """Commands and writes in the plan that zklock has no lock rule for."""
+        names = {n for n, is_cmd, _ in census if nodes.is_unknown_write(n, is_cmd)}
+        names |= {n for n, _ in statements if nodes.kind_of(n) is None}
+        return sorted(names)
+
+    def _conservative(self, parsed: Any, census: list, unknown: list[str],
+                      text: Optional[str]) -> LockPlan:
+        """Refuse a statement with unknown commands, or (policy ``lock``) take X on every
+        table and database it names."""
+        name = str(parsed.nodeName())
+        if self.unknown_statements != "lock":
+            raise UnsupportedStatement(
+                f"zklock has no lock rule for {', '.join(unknown)}, so the statement was not"
+                " run; SET zklock.unknown.statements=lock (spark.zklock.unknown.statements)"
+                " to lock every table it names in X instead")
+        specs = [(obj, X) for obj in self._named_objects(census)]
+        log.warning("zklock: no lock rule for %s; taking X on %s", ", ".join(unknown),
+                    [o.name for o, _ in specs])
+        return LockPlan(name, normalize(specs), True, parsed, None, text=text,
+                        notes=[f"no lock rule for {', '.join(unknown)}: X on every object"
+                               " it names (unknown_statements=lock)"])
+
+    def _named_objects(self, census: list) -> list[LockObject]:
+        """Every table (and database) a plan names, from its census."""
+        out = []
+        for cname, _, parts in census:
+            if not parts:
+                continue
+            if cname == "UnresolvedNamespace":
+                out.append(LockObject(parts[-1]))
+                continue
+            obj = self._table_object(parts)
+            if obj is not None:
+                out.append(obj)
+        return out
+
+    def _named_reads(self, census: list) -> list[tuple[LockObject, Mode]]:
+        """S on every table a plan names and on each of its existing partitions: the reads
+        of a statement that cannot be analyzed before it runs (locks more, never less)."""
+        out: list[tuple[LockObject, Mode]] = []
+        for cname, _, parts in census:
+            if cname != "UnresolvedRelation" or not parts:
+                continue
+            obj = self._table_object(parts)
+            if obj is None:
+                continue
+            out.append((obj, S))
+            out += [(p, S) for p in self._existing_partitions(obj)]
+        return out
+
+    def _existing_partitions(self, table: LockObject) -> list[LockObject]:
+        try:
+            meta = self.jvm.table_metadata(table.db, table.table or "")
+            cols = [c for c, _ in self.jvm.partition_schema(meta)]
+            names = self.jvm.partition_names(meta) if cols else []
+        except Exception:  # no such table (yet): the table-level lock is all there is
+            return []
+        return _expand(table, cols, {}, lambda: names)
+
+    # ---- EXECUTE IMMEDIATE and SQL scripts -----------------------------------------
+    def _plan_execute_immediate(self, parsed: Any, text: Optional[str],
+                                in_script: bool) -> LockPlan:
+        """The locks of the statement EXECUTE IMMEDIATE runs, planned like any statement.
+
+        Its text may be a literal, a session variable or an expression over them: it is
+        evaluated now. Inside a script (whose variables do not exist before it runs) only a
+        literal can be known; anything else is refused.
+        """
+        expr = parsed.sqlStmtStr()
+        if str(expr.nodeName()) == "Literal":
+            inner = str(expr.value().toString()) if expr.value() is not None else None
+        elif in_script:
+            raise UnsupportedStatement(
+                "zklock cannot know the statement EXECUTE IMMEDIATE runs inside a SQL script"
+                f" ({expr.sql()}) before the script runs; use a string literal")
+        elif expr.containsPattern(self.jvm.plan_expression):
+            raise UnsupportedStatement(
+                "zklock evaluates EXECUTE IMMEDIATE's text before running it, and this text"
+                " reads tables (a subquery); use a literal or a session variable")
+        else:
+            inner = self._evaluate_text(str(expr.sql()))
+        if inner is None:
+            raise UnsupportedStatement("EXECUTE IMMEDIATE of a NULL statement text")
+        sub = self.plan_parsed(self.jvm.parse(inner), strict=False)
+        return LockPlan("UnresolvedExecuteImmediate", sub.targets, True, parsed, None,
+                        notes=sub.notes + [f"EXECUTE IMMEDIATE runs: {inner[:200]}"], text=text)
+
+    def _evaluate_text(self, expr_sql: str) -> Optional[str]:
+        """Evaluate a statement-text expression (variables, concatenation) now."""
+        try:
+            plan = self.jvm.parse(f"SELECT CAST(({expr_sql}) AS STRING)")
+        except Exception as exc:
+            raise UnsupportedStatement(f"zklock cannot evaluate the text of EXECUTE IMMEDIATE"
+                                       f" ({expr_sql}): {_first_line(exc)}") from None
+        if any(nodes.kind_of(c) is not NodeKind.QUERY or p for c, _, p in self.census(plan)):
+            raise UnsupportedStatement(f"zklock evaluates EXECUTE IMMEDIATE's text before"
+                                       f" running it, and ({expr_sql}) reads tables; use a"
+                                       " literal or a session variable")
+        try:
+            rows = self.jvm.run(self.jvm.analyze(plan)).collect()
+        except Exception as exc:
+            raise UnsupportedStatement(f"zklock cannot evaluate the text of EXECUTE IMMEDIATE"
+                                       f" ({expr_sql}): {_first_line(exc)}") from None
+        return rows[0][0]
+
+    def _plan_script(self, parsed: Any, text: Optional[str]) -> LockPlan:
+        """A SQL script (``BEGIN ... END``): the union of every statement's locks, held for
+        the whole script (see docs/spark.md for why), plus S on every table it names."""
+        specs: list[tuple[LockObject, Mode]] = []
+        notes = []
+        census = self.census(parsed)
+        for cname, _, _ in census:
+            if nodes.kind_of(cname) is NodeKind.REFUSED:
+                raise UnsupportedStatement(f"zklock does not lock {cname}; the script was"
+                                           " not run")
+        for stmt in self._script_statements(parsed):
+            sname = str(stmt.nodeName())
+            if sname == "UnresolvedExecuteImmediate":
+                sub = self._plan_execute_immediate(stmt, None, in_script=True)
+            elif sname == "CompoundBody":
+                continue  # its statements are listed on their own
+            else:
+                sub = self.plan_parsed(stmt, strict=False)
+            specs += [(t.obj, t.mode) for t in sub.targets]
+            notes += sub.notes
+        specs += self._named_reads(census)
+        return LockPlan("CompoundBody", normalize(specs), True, parsed, None, text=text,
+                        notes=sorted(set(notes)))
+
+    def _script_statements(self, plan: Any) -> list[Any]:
+        """The parsed plan of every statement of a script, however deeply nested."""
+        out = []
+        for _, _, _, node in self._py_script_nodes(plan):
+            out.append(node)
+        return out
+
+    def _py_script_nodes(self, plan: Any) -> Iterable[tuple[str, bool, None, Any]]:
+        cname = str(plan.getClass().getSimpleName()).rstrip("$")
+        if cname == "SingleStatement":
+            yield cname, False, None, plan.parsedPlan()
+            return
+        for child in self.jvm.items(plan.children()):
+            yield from self._py_script_nodes(child)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         """S locks for an action on ``df`` (its analyzed plan is cached by Spark)."""
@@ -206,6 +414,19 @@ class LockPlanner:
             specs += self.reads(df._jdf.queryExecution().analyzed(), command=False)
         return normalize(specs)
 
+    def tables_at(self, path: str) -> list[LockObject]:
+        """Catalog tables a write to ``path`` touches: those whose location is ``path``,
+        below it (overwriting a parent directory replaces them), or above it (a file
+        written inside a table's directory is a write to that table)."""
+        target = self.jvm.qualify(path).rstrip("/")
+        out = []
+        for db, table, location in self.jvm.table_locations():
+            location = location.rstrip("/")
+            if (target == location or target.startswith(location + "/")
+                    or location.startswith(target + "/")):
+                out.append(LockObject(db, table))
+        return out
+
     # ---- writes: from the parsed plan ------------------------------------------
     def _writes(self, name: str, parsed: Any, is_command: bool) -> list[tuple[LockObject, Mode]]:
         if name == "InsertIntoStatement":
@@ -214,7 +435,7 @@ class LockPlanner:
                 return []
             spec = {k: option_text(v) for k, v in self.jvm.mapping(parsed.partitionSpec()).items()}
             return [(self._static_prefix(obj, spec), X)]
-        if name in X_DATABASE:
+        if name in nodes.DATABASE_X:
             parts = self._ident(parsed.children().apply(0))
             return [(LockObject(parts[-1]), X)] if parts else []
         if name == "RenameTable":
@@ -228,8 +449,11 @@ class LockPlanner:
             return self._on_table(parsed.table(), X)
         if name == "MergeIntoTable":
             return self._on_table(parsed.targetTable(), X)
-        if name in ("CacheTable", "CacheTableAsSelect"):
-            return []  # reads only
+        if name == "InsertIntoDir":
+            location = self.jvm.option(parsed.storage().locationUri())
+            if location is None:
+                return []
+            return [(obj, X) for obj in self.tables_at(str(location.toString()))]
         if name in ("AddPartitions", "DropPartitions"):
             return self._on_partitions(parsed, self.jvm.items(parsed.parts()), X)
         if name == "RenamePartitions":
@@ -253,18 +477,15 @@ class LockPlanner:
         if name == "AnalyzeTables":
             parts = self._ident(parsed.children().apply(0))
             return [(LockObject(parts[-1]), S)] if parts else []
-        if name in X_TABLE:
+        if name in nodes.TABLE_X:
             return self._on_table(parsed.children().apply(0), X)
-        if is_command:
-            # An unknown command: X on every table it names (conservative), reads as usual.
-            out = []
-            for child in self.jvm.items(parsed.children()):
-                out += self._on_table(child, X)
-            if out:
-                log.info("zklock: no rule for %s; taking X on %s", name,
-                         [o.name for o, _ in out])
-            return out
-        return []
+        if name in nodes.READS or name in nodes.NO_LOCKS:
+            return []  # reads only: planned from the analyzed plan
+        if not is_command:
+            return []
+        # _unknown() routes every other command to refusal or the conservative plan first
+        raise UnsupportedStatement(f"zklock has no lock rule for {name}; the statement was"
+                                   " not run")
 
     def _insert_in_jvm(self, analyzed: Any) -> Optional[list[tuple[LockObject, Mode]]]:
         """X for a file-source INSERT, read off the analyzed command in one call (else None)."""
@@ -542,6 +763,10 @@ class LockPlanner:
 
     def _split_name(self, name: str) -> list[str]:
         return self.jvm.strings(self.jvm.parser.parseMultipartIdentifier(name))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _conjuncts(expr: Any) -> list[Any]:

@@ -87,7 +87,8 @@ class LockingSession:
         self._manager = manager
         self._own_manager = manager is None
         self._manager_lock = threading.Lock()
-        self._planner = LockPlanner(spark)
+        self._planner = LockPlanner(spark,
+                                    unknown_statements=self.settings.unknown_statements)
         self._concurrency = self.settings.support_concurrency
         self._retries = self.settings.retries
         self._retry_interval = self.settings.retry_interval
@@ -204,6 +205,8 @@ class LockingSession:
 
     # ---- running statements ------------------------------------------------------
     def _execute(self, plan: LockPlan) -> Any:
+        if plan.text is not None:  # a script or EXECUTE IMMEDIATE: Spark drives it
+            return self._spark.sql(plan.text)
         if plan.qe is not None and self._planner.walker is not None:
             return self._planner.jvm.run_query_execution(self._planner.walker, plan.qe)
         return self._planner.jvm.run(plan.analyzed if plan.analyzed is not None
@@ -226,7 +229,7 @@ class LockingSession:
             lockset = self._acquire(plan.targets, query_id, sql)
             try:
                 if lockset.attempts > 1:
-                    fresh = self._planner.plan_parsed(plan.parsed)
+                    fresh = self._planner.plan_parsed(plan.parsed, text=plan.text)
                     if not covered(lockset, fresh.targets):
                         plan = fresh
                         continue
