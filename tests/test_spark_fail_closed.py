@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import lock_nodes, wait_for
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 from zklock import LockNotAcquired
 from zklock.errors import UnsupportedStatement
@@ -144,3 +145,100 @@ def test_writes_zklock_never_locks_are_refused(locking, sql, zk, root):
         locking.sql(sql)
     assert lock_nodes(zk, root) == []
     assert info.type is UnsupportedStatement or "PROCEDURE" in str(info.value).upper()
+
+
+# ---- the rest of the PySpark surface ------------------------------------------------
+def test_handed_back_sessions_lock(locking, make_manager, db, spark):
+    before = count(spark, f"{db}.dim")
+    other = make_manager()
+    df = locking.table(f"{db}.staging")
+    child = locking.newSession()
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-2"):
+        for session in (df.sparkSession, child, df.select("id").sparkSession):
+            with pytest.raises(LockNotAcquired, match="holder-2"):
+                session.sql(f"INSERT INTO {db}.dim VALUES (8, 'eight')")
+        with pytest.raises(LockNotAcquired, match="holder-2"):
+            child.table(f"{db}.staging").write.insertInto(f"{db}.dim")
+    assert count(spark, f"{db}.dim") == before
+    child.sql(f"INSERT INTO {db}.dim VALUES (8, 'eight')")
+    assert count(spark, f"{db}.dim") == before + 1
+
+
+def table_location(spark, table: str) -> str:
+    return spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where(
+        "col_name = 'Location'").collect()[0].data_type
+
+
+@pytest.mark.parametrize("how", ["parquet", "save", "option-path", "partition-dir",
+                                 "database-dir"])
+def test_path_writes_into_a_tables_location_lock_that_table(how, locking, make_manager, db,
+                                                            spark, zk, root):
+    location = table_location(spark, f"{db}.dim")
+    df = locking.createDataFrame([(7, "seven")], "id INT, name STRING")
+    write = df.write.mode("append")
+    attempts = {
+        "parquet": lambda: write.parquet(location),
+        "save": lambda: write.format("parquet").save(location),
+        "option-path": lambda: write.format("parquet").option("path", location).save(),
+        "partition-dir": lambda: write.parquet(location + "/sub"),
+        "database-dir": lambda: write.parquet(location.rsplit("/", 1)[0]),
+    }
+    before = count(spark, f"{db}.dim")
+    other = make_manager()
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-3"):
+        with pytest.raises(LockNotAcquired, match="holder-3"):
+            attempts[how]()
+    assert count(spark, f"{db}.dim") == before
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+
+
+def test_path_write_elsewhere_locks_only_its_sources(locking, make_manager, db, tmp_path):
+    other = make_manager()
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-4"):
+        locking.table(f"{db}.staging").write.parquet(str(tmp_path / "out"))
+
+
+CATALOG_CALLS = {
+    "dropTable": (lambda c, db: c.dropTable(f"{db}.dim"), "dim"),
+    "truncateTable": (lambda c, db: c.truncateTable(f"{db}.dim"), "dim"),
+    "recoverPartitions": (lambda c, db: c.recoverPartitions(f"{db}.events"), "events"),
+    "createTable": (lambda c, db: c.createTable(f"{db}.fresh", source="parquet",
+                                                 schema=StructType([StructField("id",
+                                                                                IntegerType())])),
+                    "fresh"),
+    "dropView": (lambda c, db: c.dropView(f"{db}.day1"), "day1"),
+    "dropDatabase": (lambda c, db: c.dropDatabase(db, cascade=True), None),
+    "analyzeTable": (lambda c, db: c.analyzeTable(f"{db}.dim"), "dim"),
+}
+
+
+@pytest.mark.parametrize("method", sorted(CATALOG_CALLS))
+def test_catalog_mutations_lock(method, locking, make_manager, db, spark, zk, root):
+    call, table = CATALOG_CALLS[method]
+    obj = f"{db}.{table}" if table else db
+    other = make_manager()
+    with other.acquire([(obj, "X")], query_id="holder-5"):
+        with pytest.raises(LockNotAcquired, match="holder-5"):
+            call(locking.catalog, db)
+    assert spark.catalog.databaseExists(db)
+    if method != "createTable":
+        assert spark.catalog.tableExists(f"{db}.{table or 'dim'}")
+    call(locking.catalog, db)  # uncontended it runs
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+
+
+def test_catalog_reads_pass_and_unknown_methods_are_refused(locking, db, monkeypatch):
+    assert locking.catalog.tableExists(f"{db}.dim")
+    assert {t.name for t in locking.catalog.listTables(db)} >= {"dim", "orders"}
+    monkeypatch.setattr(type(locking.spark.catalog), "rewriteEverything",
+                        lambda self, name: None, raising=False)
+    with pytest.raises(UnsupportedStatement, match="Catalog.rewriteEverything"):
+        locking.catalog.rewriteEverything(f"{db}.dim")
+
+
+def test_streaming_writes_are_refused(locking, db):
+    with pytest.raises(UnsupportedStatement, match="streaming"):
+        _ = locking.table(f"{db}.dim").writeStream
+    stream = locking.readStream.format("rate").load()
+    with pytest.raises(UnsupportedStatement, match="streaming"):
+        _ = stream.writeStream

@@ -30,6 +30,8 @@ from pyspark.sql.classic.dataframe import DataFrame as _ClassicDataFrame
 from pyspark.sql.group import GroupedData
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWriterV2
 
+from ..errors import UnsupportedStatement
+
 if TYPE_CHECKING:
     from .session import LockingSession
 
@@ -47,18 +49,31 @@ class LockingDataFrame(_ClassicDataFrame):
     """A PySpark DataFrame whose actions and writes take zklock locks."""
 
     def __init__(self, df: _ClassicDataFrame, session: LockingSession) -> None:
-        super().__init__(df._jdf, df.sparkSession)
+        super().__init__(df._jdf, session.spark)
         self._zk_session = session
+
+    @property
+    def sparkSession(self) -> LockingSession:  # type: ignore[override]
+        """The LockingSession: ``df.sparkSession.sql(...)`` locks like the session does."""
+        return self._zk_session
+
+    @property
+    def writeStream(self) -> Any:
+        """Refused: a streaming query writes for ever and cannot hold a statement's locks."""
+        raise UnsupportedStatement(
+            "zklock does not lock streaming writes (a query that writes for ever cannot hold"
+            " a statement's locks); write in batches, or use the bare session explicitly"
+            " (LockingSession.spark) and take a lease on the target")
 
     # ---- reads ------------------------------------------------------------
     def _zk_locked(self, action: str, fn: Any) -> Any:
         session = self._zk_session
-        return session._run_read(self, action, fn)
+        return session.run_read(self, action, fn)
 
     def toLocalIterator(self, prefetchPartitions: bool = False) -> Iterator[Any]:
         """Holds the S locks until the iterator is exhausted or closed."""
         session = self._zk_session
-        handle = session._open_read(self, "toLocalIterator")
+        handle = session.open_read(self, "toLocalIterator")
         parent = super().toLocalIterator
 
         def rows() -> Iterator[Any]:
@@ -129,6 +144,17 @@ class _Adopting:
         return call
 
 
+def adopting(builder: Any, session: LockingSession) -> Any:
+    """A PySpark builder (a stream reader, ...) whose every step stays wrapped and whose
+    DataFrames come out lock-aware."""
+    def step(out: Any) -> Any:
+        out = adopt(out, session)
+        if isinstance(out, LockingDataFrame) or not type(out).__module__.startswith("pyspark"):
+            return out
+        return _Adopting(out, step)
+    return _Adopting(builder, step)
+
+
 for _name in ACTIONS:
     setattr(LockingDataFrame, _name, _action(_name))
 for _name, _value in vars(_ClassicDataFrame).items():
@@ -146,10 +172,26 @@ class LockingWriter(DataFrameWriter):
     def __init__(self, df: LockingDataFrame) -> None:
         super().__init__(df)
         self._zk_df = df
+        self._zk_path: Optional[str] = None  # a "path" option: where save() writes
 
-    def _locked(self, table: Optional[str], what: str, fn: Any) -> Any:
+    def option(self, key: str, value: Any) -> LockingWriter:
+        if key.lower() == "path":
+            self._zk_path = str(value)
+        super().option(key, value)
+        return self
+
+    def options(self, **options: Any) -> LockingWriter:
+        for key, value in options.items():
+            self.option(key, value)
+        return self
+
+    def _locked(self, table: Optional[str], what: str, fn: Any,
+                path: Optional[str] = None) -> Any:
+        """Run the write ``fn``: X on ``table`` or on the catalog tables stored at the
+        written path (a write inside a table's location is a write to that table)."""
         session = self._zk_df._zk_session
-        return session._run_write(self._zk_df, table, None, what, fn)
+        paths = tuple(p for p in (path, self._zk_path if table is None else None) if p)
+        return session.run_write(self._zk_df, table, None, what, fn, paths=paths)
 
     def insertInto(self, tableName: str, overwrite: Optional[bool] = None) -> None:
         parent = super().insertInto
@@ -165,8 +207,11 @@ class LockingWriter(DataFrameWriter):
     def save(self, path: Optional[str] = None, format: Optional[str] = None,
              mode: Optional[str] = None, partitionBy: Any = None, **options: Any) -> None:
         parent = super().save
-        return self._locked(None, f"save {path or ''}".strip(),
-                            lambda: parent(path, format, mode, partitionBy, **options))
+        target = path or next((str(v) for k, v in options.items() if k.lower() == "path"),
+                              None)
+        return self._locked(None, f"save {target or ''}".strip(),
+                            lambda: parent(path, format, mode, partitionBy, **options),
+                            path=target)
 
 
 def _path_write(name: str) -> Any:
@@ -175,13 +220,14 @@ def _path_write(name: str) -> Any:
     @functools.wraps(base)
     def method(self: LockingWriter, *args: Any, **kwargs: Any) -> Any:
         target = args[0] if args else kwargs.get("path", kwargs.get("url", ""))
+        path = None if name == "jdbc" else (target or None)
         return self._locked(None, f"{name} {target}".strip(),
-                            lambda: base(self, *args, **kwargs))
+                            lambda: base(self, *args, **kwargs), path=path)
     return method
 
 
 for _name in ("parquet", "csv", "json", "orc", "text", "xml", "jdbc"):
-    if hasattr(DataFrameWriter, _name):  # paths and JDBC: only the sources are locked
+    if hasattr(DataFrameWriter, _name):  # X on catalog tables stored there, S on sources
         setattr(LockingWriter, _name, _path_write(_name))
 
 
@@ -203,7 +249,7 @@ class _LockingMerge(_Adopting):
 
     def merge(self) -> None:
         session = self._df._zk_session
-        return session._run_write(self._df, self._table, None, f"mergeInto {self._table}",
+        return session.run_write(self._df, self._table, None, f"mergeInto {self._table}",
                                   self._inner.merge)
 
 
@@ -217,7 +263,7 @@ class LockingWriterV2(DataFrameWriterV2):
 
     def _locked(self, what: str, fn: Any, partition: Optional[dict] = None) -> Any:
         session = self._zk_df._zk_session
-        return session._run_write(self._zk_df, self._zk_table, partition,
+        return session.run_write(self._zk_df, self._zk_table, partition,
                                   f"writeTo {self._zk_table} {what}", fn)
 
     def append(self) -> None:
@@ -226,7 +272,7 @@ class LockingWriterV2(DataFrameWriterV2):
 
     def overwrite(self, condition: Any) -> None:
         parent = super().overwrite
-        pins = self._zk_df._zk_session._planner.column_pins(self._zk_table, condition)
+        pins = self._zk_df._zk_session.planner.column_pins(self._zk_table, condition)
         return self._locked("overwrite", lambda: parent(condition), partition=pins)
 
     def overwritePartitions(self) -> None:
@@ -257,5 +303,5 @@ class LockingReader(DataFrameReader):
         return LockingDataFrame(super()._df(jdf), self._zk_session)
 
     def table(self, tableName: str) -> LockingDataFrame:
-        self._zk_session._refresh_system_views(tableName)
+        self._zk_session.refresh_system_views(tableName)
         return super().table(tableName)  # type: ignore[return-value]

@@ -114,10 +114,10 @@ class LockPlanner:
         self.unknown_statements = unknown_statements
 
     # ---- entry points -------------------------------------------------------
-    def plan_sql(self, sql: str, lazy_queries: bool = False) -> LockPlan:
+    def plan_sql(self, sql: str, lazy_queries: bool = False, strict: bool = True) -> LockPlan:
         """Parse and analyze ``sql`` (raising Spark's own errors) and plan its locks."""
         parsed = self.jvm.parse(sql)
-        return self.plan_parsed(parsed, lazy_queries=lazy_queries, text=sql)
+        return self.plan_parsed(parsed, strict=strict, lazy_queries=lazy_queries, text=sql)
 
     def plan_parsed(self, parsed: Any, strict: bool = True, lazy_queries: bool = False,
                     text: Optional[str] = None) -> LockPlan:

@@ -20,6 +20,7 @@ request is retried.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
@@ -29,12 +30,14 @@ from typing import Any, Optional
 from ..config import SETTINGS, Settings, parse_bool, parse_duration
 from ..errors import InvalidArguments, LeaseNotFound, LockNotAcquired
 from ..listing import LockRecord
-from ..lockrequest import LockTarget
+from ..lockrequest import LockTarget, normalize
 from ..lockset import LockSet
 from ..manager import LockManager
+from ..mode import Mode
 from ..objects import LockObject
+from .catalog import LockingCatalog
 from .commit import commit_isolation
-from .dataframe import LockingDataFrame, LockingReader, adopt
+from .dataframe import LockingDataFrame, LockingReader, adopt, adopting
 from .extensions import (
     DropForceLease,
     ExplainLocks,
@@ -109,8 +112,34 @@ class LockingSession:
 
     @property
     def spark(self) -> Any:
-        """The wrapped SparkSession."""
+        """The wrapped SparkSession: the explicit way to run something without zklock."""
         return self._spark
+
+    @property
+    def planner(self) -> LockPlanner:
+        """The lock planner of this session (EXPLAIN LOCKS uses it; so do the writers)."""
+        return self._planner
+
+    @property
+    def catalog(self) -> LockingCatalog:
+        """``spark.catalog`` whose mutating methods lock (or are refused)."""
+        return LockingCatalog(self)
+
+    @property
+    def readStream(self) -> Any:
+        """``spark.readStream``: its DataFrames are lock-aware (their streaming writes are
+        refused: a query that writes forever cannot hold a statement's locks)."""
+        return adopting(self._spark.readStream, self)
+
+    def newSession(self) -> LockingSession:
+        """A new SparkSession (own SQL conf, temp views, functions) that locks like this one,
+        sharing its LockManager."""
+        overrides = {f.name: getattr(self.settings, f.name)
+                     for f in dataclasses.fields(self.settings) if f.name != "extra"}
+        child = LockingSession(self._spark.newSession(), manager=self.manager, **overrides)
+        child._concurrency, child._retries = self._concurrency, self._retries
+        child._retry_interval = self._retry_interval
+        return child
 
     @property
     def manager(self) -> LockManager:
@@ -164,7 +193,7 @@ class LockingSession:
         ext = parse_extension(sqlQuery)
         if ext is not None:
             return self._extension(ext)
-        self._refresh_system_views(sqlQuery)
+        self.refresh_system_views(sqlQuery)
         if not self._concurrency:
             return adopt(self._spark.sql(sqlQuery), self)
         plan = self._planner.plan_sql(sqlQuery, lazy_queries=True)
@@ -173,7 +202,7 @@ class LockingSession:
         return adopt(self._run_command(sqlQuery, plan), self)
 
     def table(self, tableName: str) -> LockingDataFrame:
-        self._refresh_system_views(tableName)
+        self.refresh_system_views(tableName)
         return adopt(self._spark.table(tableName), self)
 
     @property
@@ -243,7 +272,7 @@ class LockingSession:
         raise LockNotAcquired(f"the catalog kept changing the locks this statement needs"
                               f" ({REPLANS} re-plans): {sql[:200]}")
 
-    def _run_read(self, df: Any, action: str, fn: Callable[[], Any]) -> Any:
+    def run_read(self, df: Any, action: str, fn: Callable[[], Any]) -> Any:
         if not self._concurrency or in_locked_statement():
             return fn()
         targets = self._planner.plan_dataframe(df)
@@ -258,18 +287,30 @@ class LockingSession:
         finally:
             lockset.release(wait=False)
 
-    def _open_read(self, df: Any, action: str) -> _HeldRead:
+    def open_read(self, df: Any, action: str) -> _HeldRead:
         return _HeldRead(self, df, action)
 
-    def _run_write(self, df: Any, table: Optional[str], partition: Optional[dict],
-                   what: str, fn: Callable[[], Any]) -> Any:
+    def run_write(self, df: Any, table: Optional[str], partition: Optional[dict],
+                  what: str, fn: Callable[[], Any], paths: tuple[str, ...] = ()) -> Any:
+        """Run a DataFrame write ``fn``: X on ``table`` (or its static ``partition``
+        prefix) and on every catalog table stored at or around ``paths``, S on what
+        ``df`` reads."""
         if not self._concurrency or in_locked_statement():
             return fn()
         if table is not None:
             targets = self._planner.plan_table_write(table, df, partition)
         else:
             targets = self._planner.plan_dataframe(df)
-        if not targets:
+        written = [(obj, Mode.EXCLUSIVE) for path in paths
+                   for obj in self._planner.tables_at(path)]
+        if written:
+            targets = normalize([(t.obj, t.mode) for t in targets] + written)
+        return self.run_locked(targets, what, fn)
+
+    def run_locked(self, targets: list[LockTarget], what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` holding ``targets`` (a locked write or catalog call): all-or-none,
+        its own job tag and fencing token, cancelled and LockLost if the set is lost."""
+        if not self._concurrency or in_locked_statement() or not targets:
             return fn()
         query_id = new_query_id()
         lockset = self._acquire(targets, query_id, what)
@@ -409,7 +450,7 @@ class LockingSession:
         rows, schema = scheduled_executions_rows(self.manager.client, self.settings)
         return adopt(self._spark.createDataFrame(rows, schema), self)
 
-    def _refresh_system_views(self, text: str) -> None:
+    def refresh_system_views(self, text: str) -> None:
         lowered = text.lower()
         if SYSTEM_DATABASE not in lowered:
             return
