@@ -74,7 +74,7 @@ QUERY = frozenset("""
     UnresolvedTableOrView UnresolvedTableValuedFunction UnresolvedTranspose UnresolvedView
     UnresolvedWith UpdateEventTimeWatermarkColumn V2ChangelogReference V2TableReference View
     Window WindowGroupLimit WithCTE WithWindowDefinition Zip CommandResult OffsetHolder
-    UnresolvedProcedure UnresolvedFunction
+    UnresolvedProcedure UnresolvedFunction CurrentNamespace
 """.split())
 
 #: Commands that touch no table data or metadata that others could change under them:

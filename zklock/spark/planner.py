@@ -133,7 +133,7 @@ class LockPlanner:
         lock; an unknown command is refused, or locked conservatively when the
         ``unknown_statements`` policy is ``lock``.
         """
-        name = str(parsed.nodeName())
+        name = node_name(parsed)
         if name in nodes.NO_LOCKS:
             return LockPlan(name, [], is_command=True, parsed=parsed)
         if name == "PlanWithUnresolvedIdentifier":
@@ -217,7 +217,7 @@ class LockPlanner:
     def _statements(self, parsed: Any) -> list[tuple[str, Any]]:
         """The statements Spark runs for ``parsed``: the root, or each one below a
         multi-insert's Union or a CTE's definitions. Queries yield nothing."""
-        name = str(parsed.nodeName())
+        name = node_name(parsed)
         if name in STATEMENT_CONTAINERS:
             out = []
             for child in self.jvm.items(parsed.children()):
@@ -234,8 +234,8 @@ class LockPlanner:
             kind = nodes.kind_of(cname)
             if kind is NodeKind.REFUSED:
                 raise UnsupportedStatement(
-                    f"zklock does not lock {cname} (streaming sinks, pipelines, stored"
-                    " procedures and external commands are not locked); the statement was"
+                    f"zklock does not lock {cname}: streaming sinks, pipelines, stored"
+                    " procedures and external commands are not locked; the statement was"
                     " not run")
             if kind in (NodeKind.EXECUTE, NodeKind.SCRIPT):
                 raise UnsupportedStatement(
@@ -261,7 +261,7 @@ class LockPlanner:
                       text: Optional[str]) -> LockPlan:
         """Refuse a statement with unknown commands, or (policy ``lock``) take X on every
         table and database it names."""
-        name = str(parsed.nodeName())
+        name = node_name(parsed)
         if self.unknown_statements != "lock":
             raise UnsupportedStatement(
                 f"zklock has no lock rule for {', '.join(unknown)}, so the statement was not"
@@ -368,7 +368,7 @@ class LockPlanner:
                 raise UnsupportedStatement(f"zklock does not lock {cname}; the script was"
                                            " not run")
         for stmt in self._script_statements(parsed):
-            sname = str(stmt.nodeName())
+            sname = node_name(stmt)
             if sname == "UnresolvedExecuteImmediate":
                 sub = self._plan_execute_immediate(stmt, None, in_script=True)
             elif sname == "CompoundBody":
@@ -763,6 +763,11 @@ class LockPlanner:
 
     def _split_name(self, name: str) -> list[str]:
         return self.jvm.strings(self.jvm.parser.parseMultipartIdentifier(name))
+
+
+def node_name(plan: Any) -> str:
+    """A plan node's class name as zklock's tables write it (a case object loses its ``$``)."""
+    return str(plan.nodeName()).rstrip("$")
 
 
 def _first_line(exc: BaseException) -> str:
