@@ -16,6 +16,7 @@ from typing import Any, Optional, Protocol
 from kazoo.client import KazooClient
 
 from zklock.config import Settings
+from zklock.spark.statement import query_id_scope
 
 from .model import Execution
 
@@ -61,10 +62,13 @@ class SparkRunner:
         sc.setJobGroup(group, f"zklock scheduled query {execution.query_name}"
                               f" ({execution.id})", interruptOnCancel=True)
         try:
-            df = self._session(execution.executed_as or self.settings.effective_user).sql(
-                execution.query)
-            if df.columns and not _is_command_result(df):
-                df.write.format("noop").mode("overwrite").save()
+            # the lock nodes record the execution's executor_query_id, so
+            # sysdb.scheduled_executions joins SHOW LOCKS EXTENDED on query_id
+            with query_id_scope(execution.executor_query_id or group):
+                df = self._session(execution.executed_as or self.settings.effective_user).sql(
+                    execution.query)
+                if df.columns and not _is_command_result(df):
+                    df.write.format("noop").mode("overwrite").save()
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
             sc.setLocalProperty("spark.job.description", None)

@@ -101,6 +101,13 @@ def _unknown_policy(value: Any) -> str:
     return text
 
 
+def _show_format(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("zklock", "hive"):
+        raise InvalidArguments(f"SHOW LOCKS format must be zklock or hive, got {value!r}")
+    return text
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -109,6 +116,27 @@ class Setting:
     env: str
     spark: Optional[str]
     doc: str
+
+
+#: Hive's own setting names, accepted as aliases of zklock's keys in Spark conf and in
+#: ``SET`` (a Hive user's ``SET hive.support.concurrency=false`` does what Hive does).
+#: The zklock key wins when both are set. Hive's namespace is a znode name: it becomes
+#: the root ``/<namespace>``.
+HIVE_ALIASES: dict[str, str] = {
+    "hive.support.concurrency": "support_concurrency",
+    "hive.lock.numretries": "retries",
+    "hive.lock.sleep.between.retries": "retry_interval",
+    "hive.zookeeper.quorum": "hosts",
+    "hive.zookeeper.namespace": "root",
+}
+
+
+def hive_value(alias: str, value: Any) -> Any:
+    """A Hive setting's value in zklock's terms (the namespace becomes a root path)."""
+    if HIVE_ALIASES[alias] == "root":
+        text = str(value).strip()
+        return text if text.startswith("/") else "/" + text
+    return value
 
 
 SETTINGS: list[Setting] = [
@@ -148,6 +176,11 @@ SETTINGS: list[Setting] = [
             "What a LockingSession does with a statement holding a command or write it has no"
             " lock rule for: refuse (it does not run) or lock (X on every table it names, S on"
             " their databases). Never runs it unlocked."),
+    Setting("show_locks_format", "zklock", _show_format, "ZKLOCK_SHOW_LOCKS_FORMAT",
+            "spark.zklock.showLocks.format",
+            "How SHOW LOCKS prints in a LockingSession: zklock (columns object, mode, ...) or"
+            " hive (Hive's db@table@part with SHARED/EXCLUSIVE, and with EXTENDED its"
+            " LOCK_QUERYID, LOCK_TIME, LOCK_MODE, LOCK_QUERYSTRING lines)."),
     Setting("user", None, str, "ZKLOCK_USER", "spark.zklock.user",
             "User recorded in lock nodes; default: the OS user."),
     Setting("max_lease_s", 86400.0, parse_duration, "ZKLOCK_MAX_LEASE", "spark.zklock.lease.max",
@@ -230,6 +263,13 @@ SETTINGS: list[Setting] = [
 ]
 
 
+def _hive_alias_in(name: str, spark_conf: Mapping[str, Any]) -> Optional[str]:
+    for alias, target in HIVE_ALIASES.items():
+        if target == name and spark_conf.get(alias) not in (None, ""):
+            return alias
+    return None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings; build with :meth:`resolve`."""
@@ -245,6 +285,7 @@ class Settings:
     lose_on_suspend: bool = True
     isolate_commits: bool = True
     unknown_statements: str = "refuse"
+    show_locks_format: str = "zklock"
     user: Optional[str] = None
     max_lease_s: float = 86400.0
     lease_hard_limit_s: float = 3600.0
@@ -289,6 +330,8 @@ class Settings:
                 raw, source = overrides[s.name], s.name
             elif s.spark and spark_conf.get(s.spark) not in (None, ""):
                 raw, source = spark_conf[s.spark], s.spark
+            elif (alias := _hive_alias_in(s.name, spark_conf)) is not None:
+                raw, source = hive_value(alias, spark_conf[alias]), alias
             elif environ.get(s.env) not in (None, ""):
                 raw, source = environ[s.env], s.env
             else:

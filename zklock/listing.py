@@ -128,3 +128,28 @@ def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
         records = kept
     records.sort(key=lambda r: (r.object, r.seq))
     return records
+
+
+def hive_display_name(obj: str) -> str:
+    """An object as Hive's SHOW LOCKS names it: ``db@table@k=v/k2=v2`` (``db`` for a
+    database)."""
+    head, _, partition = obj.partition("/")
+    parts = head.split(".", 1) + ([partition] if partition else [])
+    return "@".join(parts)
+
+
+def hive_rows(records: list[LockRecord], extended: bool) -> list[tuple[str, Optional[str]]]:
+    """SHOW LOCKS as Hive prints it: ``db@table@part`` and SHARED/EXCLUSIVE, and with
+    EXTENDED the LOCK_QUERYID, LOCK_TIME (epoch ms), LOCK_MODE (IMPLICIT/EXPLICIT) and
+    LOCK_QUERYSTRING lines after each lock, as rows of their own."""
+    out: list[tuple[str, Optional[str]]] = []
+    for r in records:
+        out.append((hive_display_name(r.object),
+                    "EXCLUSIVE" if r.mode is Mode.EXCLUSIVE else "SHARED"))
+        if extended:
+            d = r.data
+            out += [(f"LOCK_QUERYID:{d.query_id if d and d.query_id else ''}", None),
+                    (f"LOCK_TIME:{r.ctime_ms if r.ctime_ms is not None else ''}", None),
+                    (f"LOCK_MODE:{'EXPLICIT' if r.explicit else 'IMPLICIT'}", None),
+                    (f"LOCK_QUERYSTRING:{d.query if d and d.query else ''}", None)]
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from ..config import HIVE_ALIASES
 from ..errors import InvalidArguments
 
 
@@ -29,7 +30,8 @@ class Token:
 _PUNCT = "(),.=;:"
 #: ``SET spark.zklock.<key>`` is captured only for these; other spark.zklock.* keys go to Spark.
 SESSION_SET_KEYS = frozenset({"zklock.support.concurrency", "zklock.lock.retries",
-                              "zklock.lock.retryinterval"})
+                              "zklock.lock.retryinterval", "zklock.unknown.statements",
+                              "zklock.showlocks.format"})
 
 
 def tokenize(sql: str, limit: Optional[int] = None) -> list[Token]:
@@ -240,7 +242,7 @@ def parse_extension(sql: str) -> Optional[Extension]:
         return ExplainLocks(rest.rstrip(";").strip())
     rest = sql[head[0].end:].strip().rstrip(";").strip()
     key_text = rest.partition("=")[0].strip().lower()
-    if first == "SET" and (key_text.startswith("zklock.")
+    if first == "SET" and (key_text.startswith("zklock.") or key_text in HIVE_ALIASES
                            or key_text[len("spark."):] in SESSION_SET_KEYS):
         key, eq, value = rest.partition("=")
         key = key.strip().lower()

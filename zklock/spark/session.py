@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any, Optional
 
-from ..config import SETTINGS, Settings, parse_bool, parse_duration
+from ..config import HIVE_ALIASES, SETTINGS, Settings, parse_bool, parse_duration
 from ..errors import InvalidArguments, LeaseNotFound, LockNotAcquired
-from ..listing import LockRecord
+from ..listing import LockRecord, hive_rows
 from ..lockrequest import LockTarget, normalize
 from ..lockset import LockSet
 from ..manager import LockManager
@@ -58,6 +58,8 @@ EXTENDED_COLUMNS = (LOCK_COLUMNS + ", user STRING, host STRING, pid BIGINT, quer
                     " query STRING, acquired_at TIMESTAMP, lock_type STRING,"
                     " lease_id BIGINT, end_at TIMESTAMP, fencing_token BIGINT")
 EXPLAIN_COLUMNS = "object STRING, mode STRING"
+#: SHOW LOCKS with show_locks_format=hive: Hive's two columns (EXTENDED lines in the first)
+HIVE_LOCK_COLUMNS = "tab_name STRING, mode STRING"
 LEASE_COLUMNS = ("lease_id BIGINT, holder STRING, user STRING, objects STRING,"
                  " start_utc TIMESTAMP, end_utc TIMESTAMP")
 #: LOCK TABLE without FOR lasts this long (renew it, or UNLOCK it sooner).
@@ -68,7 +70,15 @@ SESSION_KEYS = {
     "zklock.support.concurrency": "support_concurrency",
     "zklock.lock.retries": "retries",
     "zklock.lock.retryinterval": "retry_interval",
+    "zklock.unknown.statements": "unknown_statements",
+    "zklock.showlocks.format": "show_locks_format",
+    # Hive's names for the same session settings
+    "hive.support.concurrency": "support_concurrency",
+    "hive.lock.numretries": "retries",
+    "hive.lock.sleep.between.retries": "retry_interval",
 }
+#: Hive settings that choose the ZooKeeper ensemble: fixed for a session's life.
+STATIC_HIVE_KEYS = frozenset({"hive.zookeeper.quorum", "hive.zookeeper.namespace"})
 REPLANS = 5
 
 
@@ -80,11 +90,10 @@ class LockingSession:
         if isinstance(spark, LockingSession):
             spark = spark._spark
         conf = {}
-        for s in SETTINGS:
-            if s.spark:
-                value = spark.conf.get(s.spark, None)
-                if value is not None:
-                    conf[s.spark] = value
+        for key in [s.spark for s in SETTINGS if s.spark] + list(HIVE_ALIASES):
+            value = spark.conf.get(key, None)
+            if value is not None:
+                conf[key] = value
         self._spark = spark
         self.settings = Settings.resolve(settings, spark_conf=conf)
         self._manager = manager
@@ -95,6 +104,7 @@ class LockingSession:
         self._concurrency = self.settings.support_concurrency
         self._retries = self.settings.retries
         self._retry_interval = self.settings.retry_interval
+        self._show_format = self.settings.show_locks_format
         # on even while concurrency is off: SET zklock.support.concurrency may turn it on
         self._commits = commit_isolation(spark) if self.settings.isolate_commits else None
         self._system_views: dict[str, Callable[[], Any]] = {
@@ -136,10 +146,11 @@ class LockingSession:
         sharing its LockManager."""
         overrides = {f.name: getattr(self.settings, f.name)
                      for f in dataclasses.fields(self.settings) if f.name != "extra"}
-        child = LockingSession(self._spark.newSession(), manager=self.manager, **overrides)
-        child._concurrency, child._retries = self._concurrency, self._retries
-        child._retry_interval = self._retry_interval
-        return child
+        overrides.update(support_concurrency=self._concurrency, retries=self._retries,
+                         retry_interval=self._retry_interval,
+                         show_locks_format=self._show_format,
+                         unknown_statements=self._planner.unknown_statements)
+        return LockingSession(self._spark.newSession(), manager=self.manager, **overrides)
 
     @property
     def manager(self) -> LockManager:
@@ -324,7 +335,11 @@ class LockingSession:
     # ---- zklock SQL -------------------------------------------------------------
     def _extension(self, ext: Any) -> Any:
         if isinstance(ext, ShowLocks):
-            return self.show_locks(self._show_target(ext.target), extended=ext.extended)
+            obj = self._show_target(ext.target)
+            if self._show_format == "hive":
+                records = self.manager.show(obj, extended=ext.extended)
+                return self._rows(hive_rows(records, ext.extended), HIVE_LOCK_COLUMNS)
+            return self.show_locks(obj, extended=ext.extended)
         if isinstance(ext, ExplainLocks):
             plan = self.explain_locks(ext.statement)
             return adopt(self._spark.createDataFrame(plan.rows(), EXPLAIN_COLUMNS), self)
@@ -384,12 +399,27 @@ class LockingSession:
 
     def _set(self, ext: SetZkLock) -> Any:
         attr = SESSION_KEYS.get(ext.key.lower())
+        if ext.key.lower() in STATIC_HIVE_KEYS and ext.value is not None:
+            raise InvalidArguments(
+                f"{ext.key} chooses the ZooKeeper ensemble and cannot change in a running"
+                " session; set it (or spark.zklock.zookeeper.quorum / spark.zklock.root) in"
+                " the Spark conf before the session starts")
+        if attr is None and ext.key.lower() in STATIC_HIVE_KEYS:
+            value = (self.settings.hosts if ext.key.lower() == "hive.zookeeper.quorum"
+                     else self.settings.root)
+            return self._rows([(ext.key, str(value))], "key STRING, value STRING")
         if attr is None:
             raise InvalidArguments(f"unknown zklock session setting {ext.key!r};"
                                    f" known: {', '.join(sorted(SESSION_KEYS))}")
         if ext.value is not None:
             if attr == "support_concurrency":
                 self._concurrency = parse_bool(ext.value)
+            elif attr == "show_locks_format":
+                self._show_format = Settings.resolve(
+                    {"show_locks_format": ext.value}).show_locks_format
+            elif attr == "unknown_statements":
+                self._planner.unknown_statements = Settings.resolve(
+                    {"unknown_statements": ext.value}).unknown_statements
             elif attr == "retries":
                 if not ext.value.isdigit():
                     raise InvalidArguments(f"{ext.key} must be an integer >= 0")
@@ -397,7 +427,9 @@ class LockingSession:
             else:
                 self._retry_interval = parse_duration(ext.value)
         current = {"support_concurrency": self._concurrency, "retries": self._retries,
-                   "retry_interval": self._retry_interval}[attr]
+                   "retry_interval": self._retry_interval,
+                   "unknown_statements": self._planner.unknown_statements,
+                   "show_locks_format": self._show_format}[attr]
         value = str(current).lower() if isinstance(current, bool) else str(current)
         return adopt(self._spark.createDataFrame([(ext.key, value)], "key STRING, value STRING"),
                      self)

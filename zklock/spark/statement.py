@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ..errors import LockLost
@@ -30,7 +31,22 @@ _local = threading.local()
 
 
 def new_query_id() -> str:
-    return f"zklock-{uuid.uuid4().hex[:16]}"
+    """The query id of the next locked statement on this thread: the one a
+    :func:`query_id_scope` gives, else a fresh ``zklock-<16 hex>``."""
+    scoped = getattr(_local, "query_id", None)
+    return scoped if scoped is not None else f"zklock-{uuid.uuid4().hex[:16]}"
+
+
+@contextmanager
+def query_id_scope(query_id: str) -> Iterator[None]:
+    """Statements run on this thread inside the block record ``query_id`` on their lock
+    nodes (the scheduler passes its execution's id, so executions join SHOW LOCKS)."""
+    previous = getattr(_local, "query_id", None)
+    _local.query_id = query_id
+    try:
+        yield
+    finally:
+        _local.query_id = previous
 
 
 def in_locked_statement() -> bool:

@@ -1,0 +1,95 @@
+"""For users coming from Hive: its setting names, its SHOW LOCKS output, and scheduled
+executions that join the locks they hold."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import lock_nodes, wait_for
+
+from zklock import LockNotAcquired
+from zklock.errors import InvalidArguments
+
+
+def count(spark, table: str) -> int:
+    spark.catalog.refreshTable(table)
+    return spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n
+
+
+def test_set_hive_support_concurrency_false_turns_locking_off(locking, make_manager, db,
+                                                              spark, zk, root):
+    other = make_manager()
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-h"):
+        with pytest.raises(LockNotAcquired):
+            locking.sql(f"INSERT INTO {db}.dim VALUES (11, 'h')")
+        assert locking.sql("SET hive.support.concurrency=false").collect()[0].value == "false"
+        locking.sql(f"INSERT INTO {db}.dim VALUES (11, 'h')")  # as in Hive: no locks at all
+        assert locking.sql("SET hive.support.concurrency").collect()[0].value == "false"
+        assert locking.sql("SET zklock.support.concurrency").collect()[0].value == "false"
+        locking.sql("SET hive.support.concurrency=true")
+        with pytest.raises(LockNotAcquired):
+            locking.sql(f"INSERT INTO {db}.dim VALUES (12, 'h')")
+    assert count(spark, f"{db}.dim") == 3
+
+
+def test_hive_retry_settings_through_set(locking):
+    assert locking.sql("SET hive.lock.numretries=7").collect()[0].value == "7"
+    assert locking.sql("SET zklock.lock.retries").collect()[0].value == "7"
+    assert locking.sql("SET hive.lock.sleep.between.retries=2s").collect()[0].value == "2.0"
+    with pytest.raises(InvalidArguments, match="cannot change in a running session"):
+        locking.sql("SET hive.zookeeper.quorum=elsewhere:2181")
+    assert locking.sql("SET hive.zookeeper.namespace").collect()[0].value.startswith("/test-")
+
+
+def test_hive_names_in_spark_conf(spark, zk_hosts, root):
+    from zklock.spark import LockingSession
+
+    keys = {"hive.lock.numretries": "4", "hive.lock.sleep.between.retries": "250ms",
+            "hive.zookeeper.quorum": zk_hosts, "hive.zookeeper.namespace": root[1:],
+            "hive.support.concurrency": "false"}
+    for key, value in keys.items():
+        spark.conf.set(key, value)
+    try:
+        session = LockingSession(spark)
+        s = session.settings
+        assert (s.retries, s.retry_interval, s.hosts, s.root, s.support_concurrency) == (
+            4, 0.25, zk_hosts, root, False)
+        spark.conf.set("spark.zklock.lock.retries", "9")  # zklock's own key wins
+        assert LockingSession(spark).settings.retries == 9
+        session.close()
+    finally:
+        for key in [*keys, "spark.zklock.lock.retries"]:
+            spark.conf.unset(key)
+
+
+def test_show_locks_as_hive_prints_them(locking, make_manager, db):
+    other = make_manager()
+    with other.acquire([(f"{db}.orders/ds=2024-01-01/hr=1", "X"), (f"{db}.dim", "S")],
+                       query_id="q-hive", query="INSERT INTO orders ..."):
+        locking.sql("SET zklock.showLocks.format=hive")
+        rows = [tuple(r) for r in locking.sql("SHOW LOCKS").collect()]
+        assert (f"{db}@orders@ds=2024-01-01/hr=1", "EXCLUSIVE") in rows
+        assert (f"{db}@orders", "SHARED") in rows
+        assert (db, "SHARED") in rows
+        assert (f"{db}@dim", "SHARED") in rows
+        extended = [tuple(r) for r in locking.sql(f"SHOW LOCKS {db}.dim EXTENDED").collect()]
+        assert extended[0] == (f"{db}@dim", "SHARED")
+        assert [k for k, _ in extended[1:]][0] == "LOCK_QUERYID:q-hive"
+        assert extended[2][0].startswith("LOCK_TIME:") and extended[2][0][10:].isdigit()
+        assert extended[3][0] == "LOCK_MODE:IMPLICIT"
+        assert extended[4][0] == "LOCK_QUERYSTRING:INSERT INTO orders ..."
+        locking.sql("SET zklock.showLocks.format=zklock")
+        assert locking.sql("SHOW LOCKS").columns[:2] == ["object", "mode"]
+
+
+def test_scheduled_execution_joins_show_locks(admin_session, make_scheduler, db, zk, root):
+    s = admin_session
+    s.sql(f"CREATE SCHEDULED QUERY slowins CRON '0 3 * * *' DISABLED AS INSERT INTO {db}.dim"
+          " SELECT 13, CAST(java_method('java.lang.Thread', 'sleep', CAST(4000 AS BIGINT))"
+          " AS STRING)")
+    make_scheduler()
+    s.sql("ALTER SCHEDULED QUERY slowins EXECUTE")
+    assert wait_for(lambda: lock_nodes(zk, root) != [], timeout=30)
+    joined = s.sql("SELECT l.object, e.schedule_name FROM sysdb.locks l JOIN"
+                   " sysdb.scheduled_executions e ON l.query_id = e.executor_query_id"
+                   " WHERE e.state = 'EXECUTING'").collect()
+    assert (f"{db}.dim", "slowins") in [tuple(r) for r in joined]
