@@ -242,3 +242,47 @@ def test_streaming_writes_are_refused(locking, db):
     stream = locking.readStream.format("rate").load()
     with pytest.raises(UnsupportedStatement, match="streaming"):
         _ = stream.writeStream
+
+
+def test_insert_into_a_temp_view_over_a_tables_files_locks_the_table(locking, make_manager,
+                                                                     db, spark, zk, root):
+    location = table_location(spark, f"{db}.dim")
+    locking.sql(f"CREATE OR REPLACE TEMPORARY VIEW dim_files USING parquet"
+                f" OPTIONS (path '{location}')")
+    assert (f"{db}.dim", "X") in explain(locking, "INSERT INTO dim_files SELECT 5, 'five'")
+    other = make_manager()
+    before = count(spark, f"{db}.dim")
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-6"):
+        with pytest.raises(LockNotAcquired, match="holder-6"):
+            locking.sql("INSERT INTO dim_files SELECT 5, 'five'")
+    assert count(spark, f"{db}.dim") == before
+
+
+def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root):
+    import threading
+    import time
+
+    from zklock import LockLost
+    from zklock.testing import expire_session
+
+    def slow(x: int) -> int:
+        import time as _t
+
+        _t.sleep(0.5)
+        return x
+    spark.udf.register("slow_script", slow, "int")
+    locking = make_locking()
+    before = (count(spark, f"{db}.dim"), count(spark, f"{db}.staging"))
+    script = (f"BEGIN INSERT INTO {db}.dim SELECT slow_script(CAST(id AS INT)), 'x'"
+              f" FROM range(40); INSERT INTO {db}.staging VALUES (99, 9.0, 9); END")
+
+    def expire_when_held():
+        if wait_for(lambda: bool(lock_nodes(zk, root))):
+            time.sleep(1.0)
+            expire_session(locking.manager.client, zk_hosts)
+    killer = threading.Thread(target=expire_when_held)
+    killer.start()
+    with pytest.raises(LockLost):
+        locking.sql(script)
+    killer.join()
+    assert (count(spark, f"{db}.dim"), count(spark, f"{db}.staging")) == before

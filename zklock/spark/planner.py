@@ -164,7 +164,8 @@ class LockPlanner:
             specs += self._named_reads(census)
             return LockPlan(name, normalize(specs), True, parsed, None, text=text,
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
-        unknown = self._unknown(self.census(analyzed), [])
+        analyzed_census = self.census(analyzed)
+        unknown = self._unknown(analyzed_census, [])
         if unknown:
             return self._conservative(parsed, census, unknown, text)
         if statements:
@@ -181,8 +182,24 @@ class LockPlanner:
                       if snode is parsed and sname == "InsertIntoStatement"
                       and self.walker is not None else None)
             specs += insert if insert is not None else self._writes(sname, snode, True)
+        if any(c == "InsertIntoHadoopFsRelationCommand" for c, _, _ in analyzed_census):
+            specs += self._path_inserts(analyzed)
         specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
         return LockPlan(name, normalize(specs), is_command, parsed, analyzed, qe=qe)
+
+    def _path_inserts(self, analyzed: Any) -> list[tuple[LockObject, Mode]]:
+        """X on the catalog tables whose files an insert into a path writes: a temporary
+        view ``USING parquet OPTIONS (path '<a table's location>')`` is that table."""
+        out: list[tuple[LockObject, Mode]] = []
+        pending = [analyzed]
+        while pending:
+            node = pending.pop()
+            if node_name(node) == "InsertIntoHadoopFsRelationCommand":
+                if node.catalogTable().isEmpty():
+                    out += [(obj, X) for obj in self.tables_at(str(node.outputPath().toString()))]
+                continue
+            pending += self.jvm.items(node.children())
+        return out
 
     # ---- what a statement holds: every node, every nested statement ---------------
     def census(self, plan: Any) -> list[tuple[str, bool, Optional[list[str]]]]:
