@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: soak install zookeeper test demo zk-up zk-down bench bench-locks bench-spark bench-scheduler lint clean
+.PHONY: soak install zookeeper imports test demo zk-up zk-down bench bench-locks bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,11 @@ install: $(STAMP)
 zookeeper:
 	@scripts/ensure-zookeeper.sh
 
-test: install zookeeper
+test: install zookeeper imports
 	$(PY) -m pytest -q
+
+imports: install
+	VENV=$(VENV) scripts/lint-imports.sh
 
 demo: install zookeeper
 	$(PY) scripts/demo.py
@@ -44,7 +47,7 @@ bench-scheduler: install zookeeper
 
 bench: bench-locks bench-spark bench-scheduler
 
-lint: install
+lint: install imports
 	$(VENV)/bin/ruff check .
 
 clean:

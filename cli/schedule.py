@@ -14,7 +14,7 @@ import click
 from zklock.config import parse_duration
 from zklock.errors import InvalidArguments
 
-from .main import Context, cli, emit, spark_options, with_spark_options
+from .app import Context, cli, emit, spark_options, with_spark_options
 
 
 def _namespace_option(func: Any) -> Any:
@@ -40,9 +40,9 @@ def _admin(obj: Context, namespace: Optional[str]) -> Any:
 def _spark_admin(obj: Context, namespace: Optional[str], conf: Sequence[str],
                  init_sql: Optional[str]) -> Any:
     """ScheduledQueries validating statements with a local Spark session's parser."""
-    from .main import _locking_session
+    from .app import locking_session
 
-    return _locking_session(obj, conf, init_sql).scheduled_queries(namespace)
+    return locking_session(obj, conf, init_sql).scheduled_queries(namespace)
 
 
 def _schedule(cron: Optional[str], every: Optional[str], at: Optional[str],

@@ -16,4 +16,5 @@ house. The modules, one concept each:
 - :mod:`.runner`    Spark: statements through a LockingSession, job groups
 - :mod:`.service`   one scheduler process putting these together
 - :mod:`.views`     rows of sysdb.scheduled_queries and sysdb.scheduled_executions
+- :mod:`.sql`       what the scheduler adds to a LockingSession (registered on import)
 """

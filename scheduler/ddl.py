@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from zklock.errors import InvalidArguments
-from zklock.spark.extensions import Token, _Cursor, tokenize
+from zklock.spark.extensions import Cursor, Token, tokenize
 
 from .model import check_name
 from .schedule import Schedule, cron, every
@@ -83,7 +83,7 @@ def parse_scheduled_ddl(sql: str) -> Optional[ScheduledDdl]:
     if not is_scheduled_ddl(sql):
         return None
     tokens = tokenize(sql)
-    cur = _Cursor(sql, tokens, 1)
+    cur = Cursor(sql, tokens, 1)
     verb = tokens[0].upper
     cur.expect("SCHEDULED")
     cur.expect("QUERY")
@@ -96,7 +96,7 @@ def parse_scheduled_ddl(sql: str) -> Optional[ScheduledDdl]:
     return _alter(cur, name)
 
 
-def _name(cur: _Cursor) -> str:
+def _name(cur: Cursor) -> str:
     tok = cur.take()
     if tok.kind not in ("word", "quoted"):
         raise InvalidArguments(f"expected a scheduled query name at position {tok.start},"
@@ -107,7 +107,7 @@ def _name(cur: _Cursor) -> str:
         raise InvalidArguments(f"{exc} (at position {tok.start})") from None
 
 
-def _string(cur: _Cursor, what: str) -> Token:
+def _string(cur: Cursor, what: str) -> Token:
     tok = cur.take()
     if tok.kind != "string":
         raise InvalidArguments(f"expected {what} as a quoted string at position {tok.start},"
@@ -115,7 +115,7 @@ def _string(cur: _Cursor, what: str) -> Token:
     return tok
 
 
-def _schedule(cur: _Cursor, first: Token) -> Schedule:
+def _schedule(cur: Cursor, first: Token) -> Schedule:
     """CRON ... or EVERY ..., ``first`` being the CRON/EVERY token already taken."""
     if first.upper == "CRON":
         expr = _string(cur, "the cron expression")
@@ -152,13 +152,13 @@ def _schedule(cur: _Cursor, first: Token) -> Schedule:
         raise InvalidArguments(f"{exc} (at position {pos})") from None
 
 
-def _timezone(cur: _Cursor) -> str:
+def _timezone(cur: Cursor) -> str:
     if cur.keyword("TIMEZONE"):
         return _string(cur, "a timezone such as 'Europe/Paris'").text
     return "UTC"
 
 
-def _statement(cur: _Cursor) -> tuple[str, int]:
+def _statement(cur: Cursor) -> tuple[str, int]:
     tok = cur.peek()
     if tok is None:
         raise InvalidArguments("AS must be followed by the statement to schedule")
@@ -168,7 +168,7 @@ def _statement(cur: _Cursor) -> tuple[str, int]:
     return text, tok.start
 
 
-def _create(cur: _Cursor, name: str) -> CreateScheduledQuery:
+def _create(cur: Cursor, name: str) -> CreateScheduledQuery:
     first = cur.take()
     if first.upper not in ("CRON", "EVERY"):
         raise InvalidArguments(f"expected CRON '<expr>' or EVERY <n> <unit> at position"
@@ -196,7 +196,7 @@ def _create(cur: _Cursor, name: str) -> CreateScheduledQuery:
     return CreateScheduledQuery(name, schedule, statement, pos, executed_as, enabled)
 
 
-def _user(cur: _Cursor) -> str:
+def _user(cur: Cursor) -> str:
     tok = cur.take()
     if tok.kind not in ("string", "word", "quoted") or not tok.text.strip():
         raise InvalidArguments(f"expected a user name at position {tok.start}")
@@ -206,7 +206,7 @@ def _user(cur: _Cursor) -> str:
     return user
 
 
-def _alter(cur: _Cursor, name: str) -> AlterScheduledQuery:
+def _alter(cur: Cursor, name: str) -> AlterScheduledQuery:
     tok = cur.take()
     word = tok.upper
     if word in ("CRON", "EVERY"):

@@ -16,7 +16,6 @@ from typing import Any, Optional, Protocol
 from kazoo.client import KazooClient
 
 from zklock.config import Settings
-from zklock.spark.statement import query_id_scope
 
 from .model import Execution
 
@@ -58,6 +57,8 @@ class SparkRunner:
             return session
 
     def run(self, execution: Execution, group: str) -> None:
+        from zklock.spark.statement import query_id_scope  # pyspark: only where Spark runs
+
         sc = self.spark.sparkContext
         sc.setJobGroup(group, f"zklock scheduled query {execution.query_name}"
                               f" ({execution.id})", interruptOnCancel=True)

@@ -155,7 +155,7 @@ _UNITS = {"SECOND": 1, "SECONDS": 1, "MINUTE": 60, "MINUTES": 60, "HOUR": 3600, 
           "DAY": 86400, "DAYS": 86400}
 
 
-class _Cursor:
+class Cursor:
     def __init__(self, sql: str, tokens: list[Token], pos: int = 0) -> None:
         self.sql, self.tokens, self.pos = sql, tokens, pos
 
@@ -206,7 +206,7 @@ def parse_extension(sql: str) -> Optional[Extension]:
         return None
     first, second = head[0].upper, head[1]
     if first in ("LOCK", "UNLOCK") and second.upper in ("TABLE", "DATABASE", "SCHEMA"):
-        cur = _Cursor(sql, tokenize(sql), 1)
+        cur = Cursor(sql, tokenize(sql), 1)
         target = _target(cur)
         if first == "UNLOCK":
             cur.end()
@@ -226,15 +226,15 @@ def parse_extension(sql: str) -> Optional[Extension]:
         cur.end()
         return LockTable(target, "X" if mode_tok.upper == "EXCLUSIVE" else "S", seconds)
     if first == "SHOW" and second.upper in ("LEASE", "LEASES"):
-        cur = _Cursor(sql, tokenize(sql), 2)
+        cur = Cursor(sql, tokenize(sql), 2)
         return ShowLease(_targets(cur))
     if first == "DROP" and second.upper == "FORCE":
-        cur = _Cursor(sql, tokenize(sql), 2)
+        cur = Cursor(sql, tokenize(sql), 2)
         if not cur.keyword("LEASE", "LEASES"):
             raise InvalidArguments("expected DROP FORCE LEASE [table, ...]")
         return DropForceLease(_targets(cur))
     if first == "SHOW" and second.upper == "LOCKS":
-        return _show_locks(_Cursor(sql, tokenize(sql), 2))
+        return _show_locks(Cursor(sql, tokenize(sql), 2))
     if first == "EXPLAIN" and second.upper == "LOCKS":
         rest = sql[second.end:].strip()
         if not rest:
@@ -252,7 +252,7 @@ def parse_extension(sql: str) -> Optional[Extension]:
     return None
 
 
-def _show_locks(cur: _Cursor) -> ShowLocks:
+def _show_locks(cur: Cursor) -> ShowLocks:
     out = ShowLocks()
     tok = cur.peek()
     if tok is not None and tok.text != ";" and tok.upper != "EXTENDED":
@@ -262,7 +262,7 @@ def _show_locks(cur: _Cursor) -> ShowLocks:
     return out
 
 
-def _target(cur: _Cursor) -> Target:
+def _target(cur: Cursor) -> Target:
     """TABLE name [PARTITION (...)] | DATABASE name, or a bare table name."""
     if cur.keyword("DATABASE", "SCHEMA"):
         return Target(database=cur.identifier("database name"))
@@ -279,7 +279,7 @@ def _target(cur: _Cursor) -> Target:
     return out
 
 
-def _targets(cur: _Cursor) -> list[Target]:
+def _targets(cur: Cursor) -> list[Target]:
     out: list[Target] = []
     while (tok := cur.peek()) is not None and tok.text != ";":
         out.append(_target(cur))
@@ -294,7 +294,7 @@ def _targets(cur: _Cursor) -> list[Target]:
     return out
 
 
-def _partition_spec(cur: _Cursor) -> dict[str, str]:
+def _partition_spec(cur: Cursor) -> dict[str, str]:
     spec: dict[str, str] = {}
     cur.expect("(")
     while True:

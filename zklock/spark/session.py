@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import datetime as dt
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -35,6 +36,7 @@ from ..lockset import LockSet
 from ..manager import LockManager
 from ..mode import Mode
 from ..objects import LockObject
+from . import registry
 from .catalog import LockingCatalog
 from .commit import commit_isolation
 from .dataframe import LockingDataFrame, LockingReader, adopt, adopting
@@ -107,14 +109,16 @@ class LockingSession:
         self._show_format = self.settings.show_locks_format
         # on even while concurrency is off: SET zklock.support.concurrency may turn it on
         self._commits = commit_isolation(spark) if self.settings.isolate_commits else None
-        self._system_views: dict[str, Callable[[], Any]] = {
-            "locks": self._locks_view,
-            "scheduled_queries": self._scheduled_queries_view,
-            "scheduled_executions": self._scheduled_executions_view,
-        }
+        registry.load_plugins()
+        self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
+        for name, build in registry.views().items():
+            self._system_views[name] = functools.partial(build, self)
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
+        method = registry.session_methods().get(name)
+        if method is not None:  # offered by a layer above (session.scheduled_queries())
+            return functools.partial(method, self)
         return getattr(self._spark, name)
 
     def __repr__(self) -> str:
@@ -198,9 +202,9 @@ class LockingSession:
                 return self.sql(formatter.format(sqlQuery, **kwargs))
             finally:
                 formatter.clear()
-        ddl = self._scheduled_ddl(sqlQuery)
-        if ddl is not None:
-            return ddl
+        handler = self._registered_statement(sqlQuery)
+        if handler is not None:
+            return adopt(handler.run(self, sqlQuery), self)
         ext = parse_extension(sqlQuery)
         if ext is not None:
             return self._extension(ext)
@@ -256,7 +260,7 @@ class LockingSession:
         return self.manager.acquire(targets, query_id=query_id, query=query,
                                     retries=self._retries, retry_interval=self._retry_interval)
 
-    def _writing(self, lockset: LockSet) -> Any:
+    def commit_staging(self, lockset: LockSet) -> Any:
         """Around a locked statement: the commit staging of the tables it X-locked."""
         if self._commits is None:
             return nullcontext()
@@ -276,7 +280,7 @@ class LockingSession:
                     plan = fresh
                 statement = LockedStatement(self._spark, lockset, query_id, sql,
                                             self._planner.walker)
-                with self._writing(lockset):
+                with self.commit_staging(lockset):
                     return statement.run(lambda p=plan: self._execute(p))
             finally:
                 lockset.release(wait=False)
@@ -326,7 +330,7 @@ class LockingSession:
         query_id = new_query_id()
         lockset = self._acquire(targets, query_id, what)
         try:
-            with self._writing(lockset):
+            with self.commit_staging(lockset):
                 return LockedStatement(self._spark, lockset, query_id, what,
                                        self._planner.walker).run(fn)
         finally:
@@ -434,17 +438,10 @@ class LockingSession:
         return adopt(self._spark.createDataFrame([(ext.key, value)], "key STRING, value STRING"),
                      self)
 
-    # ---- scheduled queries (zklock.scheduler) ---------------------------------------
-    def scheduled_queries(self, namespace: Optional[str] = None) -> Any:
-        """The :class:`~zklock.scheduler.admin.ScheduledQueries` of a namespace, as this
-        session's user, validating statements with this session's Spark parser."""
-        from ..scheduler.admin import ScheduledQueries
-        from ..scheduler.store import SchedulerStore
-
-        store = SchedulerStore(self.manager.client, self.settings, namespace)
-        return ScheduledQueries(store, self.settings, validate=self._validate_statement)
-
-    def _validate_statement(self, statement: str) -> None:
+    # ---- what layers above add (zklock.spark.registry) ------------------------------
+    def validate_statement(self, statement: str) -> None:
+        """Raise InvalidArguments with Spark's parse error when ``statement`` does not parse
+        (the scheduler checks statements it stores with it)."""
         try:
             self._planner.jvm.parse(statement)
         except Exception as exc:
@@ -453,34 +450,15 @@ class LockingSession:
             raise InvalidArguments("the scheduled statement does not parse: "
                                    + "\n".join(lines[:8])) from None
 
-    def _scheduled_ddl(self, sql: str) -> Optional[Any]:
-        from ..scheduler.ddl import CreateScheduledQuery, parse_scheduled_ddl
-
-        ddl = parse_scheduled_ddl(sql)
-        if ddl is None:
-            return None
-        q = self.scheduled_queries().apply(ddl)
-        verb = "created" if isinstance(ddl, CreateScheduledQuery) else (
-            "dropped" if q is None else f"altered ({ddl.action})")
-        nxt = q.to_dict()["next_execution"] if q is not None else None
-        return self._rows([(ddl.name, verb, nxt)],
-                          "schedule_name STRING, result STRING, next_execution STRING")
+    def _registered_statement(self, sql: str) -> Optional[registry.StatementHandler]:
+        for handler in registry.statements():
+            if handler.recognises(sql):
+                return handler
+        return None
 
     # ---- sysdb views -------------------------------------------------------------
     def _locks_view(self) -> Any:
         return self.show_locks(None, extended=True)
-
-    def _scheduled_queries_view(self) -> Any:
-        from ..scheduler.views import scheduled_queries_rows
-
-        rows, schema = scheduled_queries_rows(self.manager.client, self.settings)
-        return adopt(self._spark.createDataFrame(rows, schema), self)
-
-    def _scheduled_executions_view(self) -> Any:
-        from ..scheduler.views import scheduled_executions_rows
-
-        rows, schema = scheduled_executions_rows(self.manager.client, self.settings)
-        return adopt(self._spark.createDataFrame(rows, schema), self)
 
     def refresh_system_views(self, text: str) -> None:
         lowered = text.lower()
