@@ -1,6 +1,6 @@
 """Scheduled SQL queries coordinated through ZooKeeper (installed as zklock.scheduler).
 
-Seed 004's scheduled queries: defined in SQL (CREATE/ALTER/DROP SCHEDULED
+Hive's scheduled queries: defined in SQL (CREATE/ALTER/DROP SCHEDULED
 QUERY), stored as znodes, run exactly once per trigger time by whichever
 scheduler process takes them, under an elected leader that keeps time and
 house. The modules, one concept each:

@@ -1,4 +1,4 @@
-"""ScheduledQueries: the administration of scheduled queries, with seed 004's security rules.
+"""ScheduledQueries: the administration of scheduled queries, with Hive's security rules.
 
 - Only users in ``scheduler_admins`` may create a scheduled query.
 - ``EXECUTED AS`` someone else needs ``scheduler_impersonation``.

@@ -7,7 +7,7 @@ claimed when its time comes, and a change (CREATE, ALTER ... EXECUTE, an
 execution freeing its query) wakes the leader at once. Claims are sent
 pipelined, so a burst of due queries costs one round trip, not one each.
 
-Rules it applies when claiming (seed 004, and what Hive gets wrong):
+Rules it applies when claiming (Hive's, and where Hive gets them wrong):
 
 - a query whose previous run is still active is not claimed; its
   next_execution stays in the past, so exactly one follow-up run is owed;
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from zklock import metrics
 from zklock.config import Settings
@@ -259,7 +259,7 @@ class Leader:
                 self._mark_dirty(old.name)
                 continue
             failed = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)
-                      and type(r).__name__ != "RolledBackError"]
+                      and not isinstance(r, RolledBackError)]
             if not failed:
                 new_q.version = old.version + 1
                 self._put(new_q)

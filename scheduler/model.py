@@ -1,4 +1,4 @@
-"""ScheduledQuery and Execution: seed 004's SCHEDULED_QUERIES and SCHEDULED_EXECUTIONS rows.
+"""ScheduledQuery and Execution: Hive's SCHEDULED_QUERIES and SCHEDULED_EXECUTIONS rows.
 
 Each is one znode holding JSON; the znode's version is what every
 read-modify-write checks, so the dataclasses carry the version they were

@@ -34,14 +34,14 @@ from kazoo.exceptions import (
     RolledBackError,
 )
 
-from zklock.config import Settings
-from zklock.config import _namespace as check_namespace
+from zklock.config import Settings, check_namespace
+from zklock.errors import ZkLockError
 from zklock.zk import ZkOps
 
 from .model import Execution, ScheduledQuery
 
 
-class Fenced(Exception):
+class Fenced(ZkLockError):
     """A versioned write lost: someone else changed the node first (or we were deposed)."""
 
     def __init__(self, error: BaseException, index: int) -> None:

@@ -1,4 +1,4 @@
-"""Leases on a real ZooKeeper: seed 000's API with HDFS's soft and hard limits (seed 002)."""
+"""Leases on a real ZooKeeper: the lease API with HDFS's soft and hard limits."""
 
 from __future__ import annotations
 

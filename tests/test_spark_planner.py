@@ -1,4 +1,4 @@
-"""EXPLAIN LOCKS against a real SparkSession and real tables: seed 001's table and beyond.
+"""EXPLAIN LOCKS against a real SparkSession and real tables: Hive's lock table and beyond.
 
 The ``shared_db`` fixture (never modified: EXPLAIN takes and runs nothing)
 holds orders and archive (partitioned by ds, hr), events (by ds), dim and
@@ -163,7 +163,7 @@ def test_temp_view_resolves_to_its_base_tables(locking, shared_db, spark):
 
 
 @pytest.mark.parametrize("sql", [
-    "ALTER TABLE {d}.dim CONCATENATE",  # seed rows Spark SQL has no form for
+    "ALTER TABLE {d}.dim CONCATENATE",  # Hive lock-table rows Spark SQL has no form for
     "ALTER TABLE {d}.dim TOUCH",
     "ALTER TABLE {d}.dim SET FILEFORMAT parquet",
     "SELEC * FROM {d}.dim",

@@ -78,7 +78,8 @@ def _scheme(value: Any) -> str:
     return text
 
 
-def _namespace(value: Any) -> str:
+def check_namespace(value: Any) -> str:
+    """A scheduler namespace: 1-64 letters, digits, '_' or '-' (it is a znode name)."""
     text = str(value).strip()
     if not text or len(text) > 64 or not all(c.isalnum() or c in "_-" for c in text):
         raise InvalidArguments(f"namespace must be 1-64 letters, digits, '_' or '-': {value!r}")
@@ -216,7 +217,7 @@ SETTINGS: list[Setting] = [
             "spark.zklock.scheduler.root",
             "Znode under which each scheduler namespace keeps its queries, executions,"
             " executors and leader election."),
-    Setting("scheduler_namespace", "default", _namespace, "ZKLOCK_SCHEDULER_NAMESPACE",
+    Setting("scheduler_namespace", "default", check_namespace, "ZKLOCK_SCHEDULER_NAMESPACE",
             "spark.zklock.scheduler.namespace",
             "Scheduler namespace: scheduled queries and scheduler processes of one namespace"
             " see only each other (Hive's hive.scheduled.queries.namespace)."),
@@ -236,7 +237,7 @@ SETTINGS: list[Setting] = [
             "Executions one scheduler process runs at once (`zklock scheduler run --executors`)."),
     Setting("scheduler_quiet_period", 60.0, parse_duration, "ZKLOCK_SCHEDULER_QUIET_PERIOD",
             "spark.zklock.scheduler.quietPeriod",
-            "A newly started scheduler process launches nothing for this long (seed 004's"
+            "A newly started scheduler process launches nothing for this long (Hive's"
             " meltdown switch); 0 turns it off."),
     Setting("scheduler_progress_interval", 2.0, parse_duration,
             "ZKLOCK_SCHEDULER_PROGRESS_INTERVAL", "spark.zklock.scheduler.progressInterval",

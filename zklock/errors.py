@@ -24,7 +24,7 @@ class InvalidLockObject(ZkLockError, ValueError):
 
 
 class InvalidArguments(ZkLockError, ValueError):
-    """Bad arguments to a lock or lease call (seed 000's InvalidArgumentsException)."""
+    """Bad arguments to a lock or lease call (the lease API's InvalidArgumentsException)."""
 
 
 class LockNotAcquired(ZkLockError):

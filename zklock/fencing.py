@@ -17,8 +17,10 @@ from typing import Optional
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from .errors import ZkLockError
 
-class StaleToken(Exception):
+
+class StaleToken(ZkLockError):
     """A write carried a fencing token lower than one the resource already accepted."""
 
     def __init__(self, token: int, highest: int, zxid: int = 0) -> None:

@@ -1,6 +1,6 @@
 """Normalisation of a lock request before anything touches ZooKeeper.
 
-Seed 001: every object's parents are locked in S, duplicates merge with X
+As in Hive: every object's parents are locked in S, duplicates merge with X
 winning, and the result is sorted lexicographically by canonical name so that
 every client takes objects in the same order.
 """

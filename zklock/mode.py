@@ -1,4 +1,4 @@
-"""Lock modes and seed 001's compatibility matrix.
+"""Lock modes and Hive's compatibility matrix (S with S only).
 
 Only two modes exist (no intent locks): many shared holders may coexist, an
 exclusive holder excludes everyone else.
@@ -30,7 +30,7 @@ class Mode(str, enum.Enum):
 
     @property
     def node_prefix(self) -> str:
-        """The lock node prefix of seed 001's recipe: ``read`` or ``write``."""
+        """The lock node prefix of ZooKeeper's shared-lock recipe: ``read`` or ``write``."""
         return "read" if self is Mode.SHARED else "write"
 
     @classmethod
@@ -38,7 +38,7 @@ class Mode(str, enum.Enum):
         return Mode.SHARED if prefix == "read" else Mode.EXCLUSIVE
 
     def compatible_with(self, held: Mode) -> bool:
-        """Seed 001's matrix: only S with S is compatible."""
+        """Hive's matrix: only S with S is compatible."""
         return self is Mode.SHARED and held is Mode.SHARED
 
     def __str__(self) -> str:

@@ -1,6 +1,6 @@
 """LockPlanner: the S and X locks a Spark statement or DataFrame needs, from Spark's own plans.
 
-Seed 001's lock table, applied to Catalyst instead of Hive's compiler:
+Hive's lock table, applied to Catalyst instead of Hive's compiler:
 
 * what a statement *writes* comes from the parsed plan, whose command nodes
   (``InsertIntoStatement``, ``AddPartitions``, ``DropTable`` ...) are the same
@@ -481,7 +481,7 @@ class LockPlanner:
             spec = self.jvm.option(parsed.partition() if name == "LoadData"
                                    else parsed.partitionSpec())
             return self._on_spec(parsed, spec, X)
-        if name == "SetTableSerDeProperties":  # seed 001: S on T1
+        if name == "SetTableSerDeProperties":  # Hive's lock table: S on T1
             return self._on_spec(parsed, self.jvm.option(parsed.partitionSpec()), S)
         if name in ("AnalyzeTable", "AnalyzeColumn"):
             spec = {}
@@ -556,7 +556,7 @@ class LockPlanner:
         """The table, or its partition given by the leading static values of ``spec``.
 
         Columns after the first dynamic (or missing) one are ignored: the
-        seed's conservative rule for dynamic partitions.
+        conservative rule Hive's design gives for dynamic partitions.
         """
         if not spec:
             return table

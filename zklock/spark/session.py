@@ -1,4 +1,4 @@
-"""LockingSession: a SparkSession whose every statement takes seed 001's locks implicitly.
+"""LockingSession: a SparkSession whose every statement takes Hive's locks implicitly.
 
 Wrap once, then use it as the SparkSession it wraps::
 
