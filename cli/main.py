@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import click
 
+from zklock import serverinfo
+
 from .app import (
     Context,
     cli,
@@ -135,13 +137,10 @@ def _server(ctx_obj: Context, port: Optional[int] = None):
 
     state = Path(ctx_obj.settings.state_dir)
     if port is None:
-        port = 2181
-        info = state / "server.json"
-        if info.exists():
-            try:
-                port = int(json.loads(info.read_text())["connect"].rsplit(":", 1)[1])
-            except (ValueError, KeyError, IndexError):
-                pass
+        try:
+            port = serverinfo.read(state).port
+        except (serverinfo.NoServerInfo, ValueError, IndexError):
+            port = 2181
     return ZkServer(state, port=port)
 
 
@@ -165,8 +164,8 @@ def server_start(obj: Context, port: Optional[int], size: Optional[int]) -> None
         if size < 1:
             raise click.UsageError("--ensemble needs at least 1 server")
         connect = _ensemble(obj, size).start()
-        state = Path(obj.settings.state_dir)
-        (state / "server.json").write_text(json.dumps({"connect": connect, "ensemble": size}))
+        serverinfo.write(obj.settings.state_dir,
+                         serverinfo.ServerInfo(connect, ensemble=size))
         click.echo(connect)
         return
     srv = _server(obj, port)
@@ -184,7 +183,7 @@ def server_stop(obj: Context) -> None:
     ens = _ensemble_info(obj)
     if ens is not None:
         _ensemble(obj, ens).stop()
-        (Path(obj.settings.state_dir) / "server.json").unlink(missing_ok=True)
+        serverinfo.remove(obj.settings.state_dir)
         click.echo("stopped")
         return
     srv = _server(obj)
@@ -193,10 +192,9 @@ def server_stop(obj: Context) -> None:
 
 def _ensemble_info(obj: Context) -> Optional[int]:
     try:
-        info = json.loads((Path(obj.settings.state_dir) / "server.json").read_text())
-    except (OSError, ValueError):
+        return serverinfo.read(obj.settings.state_dir).ensemble
+    except serverinfo.NoServerInfo:
         return None
-    return info.get("ensemble")
 
 
 @server.command("status")

@@ -10,7 +10,6 @@ runs one member of a loopback ensemble (see zklock.testing.ensemble).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from . import serverinfo
 from .errors import ServerError
 
 JAR_DIR = Path(os.environ.get("ZKLOCK_ZK_JARS", "/usr/share/java"))
@@ -124,7 +124,7 @@ class ZkServer:
 
     @property
     def info_file(self) -> Path:
-        return self.state_dir / "server.json"
+        return serverinfo.path(self.state_dir)
 
     def config_text(self) -> str:
         lines = [
@@ -213,7 +213,7 @@ class ZkServer:
         finally:
             log.close()
         self.pid_file.write_text(f"{proc.pid}\n")
-        self.info_file.write_text(json.dumps({"connect": self.connect, "pid": proc.pid}))
+        serverinfo.write(self.state_dir, serverinfo.ServerInfo(self.connect, pid=proc.pid))
         self._proc = proc
         if not ready:
             return self.connect
