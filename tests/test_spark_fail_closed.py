@@ -286,3 +286,34 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root):
         locking.sql(script)
     killer.join()
     assert (count(spark, f"{db}.dim"), count(spark, f"{db}.staging")) == before
+
+
+LOCATION_FORMS = {
+    "create table at another's location": lambda db, loc: (
+        f"CREATE TABLE {db}.alias (id INT, name STRING) USING parquet LOCATION '{loc}'"),
+    "ctas at another's location": lambda db, loc: (
+        f"CREATE TABLE {db}.alias USING parquet LOCATION '{loc}' AS SELECT 1 AS id"),
+    "set location onto another's": lambda db, loc: (
+        f"ALTER TABLE {db}.staging SET LOCATION '{loc}'"),
+    "load data moving another's files": lambda db, loc: (
+        f"LOAD DATA INPATH '{loc}' INTO TABLE {db}.staging"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(LOCATION_FORMS))
+def test_statements_touching_another_tables_location_lock_it(form, locking, db, spark):
+    location = table_location(spark, f"{db}.dim")
+    assert (f"{db}.dim", "X") in explain(locking, LOCATION_FORMS[form](db, location))
+
+
+def test_writers_with_a_path_option_lock_the_table_stored_there(locking, make_manager, db,
+                                                                spark):
+    location = table_location(spark, f"{db}.dim")
+    df = locking.createDataFrame([(7, "seven")], "id INT, name STRING")
+    other = make_manager()
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-7"):
+        with pytest.raises(LockNotAcquired, match="holder-7"):
+            df.write.format("parquet").option("path", location).saveAsTable(f"{db}.alias2")
+        with pytest.raises(LockNotAcquired, match="holder-7"):
+            df.writeTo(f"{db}.alias3").using("parquet").option("path", location).create()
+    assert not spark.catalog.tableExists(f"{db}.alias2")

@@ -190,7 +190,7 @@ class LockingWriter(DataFrameWriter):
         """Run the write ``fn``: X on ``table`` or on the catalog tables stored at the
         written path (a write inside a table's location is a write to that table)."""
         session = self._zk_df._zk_session
-        paths = tuple(p for p in (path, self._zk_path if table is None else None) if p)
+        paths = tuple(p for p in (path, self._zk_path) if p)  # saveAsTable's "path" too
         return session.run_write(self._zk_df, table, None, what, fn, paths=paths)
 
     def insertInto(self, tableName: str, overwrite: Optional[bool] = None) -> None:
@@ -260,11 +260,24 @@ class LockingWriterV2(DataFrameWriterV2):
         super().__init__(df, table)
         self._zk_df = df
         self._zk_table = table
+        self._zk_path: Optional[str] = None  # a "path" option: the table's location
+
+    def option(self, key: str, value: Any) -> LockingWriterV2:
+        if key.lower() == "path":
+            self._zk_path = str(value)
+        super().option(key, value)
+        return self
+
+    def options(self, **options: Any) -> LockingWriterV2:
+        for key, value in options.items():
+            self.option(key, value)
+        return self
 
     def _locked(self, what: str, fn: Any, partition: Optional[dict] = None) -> Any:
         session = self._zk_df._zk_session
+        paths = (self._zk_path,) if self._zk_path else ()
         return session.run_write(self._zk_df, self._zk_table, partition,
-                                  f"writeTo {self._zk_table} {what}", fn)
+                                 f"writeTo {self._zk_table} {what}", fn, paths=paths)
 
     def append(self) -> None:
         parent = super().append

@@ -160,7 +160,7 @@ class LockPlanner:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             specs = []
             for sname, snode in statements:
-                specs += self._writes(sname, snode, True)
+                specs += self._writes(sname, snode, True) + self._location_writes(sname, snode)
             specs += self._named_reads(census)
             return LockPlan(name, normalize(specs), True, parsed, None, text=text,
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
@@ -182,6 +182,7 @@ class LockPlanner:
                       if snode is parsed and sname == "InsertIntoStatement"
                       and self.walker is not None else None)
             specs += insert if insert is not None else self._writes(sname, snode, True)
+            specs += self._location_writes(sname, snode)
         if any(c == "InsertIntoHadoopFsRelationCommand" for c, _, _ in analyzed_census):
             specs += self._path_inserts(analyzed)
         specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
@@ -503,6 +504,22 @@ class LockPlanner:
         # _unknown() routes every other command to refusal or the conservative plan first
         raise UnsupportedStatement(f"zklock has no lock rule for {name}; the statement was"
                                    " not run")
+
+    def _location_writes(self, name: str, parsed: Any) -> list[tuple[LockObject, Mode]]:
+        """X on catalog tables whose files a statement's *location* touches: a table created
+        or moved onto another's directory, or files LOAD DATA moves out of one."""
+        if name in ("CreateTable", "CreateTableAsSelect", "ReplaceTable",
+                    "ReplaceTableAsSelect"):
+            location = self.jvm.option(parsed.tableSpec().location())
+        elif name == "SetTableLocation":
+            location = parsed.location()
+        elif name == "LoadData" and not parsed.isLocal():
+            location = parsed.path()
+        else:
+            return []
+        if location is None:
+            return []
+        return [(obj, X) for obj in self.tables_at(str(location))]
 
     def _insert_in_jvm(self, analyzed: Any) -> Optional[list[tuple[LockObject, Mode]]]:
         """X for a file-source INSERT, read off the analyzed command in one call (else None)."""
