@@ -127,6 +127,9 @@ def lock_nodes(client: KazooClient, path: str) -> list[str]:
 
 
 PYTHON = sys.executable
+# Spark's Python workers (and those of the test's subprocess applications) run this
+# interpreter, which has pyarrow for Arrow UDFs, not the python3 on PATH
+os.environ.setdefault("PYSPARK_PYTHON", PYTHON)
 PROJECT = Path(__file__).resolve().parents[1]
 
 

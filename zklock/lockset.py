@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Optional
 
 from .errors import LockLost
 from .lockrequest import LockTarget
+from .zk import connect_string
 
 if TYPE_CHECKING:
     from .manager import LockManager
@@ -55,6 +56,9 @@ class LockSet:
         self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)
         self.set_id = ""  # names the set in lock events (grant, release, loss)
         self.counted = False  # its locks are in the held gauge (granted, not yet lost)
+        #: intents the request left while it was denied, kept until release so that a
+        #: newer request that saw them is never granted beside this set (zklock/intents.py)
+        self.intents: list[str] = []
         self._state = State.HELD
         self._reason = ""
         self._callbacks: list[Callable[[LockSet], None]] = []
@@ -78,6 +82,20 @@ class LockSet:
     @property
     def targets(self) -> list[LockTarget]:
         return [h.target for h in self.held]
+
+    @property
+    def node_paths(self) -> list[str]:
+        """The full paths of the set's lock nodes (root included, relative to any chroot)."""
+        return [h.node_path for h in self.held]
+
+    @property
+    def connect_string(self) -> Optional[str]:
+        """The connect string (with its chroot) of the ZooKeeper holding the set's nodes;
+        None for a set without a manager (concurrency off). Spark's job commit checks the
+        nodes there (zklock/spark/CommitFence.java)."""
+        if self._manager is None:
+            return None
+        return connect_string(self._manager.client)
 
     @property
     def fencing_token(self) -> int:

@@ -53,6 +53,8 @@ from kazoo.protocol.states import KeeperState, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
+from .errors import ZkLockError
+
 PERSISTENT = 0
 EPHEMERAL = 1
 SEQUENTIAL = 2
@@ -165,8 +167,9 @@ class MultiZxid(int):
     """The zxid of a multi's transaction: the czxid of every node it created."""
 
 
-class MultiFailed(KazooException):
-    """A multi was rolled back; ``error`` is the op error that caused it."""
+class MultiFailed(ZkLockError, KazooException):
+    """A multi was rolled back; ``error`` is the op error that caused it (still a
+    KazooException, so callers catching ZooKeeper errors see it as one)."""
 
     def __init__(self, error: BaseException, index: int, results: list) -> None:
         self.error = error
@@ -192,6 +195,13 @@ def chunk_ops(ops: Sequence[Any], limit: int = MAX_MULTI_BYTES) -> list[list[Any
         chunks[-1].append(op)
         size += s
     return [c for c in chunks if c]
+
+
+def connect_string(client: KazooClient) -> str:
+    """``client``'s connect string as any ZooKeeper client takes it: ``host:port,...`` and
+    its chroot (IPv6 hosts in brackets)."""
+    hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in client.hosts)
+    return hosts + (client.chroot or "")
 
 
 class ZkOps:

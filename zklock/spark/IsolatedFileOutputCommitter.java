@@ -9,13 +9,20 @@ import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 /**
  * A FileOutputCommitter whose job clean-up (after a commit, and on abort) deletes only its
  * own job attempt directory, _temporary/<application attempt id>, instead of the whole
- * _temporary that concurrent applications writing the same table stage in. See
- * zklock/spark/commit.py.
+ * _temporary that concurrent applications writing the same table stage in, and whose job
+ * commit is fenced: it refuses to publish the job's files once the statement's locks are
+ * lost (CommitFence). See zklock/spark/commit.py.
  */
 public class IsolatedFileOutputCommitter extends FileOutputCommitter {
     public IsolatedFileOutputCommitter(Path outputPath, TaskAttemptContext context)
             throws IOException {
         super(outputPath, context);
+    }
+
+    @Override
+    public void commitJob(JobContext context) throws IOException {
+        CommitFence.check();  // last thing before the job's files become visible
+        super.commitJob(context);
     }
 
     @Override

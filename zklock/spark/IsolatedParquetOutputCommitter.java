@@ -8,12 +8,19 @@ import org.apache.parquet.hadoop.ParquetOutputCommitter;
 
 /**
  * Parquet's committer (what Spark uses for parquet tables) with IsolatedFileOutputCommitter's
- * job clean-up: only its own _temporary/<application attempt id> is deleted.
+ * job clean-up (only its own _temporary/<application attempt id> is deleted) and fenced job
+ * commit (refused once the statement's locks are lost: CommitFence).
  */
 public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
     public IsolatedParquetOutputCommitter(Path outputPath, TaskAttemptContext context)
             throws IOException {
         super(outputPath, context);
+    }
+
+    @Override
+    public void commitJob(JobContext context) throws IOException {
+        CommitFence.check();  // last thing before the job's files become visible
+        super.commitJob(context);
     }
 
     @Override

@@ -70,17 +70,26 @@ public final class PlanWalker {
                 qe.analyzed().schema()));
     }
 
-    /** Tag the thread's next jobs with the statement's query id and fencing token. */
-    public void enter(org.apache.spark.api.java.JavaSparkContext jsc, String tag, String token) {
+    /**
+     * Tag the thread's next jobs with the statement's query id and fencing token, and tell
+     * zklock's committers which lock nodes must still exist at job commit (CommitFence.java;
+     * null when there are none).
+     */
+    public void enter(org.apache.spark.api.java.JavaSparkContext jsc, String tag, String token,
+                      String zookeeper, String nodes) {
         org.apache.spark.SparkContext sc = jsc.sc();
         sc.addJobTag(tag);
         sc.setLocalProperty("zklock.fencing.token", token);
+        sc.setLocalProperty("zklock.fence.zookeeper", zookeeper);
+        sc.setLocalProperty("zklock.fence.nodes", nodes);
     }
 
     public void exit(org.apache.spark.api.java.JavaSparkContext jsc, String tag) {
         org.apache.spark.SparkContext sc = jsc.sc();
         sc.removeJobTag(tag);
         sc.setLocalProperty("zklock.fencing.token", null);
+        sc.setLocalProperty("zklock.fence.zookeeper", null);
+        sc.setLocalProperty("zklock.fence.nodes", null);
     }
 
     /**

@@ -7,6 +7,8 @@ planner reads Spark's own parser and analyzer through py4j.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from .dataframe import LockingDataFrame
@@ -30,6 +32,12 @@ def configure(builder: Any) -> Any:
 
     for key, value in SPARK_DEFAULTS.items():
         builder = builder.config(key, value)
+    options = getattr(builder, "_options", {})
+    local = str(options.get("spark.master", "local")).startswith("local")
+    if local and "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
+        # a local application's Python workers run the driver's interpreter, the one that
+        # has PySpark's packages (pyarrow for Arrow UDFs), not whatever python3 is on PATH
+        builder = builder.config("spark.pyspark.python", sys.executable)
     jar = committer_jar()
     if jar is not None:
         existing = getattr(builder, "_options", {}).get("spark.jars")

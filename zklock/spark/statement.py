@@ -8,6 +8,13 @@ are cancelled and the statement raises
 reaches its job commit, so its output never becomes visible. The set's
 fencing token is a local property (``zklock.fencing.token``) of every job,
 for table formats that record it.
+
+A cancel can lose the race with the job commit (it runs on the driver after
+the last task), so the statement also tells zklock's committers, through two
+more local properties, where its lock nodes are: their job commit checks that
+every node still exists and otherwise refuses to publish anything
+(CommitFence.java). A refused commit raises :class:`LockLost` here too, even
+when the loss reached ZooKeeper but not yet this process.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 from ..errors import LockLost
 from ..lockset import LockSet
@@ -26,6 +33,12 @@ T = TypeVar("T")
 
 #: The local property carrying the LockSet's fencing token to every job of the statement.
 FENCING_TOKEN = "zklock.fencing.token"
+#: Local properties telling zklock's committers which lock nodes must still exist when the
+#: job commits: the connect string (with chroot) and the nodes' full paths, one per line.
+FENCE_ZOOKEEPER = "zklock.fence.zookeeper"
+FENCE_NODES = "zklock.fence.nodes"
+#: How a commit refused by the committers' fence begins its message (CommitFence.java).
+FENCE_REFUSED = "zklock: locks lost before commit"
 
 _local = threading.local()
 
@@ -73,11 +86,15 @@ class LockedStatement:
 
     def __enter__(self) -> LockedStatement:
         self.lockset.check()
+        token = str(self.lockset.fencing_token)
+        zookeeper, nodes = self._fence()
         if self.walker is not None:
-            self.walker.enter(self.sc._jsc, self.query_id, str(self.lockset.fencing_token))
+            self.walker.enter(self.sc._jsc, self.query_id, token, zookeeper, nodes)
         else:
             self.sc.addJobTag(self.query_id)
-            self.sc.setLocalProperty(FENCING_TOKEN, str(self.lockset.fencing_token))
+            self.sc.setLocalProperty(FENCING_TOKEN, token)
+            self.sc.setLocalProperty(FENCE_ZOOKEEPER, zookeeper)
+            self.sc.setLocalProperty(FENCE_NODES, nodes)
         self.lockset.on_lost(self._on_lost)
         _local.depth = getattr(_local, "depth", 0) + 1
         return self
@@ -88,12 +105,26 @@ class LockedStatement:
             self.walker.exit(self.sc._jsc, self.query_id)
         else:
             self.sc.removeJobTag(self.query_id)
-            self.sc.setLocalProperty(FENCING_TOKEN, None)
+            for key in (FENCING_TOKEN, FENCE_ZOOKEEPER, FENCE_NODES):
+                self.sc.setLocalProperty(key, None)
         if exc_type is None:
             if self._lost.is_set() or not self.lockset.is_valid:
                 raise self._lock_lost(completed=True)
-        elif issubclass(exc_type, Exception) and self._lost.is_set():
-            raise self._lock_lost() from exc
+        elif issubclass(exc_type, Exception):
+            refused = fence_refusal(exc)
+            if refused is not None:
+                raise self._lock_lost(refused=refused) from exc
+            if self._lost.is_set():
+                raise self._lock_lost() from exc
+
+    def _fence(self) -> tuple[Optional[str], Optional[str]]:
+        """(connect string, node paths) for the committers' check; (None, None) when the
+        set holds nothing, so that a commit is not checked."""
+        nodes = self.lockset.node_paths
+        zookeeper = self.lockset.connect_string if nodes else None
+        if zookeeper is None:
+            return None, None
+        return zookeeper, "\n".join(nodes)
 
     @property
     def lost(self) -> bool:
@@ -107,14 +138,64 @@ class LockedStatement:
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
 
-    def _lock_lost(self, completed: bool = False) -> LockLost:
+    def _lock_lost(self, completed: bool = False, refused: Optional[str] = None) -> LockLost:
         reason = self._reason or getattr(self.lockset, "_reason", "") or "session lost"
+        if refused is not None:  # the loss may be known to ZooKeeper only, not to us yet
+            known = f"{reason}; " if self.lost else ""
+            return LockLost(self.lockset.objects,
+                            f"{known}{refused}: the job commit of {self.query_id} was"
+                            " refused, nothing it wrote became visible")
         if completed:
             return LockLost(self.lockset.objects,
                             f"{reason} while {self.query_id} ran; the statement completed (do"
                             " not simply re-run a write), but others may have overlapped it")
         return LockLost(self.lockset.objects,
                         f"{reason}; Spark jobs of {self.query_id} were cancelled")
+
+
+def fence_refusal(exc: BaseException) -> Optional[str]:
+    """The refusal of zklock's committers (``zklock: locks lost before commit (...)``)
+    behind ``exc``, or None: looked for in the Python exception chain and in the Java
+    exception's causes, which PySpark does not always put in the message."""
+    seen: set[int] = set()
+    pending: list[Any] = [exc]
+    while pending and len(seen) < 20:
+        err = pending.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        found = _refusal_in(_text(err))
+        if found is None:
+            found = _refusal_in_java(getattr(err, "java_exception", None)
+                                     or getattr(err, "_origin", None))
+        if found is not None:
+            return found
+        pending += [err.__cause__, err.__context__]
+    return None
+
+
+def _text(err: BaseException) -> str:
+    try:
+        return str(err)  # a Py4JJavaError asks the JVM for its stack trace
+    except Exception:
+        return ""
+
+
+def _refusal_in(text: str) -> Optional[str]:
+    at = text.find(FENCE_REFUSED)
+    return text[at:].split("\n", 1)[0].strip() if at >= 0 else None
+
+
+def _refusal_in_java(throwable: Any, depth: int = 10) -> Optional[str]:
+    try:
+        while throwable is not None and depth > 0:
+            found = _refusal_in(str(throwable.getMessage() or ""))
+            if found is not None:
+                return found
+            throwable, depth = throwable.getCause(), depth - 1
+    except Exception:  # a stopped JVM: no more to learn
+        pass
+    return None
 
 
 def covered(held: LockSet, wanted: list[Any]) -> bool:

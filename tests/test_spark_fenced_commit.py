@@ -1,0 +1,194 @@
+"""Fenced commit: a Spark write whose locks were lost never commits.
+
+zklock's committers check, in commitJob, that every lock node of the statement's
+set still exists (CommitFence.java). The commit is held back at that point with
+the committers' test hook (the JVM system property ``zklock.fence.holdFile``),
+the locks are lost meanwhile, and the commit must be refused: LockLost, the
+table unchanged, no lock node left. A write whose locks are held commits through
+the check, and a ZooKeeper that does not answer fails the commit, closed.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import lock_nodes, wait_for
+from kazoo.exceptions import NoAuthError
+
+from zklock import LockLost
+from zklock.auth import Credentials
+from zklock.spark.statement import FENCE_NODES, FENCE_REFUSED, FENCE_ZOOKEEPER
+from zklock.testing import expire_session
+
+HOLD = "zklock.fence.holdFile"
+
+
+def count(spark, table: str) -> int:
+    return spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n
+
+
+def data_files(spark, table: str) -> list[str]:
+    """The table's visible data files (Spark skips ``_``/``.`` paths, so do we)."""
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'")
+    root = Path(location.collect()[0].data_type.removeprefix("file:"))
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
+                  and not any(part[0] in "_." for part in p.relative_to(root).parts))
+
+
+class HeldCommit:
+    """Runs ``fn`` on a thread whose fenced job commit waits until :meth:`release`."""
+
+    def __init__(self, spark, tmp_path: Path, fn) -> None:
+        self.jvm_system = spark._jvm.java.lang.System
+        self.file = tmp_path / f"hold-{uuid.uuid4().hex[:8]}"
+        self.fn = fn
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        try:
+            self.fn()
+        except BaseException as exc:  # handed to the test thread
+            self.error = exc
+
+    def __enter__(self) -> HeldCommit:
+        self.file.write_text("held")
+        self.jvm_system.setProperty(HOLD, str(self.file))
+        self.thread.start()
+        assert wait_for(lambda: Path(f"{self.file}.held").exists(), timeout=60), \
+            "the write never reached its job commit"
+        return self
+
+    def release(self) -> BaseException | None:
+        """Let the commit go on; the write's exception (None if it committed)."""
+        self.file.unlink(missing_ok=True)
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+        return self.error
+
+    def __exit__(self, *exc: object) -> None:
+        self.jvm_system.clearProperty(HOLD)
+        self.release()
+
+
+def test_a_write_under_zklock_commits_through_the_check(make_locking, db, spark, root, zk):
+    from pyspark import TaskContext
+    from pyspark.sql.functions import udf
+
+    locking = make_locking()
+
+    def fence(x: int) -> str:
+        return TaskContext.get().getLocalProperty(FENCE_NODES) or ""
+    spark.udf.register("fence_nodes", udf(fence, "string", useArrow=False))
+    before = count(spark, f"{db}.dim")
+    locking.sql(f"INSERT INTO {db}.dim SELECT 7, fence_nodes(1)")
+    assert count(spark, f"{db}.dim") == before + 1
+    nodes = spark.sql(f"SELECT name FROM {db}.dim WHERE id = 7").collect()[0].name.split("\n")
+    assert len(nodes) == 2 and all(n.startswith(f"{root}/{db}") for n in nodes)
+    assert {n.rsplit("/", 2)[-2] for n in nodes} == {db, "dim"}
+    assert lock_nodes(zk, root) == []
+    assert spark.sparkContext.getLocalProperty(FENCE_NODES) is None
+    # the same committers without zklock's properties (a write not under zklock): no check
+    spark.sql(f"INSERT INTO {db}.dim VALUES (8, 'plain')")
+    assert count(spark, f"{db}.dim") == before + 2
+
+
+def test_commit_is_refused_once_the_session_expired(make_locking, db, spark, zk_hosts, zk,
+                                                     root, tmp_path):
+    locking = make_locking()
+    before = (count(spark, f"{db}.dim"), data_files(spark, f"{db}.dim"))
+
+    def write() -> None:
+        locking.sql(f"INSERT INTO {db}.dim SELECT CAST(id AS INT), 'x' FROM range(20)")
+    with HeldCommit(spark, tmp_path, write) as held:
+        # every task is done, the job commit waits: nothing left for the cancel to stop
+        assert lock_nodes(zk, root)
+        expire_session(locking.manager.client, zk_hosts)
+        assert lock_nodes(zk, root) == []
+        error = held.release()
+    assert isinstance(error, LockLost), error
+    assert FENCE_REFUSED in str(error) and "refused" in error.reason
+    assert f"{db}.dim" in error.objects
+    assert (count(spark, f"{db}.dim"), data_files(spark, f"{db}.dim")) == before
+    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: locking.manager.client.connected, timeout=20)
+    locking.sql(f"INSERT INTO {db}.dim VALUES (9, 'nine')")  # and the session goes on
+    assert count(spark, f"{db}.dim") == before[0] + 1
+
+
+def test_commit_is_refused_when_a_lock_node_is_deleted_under_it(make_locking, db, spark, zk,
+                                                                root, tmp_path):
+    """Nobody tells the LockingSession: its set still looks held, and no job is cancelled.
+    Only the check in the committer (here Hadoop's, for a CSV table) stops the commit."""
+    locking = make_locking()
+    spark.sql(f"CREATE TABLE {db}.notes (id INT, note STRING) USING csv")
+    spark.sql(f"INSERT INTO {db}.notes VALUES (1, 'kept')")
+    rows = locking.createDataFrame([(2, "lost"), (3, "lost")], "id INT, note STRING")
+    with HeldCommit(spark, tmp_path, lambda: rows.write.insertInto(f"{db}.notes")) as held:
+        (mine,) = [n for n in lock_nodes(zk, root) if "/notes/write-" in n]
+        zk.delete(mine)
+        error = held.release()
+    assert isinstance(error, LockLost), error
+    assert FENCE_REFUSED in error.reason and "1 of 2 lock nodes gone" in error.reason
+    assert [tuple(r) for r in spark.table(f"{db}.notes").collect()] == [(1, "kept")]
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=10)
+
+
+def test_the_check_passes_on_an_acl_protected_root_under_a_chroot(make_locking, db, spark,
+                                                                  zk_hosts, zk, root,
+                                                                  tmp_path, monkeypatch):
+    """The committers' ZooKeeper client has no credentials: exists() needs none."""
+    user = tmp_path / "zklock.auth"
+    user.write_text("pipelines:s3cret\n")
+    monkeypatch.delenv("ZKLOCK_AUTH", raising=False)
+    chroot = f"/fence-{uuid.uuid4().hex[:8]}"
+    zk.create(chroot)
+    locking = make_locking(hosts=zk_hosts + chroot, auth_file=str(user),
+                           acl_admin_digest=Credentials.parse("ops:x", "test").digest)
+    before = count(spark, f"{db}.dim")
+    locking.sql(f"INSERT INTO {db}.dim VALUES (5, 'five')")
+    assert count(spark, f"{db}.dim") == before + 1
+    # and it does look there: a deleted node is seen through the chroot and the ACL
+    with HeldCommit(spark, tmp_path, lambda: locking.sql(
+            f"INSERT INTO {db}.dim VALUES (6, 'six')")) as held:
+        with pytest.raises(NoAuthError):  # closed to clients without the credentials
+            zk.get_children(chroot + root)
+        owner = locking.manager  # the pipelines identity may delete its own nodes
+        (mine,) = [h for h in owner.show(f"{db}.dim", extended=True) if h.mode.value == "X"]
+        owner.client.delete(mine.node)
+        error = held.release()
+    assert isinstance(error, LockLost) and FENCE_REFUSED in error.reason, error
+    assert count(spark, f"{db}.dim") == before + 1
+
+
+@pytest.mark.parametrize("server", ["refusing", "silent"])
+def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
+    """Set by hand on a plain Spark write (the LockingSession only put zklock's committers
+    in place): no ZooKeeper answers there, and the commit is refused, closed. A silent
+    server (it accepts connections, never replies) is refused after the check's timeout."""
+    sc = spark.sparkContext
+    before = count(spark, f"{db}.dim")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        if server == "silent":
+            silent.listen(8)
+        sc.setLocalProperty(FENCE_ZOOKEEPER, f"127.0.0.1:{silent.getsockname()[1]}")
+        sc.setLocalProperty(FENCE_NODES, "/nowhere/db/t/write-i000000000000000000000000-1")
+        started = time.monotonic()
+        try:
+            with pytest.raises(Exception) as info:
+                spark.sql(f"INSERT INTO {db}.dim VALUES (4, 'four')")
+        finally:
+            sc.setLocalProperty(FENCE_ZOOKEEPER, None)
+            sc.setLocalProperty(FENCE_NODES, None)
+        elapsed = time.monotonic() - started
+    expected = "did not answer within 5000 ms" if server == "silent" else "CONNECTIONLOSS"
+    assert f"{FENCE_REFUSED} (ZooKeeper at 127.0.0.1:" in str(info.value)
+    assert expected in str(info.value)
+    assert elapsed < 20
+    assert count(spark, f"{db}.dim") == before

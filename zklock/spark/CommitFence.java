@@ -1,0 +1,173 @@
+package zklock;
+
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkContext$;
+import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.ZooKeeper;
+
+/**
+ * The fence of zklock's committers: a job whose locks were lost never commits.
+ *
+ * <p>A lost lock cancels the statement's Spark jobs, but a cancel can lose the race with
+ * the job commit, which runs on the driver after the last task. So commitJob, as the last
+ * thing before files become visible, asks ZooKeeper whether every lock node of the
+ * statement's lock set still exists, and throws (the job then aborts, removing only its
+ * own staging) if one is gone or ZooKeeper cannot answer within {@link #TIMEOUT_MS}.
+ *
+ * <p>Job commit runs on the driver thread that ran the action, so it sees the Spark local
+ * properties the statement set (zklock/spark/statement.py): {@link #ZOOKEEPER}, the connect
+ * string with its chroot, and {@link #NODES}, the full node paths, one per line. Without
+ * them (a write not under zklock) nothing is checked.
+ *
+ * <p>One round trip: a sync then an exists per node, pipelined on one session (ZooKeeper
+ * answers a session's requests in order, so the exists calls see at least the state of
+ * the leader when the sync reached it, even on a lagging follower). Neither sync nor
+ * exists is subject to ZooKeeper's ACLs (it checks ACLs on reading a node's data or
+ * children, never on asking whether it exists), so the check needs no credentials and
+ * passes on a root closed by zklock's digest ACLs; a server that refuses unauthenticated
+ * clients altogether (enforced SASL) fails the check, closed. One client per connect
+ * string is kept for the life of the JVM and replaced once its session is gone.
+ */
+public final class CommitFence {
+    /** Local property: the ZooKeeper connect string (with chroot) of the statement's locks. */
+    public static final String ZOOKEEPER = "zklock.fence.zookeeper";
+    /** Local property: the full paths of the statement's lock nodes, one per line. */
+    public static final String NODES = "zklock.fence.nodes";
+    /** How every refusal's message begins (zklock/spark/statement.py looks for it). */
+    public static final String REFUSED = "zklock: locks lost before commit";
+    /** How long a check waits for ZooKeeper before refusing the commit (fail closed). */
+    static final long TIMEOUT_MS = Long.getLong("zklock.fence.timeoutMs", 5000L);
+    /** Session timeout of the fence's own client (it holds no ephemeral nodes). */
+    private static final int SESSION_MS = 30000;
+    private static final ConcurrentHashMap<String, ZooKeeper> CLIENTS = new ConcurrentHashMap<>();
+
+    private CommitFence() {
+    }
+
+    /** Called by the committers' commitJob: throws unless the statement's locks are held. */
+    public static void check() throws IOException {
+        SparkContext sc = SparkContext$.MODULE$.getActive().getOrElse(() -> null);
+        if (sc == null) {
+            return;
+        }
+        String connect = sc.getLocalProperty(ZOOKEEPER);
+        String nodes = sc.getLocalProperty(NODES);
+        if (connect == null || connect.isEmpty() || nodes == null || nodes.isEmpty()) {
+            return;
+        }
+        holdForTests();
+        check(connect, List.of(nodes.split("\n")));
+    }
+
+    /** Throws an IOException starting with {@link #REFUSED} unless every node exists. */
+    public static void check(String connect, List<String> nodes) throws IOException {
+        List<String> gone = Collections.synchronizedList(new ArrayList<>());
+        AtomicReference<String> error = new AtomicReference<>();
+        CountDownLatch answered = new CountDownLatch(nodes.size() + 1);
+        ZooKeeper zk = client(connect);
+        zk.sync(nodes.get(0), (rc, path, ctx) -> {
+            failed(rc, error);
+            answered.countDown();
+        }, null);
+        for (String node : nodes) {
+            zk.exists(node, false, (rc, path, ctx, stat) -> {
+                if (rc == KeeperException.Code.NONODE.intValue()
+                        || (rc == KeeperException.Code.OK.intValue() && stat == null)) {
+                    gone.add(path);
+                } else {
+                    failed(rc, error);
+                }
+                answered.countDown();
+            }, null);
+        }
+        try {
+            if (!answered.await(TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+                forget(connect, zk);
+                throw new IOException(REFUSED + " (ZooKeeper at " + connect
+                        + " did not answer within " + TIMEOUT_MS + " ms)");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new InterruptedIOException(REFUSED + " (interrupted while checking)");
+        }
+        if (error.get() != null) {
+            forget(connect, zk);
+            throw new IOException(REFUSED + " (ZooKeeper at " + connect + ": " + error.get()
+                    + ")");
+        }
+        if (!gone.isEmpty()) {
+            throw new IOException(REFUSED + " (" + gone.size() + " of " + nodes.size()
+                    + " lock nodes gone, e.g. " + gone.get(0) + ")");
+        }
+    }
+
+    private static void failed(int rc, AtomicReference<String> error) {
+        if (rc != KeeperException.Code.OK.intValue()) {
+            error.compareAndSet(null, KeeperException.Code.get(rc).name());
+        }
+    }
+
+    /** The JVM's client for this connect string, connecting (in the background) if needed. */
+    private static ZooKeeper client(String connect) throws IOException {
+        ZooKeeper zk = CLIENTS.get(connect);
+        if (zk != null && zk.getState().isAlive()) {
+            return zk;
+        }
+        synchronized (CLIENTS) {
+            zk = CLIENTS.get(connect);
+            if (zk == null || !zk.getState().isAlive()) {
+                try {
+                    zk = new ZooKeeper(connect, SESSION_MS, event -> { });
+                } catch (IOException | IllegalArgumentException e) {
+                    throw new IOException(REFUSED + " (cannot connect to ZooKeeper at "
+                            + connect + ": " + e.getMessage() + ")", e);
+                }
+                CLIENTS.put(connect, zk);
+            }
+            return zk;
+        }
+    }
+
+    /** Drop a client whose session is gone, so that the next check starts a new one. */
+    private static void forget(String connect, ZooKeeper zk) {
+        if (!zk.getState().isAlive()) {
+            CLIENTS.remove(connect, zk);
+        }
+    }
+
+    /**
+     * Test hook, off unless the JVM system property zklock.fence.holdFile names a file:
+     * then a fenced commit creates "file.held" and waits (at most two minutes) while the
+     * file exists, so that a test can lose the locks between the last task and the check.
+     */
+    private static void holdForTests() throws IOException {
+        String file = System.getProperty("zklock.fence.holdFile");
+        if (file == null) {
+            return;
+        }
+        Path hold = Paths.get(file);
+        Files.write(Paths.get(file + ".held"), new byte[0]);
+        long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(2);
+        while (Files.exists(hold) && System.nanoTime() < deadline) {
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new InterruptedIOException(REFUSED + " (interrupted while held)");
+            }
+        }
+    }
+}
