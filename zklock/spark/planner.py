@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -89,6 +90,9 @@ class LockPlan:
     qe: Any = None  # the QueryExecution behind ``analyzed`` (JVM walker only)
     #: SQL that Spark itself must drive (a script, EXECUTE IMMEDIATE): run with spark.sql
     text: Optional[str] = None
+    #: seconds spent in Spark's analyzer (work Spark does anyway: the statement runs the
+    #: plan analyzed here), so that zklock's own planning can be measured apart from it
+    analysis_s: float = 0.0
 
     def rows(self) -> list[tuple[str, str]]:
         """(object, mode) in acquisition order."""
@@ -149,6 +153,7 @@ class LockPlanner:
         unknown = self._unknown(census, statements)
         if unknown:
             return self._conservative(parsed, census, unknown, text)
+        started = time.perf_counter()
         try:
             if self.walker is not None:
                 qe, analyzed = self.jvm.query_execution(parsed)
@@ -164,6 +169,7 @@ class LockPlanner:
             specs += self._named_reads(census)
             return LockPlan(name, normalize(specs), True, parsed, None, text=text,
                             notes=[f"Spark's analyzer rejects this statement: {reason}"])
+        analysis_s = time.perf_counter() - started
         analyzed_census = self.census(analyzed)
         unknown = self._unknown(analyzed_census, [])
         if unknown:
@@ -175,7 +181,7 @@ class LockPlanner:
         else:
             is_command = self.jvm.is_command(analyzed)
         if lazy_queries and not is_command:
-            return LockPlan(name, [], False, parsed, analyzed, qe=qe)
+            return LockPlan(name, [], False, parsed, analyzed, qe=qe, analysis_s=analysis_s)
         specs: list[tuple[LockObject, Mode]] = []
         for sname, snode in statements:
             insert = (self._insert_in_jvm(analyzed)
@@ -186,7 +192,8 @@ class LockPlanner:
         if any(c == "InsertIntoHadoopFsRelationCommand" for c, _, _ in analyzed_census):
             specs += self._path_inserts(analyzed)
         specs += self.reads(analyzed, partitions=name not in VIEW_DDL, command=is_command)
-        return LockPlan(name, normalize(specs), is_command, parsed, analyzed, qe=qe)
+        return LockPlan(name, normalize(specs), is_command, parsed, analyzed, qe=qe,
+                        analysis_s=analysis_s)
 
     def _path_inserts(self, analyzed: Any) -> list[tuple[LockObject, Mode]]:
         """X on the catalog tables whose files an insert into a path writes: a temporary
