@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: soak install zookeeper imports test demo zk-up zk-down bench bench-locks bench-spark bench-scheduler lint clean
+.PHONY: soak install zookeeper imports test demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ zk-down: install
 bench-locks: install zookeeper
 	$(PY) bench/locks.py
 
+bench-fairness: install zookeeper
+	$(PY) bench/fairness.py
+
 bench-spark: install zookeeper
 	$(PY) bench/spark_overhead.py
 
@@ -45,7 +48,7 @@ soak: install zookeeper
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py
 
-bench: bench-locks bench-spark bench-scheduler
+bench: bench-locks bench-fairness bench-spark bench-scheduler
 
 lint: install imports
 	$(VENV)/bin/ruff check .

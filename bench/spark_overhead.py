@@ -128,7 +128,7 @@ def main() -> int:
                 t1 = time.perf_counter()
                 LockedStatement(spark, lockset, "bench", sql, planner.walker).run(lambda: None)
                 t2 = time.perf_counter()
-                with locking.commit_staging(lockset):  # a write's staging clean-up
+                with locking.execution.commit_staging(lockset):  # a write's staging clean-up
                     pass
                 t3 = time.perf_counter()
                 lockset.release(wait=False)

@@ -38,17 +38,34 @@ def show(obj: Context, target: Optional[str], extended: bool, as_json: bool, wat
          interval: str, count: int) -> None:
     """Held locks at or below OBJECT (db, db.table, db.table/k=v), or all.
 
-    Example: zklock show sales.orders --extended --watch --interval 1s
+    --extended adds holders and lists waiting requests' intents (KIND intent); locks of
+    ZooKeeper recipe clients show as KIND foreign, nodes zklock cannot interpret as
+    unknown (treated as X). Example: zklock show sales.orders --extended --watch
     """
     from zklock.config import parse_duration
 
     def render() -> None:
-        records = obj.manager().show(target, extended=extended or as_json)
+        records = obj.manager().show(target, extended=extended or as_json, intents=extended)
         rows = [r.to_dict(extended=extended or as_json) for r in records]
         cols = ["object", "mode"]
         if extended:
             cols += ["kind", "user", "host", "pid", "query_id", "acquired_at", "fencing_token"]
+            for r in rows:
+                if r.get("kind") in ("foreign", "unknown"):
+                    r["user"] = r["user"] or "(unknown)"
         emit(rows, as_json, cols)
+        odd = [r for r in records if r.origin in ("foreign", "unknown")]
+        if odd and not as_json:
+            if not extended:
+                click.echo(f"zklock: {len(odd)} lock(s) of other clients or node(s) zklock"
+                           " cannot interpret; --extended shows which", err=True)
+            else:
+                for r in odd[:20]:
+                    what = ("a ZooKeeper recipe client's lock, holder unknown"
+                            if r.origin == "foreign" else
+                            "a node zklock cannot interpret, treated as an X lock")
+                    click.echo(f"zklock: {r.node.rsplit('/', 1)[1]} on {r.object}: {what}",
+                               err=True)
 
     if not watch:
         render()
@@ -105,23 +122,36 @@ def timeline(obj: Context, paths: Sequence[str], since: Optional[str], prefix: O
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.pass_obj
 def waits(obj: Context, as_json: bool) -> None:
-    """Requests still retrying after a denial, and which holder blocks each (wait-for).
+    """Requests still retrying after a denial, in queue order, and what blocks each:
+    holders, intents queued ahead, recipe clients' locks, nodes zklock cannot interpret.
 
+    QUEUE is the place the request's intents hold (- when it leaves none).
     Example: zklock waits --json
     """
     rows = []
+    position = 0
     for w in obj.manager().waits.list():
-        blockers = "; ".join(f"{b['object']} {b['held']} by {b['holder']}"
-                             for b in w.blockers[:3])
+        blockers = "; ".join(_blocker(b) for b in w.blockers[:3])
         wants = " ".join(f"{o}:{m}" for o, m in w.wants[:4])
         row = w.to_dict()
+        if w.intents:
+            position += 1
         if not as_json:
-            row = {"waiter": f"{w.job} ({w.user}@{w.host} pid {w.pid})",
+            row = {"queue": f"#{position}" if w.intents else "-",
+                   "waiter": f"{w.job} ({w.user}@{w.host} pid {w.pid})",
                    "query_id": w.query_id, "wants": wants, "blocked_by": blockers,
                    "waiting": f"{max(0, time.time() * 1000 - w.since_ms) / 1000:.1f}s",
                    "attempt": w.attempt}
         rows.append(row)
-    emit(rows, as_json, ["waiter", "query_id", "wants", "blocked_by", "waiting", "attempt"])
+    emit(rows, as_json, ["queue", "waiter", "query_id", "wants", "blocked_by", "waiting",
+                         "attempt"])
+
+
+def _blocker(b: dict) -> str:
+    kind = b.get("kind", "lock")
+    if kind == "intent":
+        return f"{b['object']} queued behind {b['held']} intent of {b['holder']}"
+    return f"{b['object']} {b['held']} by {b['holder']}"
 
 
 @cli.group()
@@ -229,7 +259,8 @@ def server_status(obj: Context, as_json: bool) -> None:
 
 @cli.group()
 def lease() -> None:
-    """Explicit, time-bound locks (leases): grab, list, extend, drop, force-drop, reap.
+    """Explicit, time-bound locks (leases): grab, list, extend, drop, recover, force-drop,
+    reap.
 
     Example: zklock lease grab sales.orders:X --duration 1h
     """
@@ -251,55 +282,84 @@ def _lease_rows(leases: Sequence[Any]) -> list[dict]:
 @click.option("--duration", required=True, help="How long, e.g. 90s, 10m, 1h.")
 @click.option("--wait", default="0", show_default=True,
               help="How long to wait for conflicts to clear, e.g. 30s.")
-@click.option("--holder", help="Holder name (default: your user); LeaseRenewer renews by it.")
+@click.option("--holder", help="Holder name (default: unique to this process,"
+              " user@host:pid:random); only the holder extends or drops the lease.")
 @click.pass_obj
 def lease_grab(obj: Context, locks: Sequence[str], duration: str, wait: str,
                holder: Optional[str]) -> None:
     """Take every OBJECT:MODE for DURATION, all or none; print the lease id.
 
-    Example: zklock lease grab sales.orders:X sales.orders/ds=1:S --duration 1h --wait 30s
+    Example: zklock lease grab sales.orders:X sales.orders/ds=1:S --duration 1h --holder etl
     """
     specs = [_lock_arg(x) for x in locks]
-    click.echo(obj.manager().grab_lease(specs, duration_s=duration, wait_s=wait, holder=holder))
+    mgr = obj.manager()
+    lease_id = mgr.grab_lease(specs, duration_s=duration, wait_s=wait, holder=holder)
+    click.echo(lease_id)
+    if holder is None and not obj.settings.lease_holder:
+        click.echo(f"zklock: held by {mgr.lease_holder}; only that holder extends or drops it"
+                   f" (zklock lease drop {lease_id} --holder '{mgr.lease_holder}')", err=True)
 
 
 @lease.command("list")
 @click.argument("objects", nargs=-1, metavar="[OBJECT...]")
+@click.option("--all", "all_", is_flag=True,
+              help="Also leases past their end (not yet taken over, recovered or reaped).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.pass_obj
-def lease_list(obj: Context, objects: Sequence[str], as_json: bool) -> None:
-    """Leases on OBJECTs (or all): id, holder, objects, start and end (ZooKeeper time).
+def lease_list(obj: Context, objects: Sequence[str], all_: bool, as_json: bool) -> None:
+    """Live leases on OBJECTs (or all): id, holder, objects, start and end (ZooKeeper time).
 
-    Example: zklock lease list sales.orders --json
+    Example: zklock lease list sales.orders --all --json
     """
-    rows = _lease_rows(obj.manager().list_lease(list(objects) or None))
+    rows = _lease_rows(obj.manager().list_lease(list(objects) or None, include_expired=all_))
     if not as_json:
         for r in rows:
             r["objects"] = " ".join(r["objects"])
     emit(rows, as_json, ["lease_id", "holder", "user", "start_utc", "end_utc", "objects"])
 
 
+holder_option = click.option(
+    "--holder", help="Act as this holder (default: this process's own, or lease_holder /"
+    " ZKLOCK_LEASE_HOLDER); a lease of another holder is refused.")
+
+
 @lease.command("extend")
 @click.argument("lease_id", type=int)
+@holder_option
 @click.pass_obj
-def lease_extend(obj: Context, lease_id: int) -> None:
-    """Push the lease's end to now + its duration; prints the new end.
+def lease_extend(obj: Context, lease_id: int, holder: Optional[str]) -> None:
+    """Push your lease's end to now + its duration; prints the new end.
 
-    Example: zklock lease extend 4294967301
+    Example: zklock lease extend 4294967301 --holder etl
     """
-    click.echo(obj.manager().extend_lease(lease_id).end_utc)
+    click.echo(obj.manager().extend_lease(lease_id, holder=holder).end_utc)
 
 
 @lease.command("drop")
 @click.argument("lease_id", type=int)
+@holder_option
 @click.pass_obj
-def lease_drop(obj: Context, lease_id: int) -> None:
-    """Release a lease.
+def lease_drop(obj: Context, lease_id: int, holder: Optional[str]) -> None:
+    """Release your lease (another holder's: force-drop, or recover once it expired).
 
-    Example: zklock lease drop 4294967301
+    Example: zklock lease drop 4294967301 --holder etl
     """
-    obj.manager().drop_lease(lease_id)
+    obj.manager().drop_lease(lease_id, holder=holder)
     click.echo(f"dropped lease {lease_id}")
+
+
+@lease.command("recover")
+@click.argument("target", metavar="OBJECT")
+@click.pass_obj
+def lease_recover(obj: Context, target: str) -> None:
+    """Drop the leases on OBJECT that are past their end, whoever holds them (HDFS's
+    recoverLease); prints their ids.
+
+    Example: zklock lease recover sales.orders
+    """
+    dropped = obj.manager().recover_lease(target)
+    click.echo(f"recovered {len(dropped)} lease(s)" + (f": {' '.join(map(str, dropped))}"
+                                                       if dropped else ""))
 
 
 @lease.command("force-drop")
@@ -329,18 +389,47 @@ def lease_force_drop(obj: Context, objects: Sequence[str], all_: bool, include_i
 
 @lease.command("reap")
 @click.option("--hard-limit", help="Override lease_hard_limit_s, e.g. 1h.")
+@click.option("--every", help="Run as a service: a round every DURATION (e.g. 5m) until"
+              " stopped; of several such services one reaps, the others stand by.")
+@click.option("--rounds", type=click.IntRange(min=1), help="With --every: stop after N rounds.")
 @click.pass_obj
-def lease_reap(obj: Context, hard_limit: Optional[str]) -> None:
+def lease_reap(obj: Context, hard_limit: Optional[str], every: Optional[str],
+               rounds: Optional[int]) -> None:
     """Delete leases expired for longer than the hard limit (default 1 h).
 
-    Example: zklock lease reap --hard-limit 30m
+    Without a scheduler running, keep one or more `zklock lease reap --every 5m` services
+    up (with the admin identity when ZooKeeper auth is on).
+    Example: zklock lease reap --hard-limit 30m --every 5m
     """
     from zklock.config import parse_duration
 
     limit = parse_duration(hard_limit) if hard_limit is not None else None
-    reaped = obj.manager().reap_leases(limit)
-    click.echo(f"reaped {len(reaped)} lease(s)" + (f": {' '.join(map(str, reaped))}"
-                                                   if reaped else ""))
+    if every is None:
+        if rounds is not None:
+            raise click.UsageError("--rounds needs --every")
+        reaped = obj.manager().reap_leases(limit)
+        click.echo(f"reaped {len(reaped)} lease(s)" + (f": {' '.join(map(str, reaped))}"
+                                                       if reaped else ""))
+        return
+    import signal
+
+    from zklock.reaper import LeaseReaper, ReapRound
+
+    def report(r: ReapRound) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        if not r.leading:
+            click.echo(f"{stamp} standby: {r.leader or 'another reaper'} reaps", nl=True)
+        else:
+            click.echo(f"{stamp} reaped {len(r.reaped)} lease(s)"
+                       + (f": {' '.join(map(str, r.reaped))}" if r.reaped else ""))
+        sys.stdout.flush()
+
+    reaper = LeaseReaper(obj.manager(), parse_duration(every), limit, on_round=report)
+    signal.signal(signal.SIGTERM, lambda *_: reaper.stop(timeout=0))
+    try:
+        reaper.run(rounds or 0)
+    finally:
+        reaper.stop(timeout=0)
 
 
 @cli.command()
@@ -427,6 +516,7 @@ def completion(shell: str) -> None:
 
 
 from . import schedule as _schedule  # noqa: E402, F401  (adds its commands to the group)
+from . import spark as _spark  # noqa: E402, F401  (adds its commands to the group)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -247,7 +247,7 @@ def main() -> int:
         print(f"$ zklock lease grab sales.orders_compact:X --duration 10m  ->  {lease_id}")
         wait_for_waiter(watcher, "scheduler", timeout=30)
         waits_cli(hosts)
-        lease_cli(hosts, "drop", str(lease_id))
+        lease_cli(hosts, "drop", str(lease_id), "--holder", "ops-maintenance")
         time.sleep(3.0)
         scheduler_cli(hosts, "scheduler", "status")
         stop_scheduler(hosts, scheduler)

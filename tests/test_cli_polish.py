@@ -47,7 +47,8 @@ def test_durations_everywhere(make_manager, zk_hosts, root):
     out = CliRunner().invoke(cli, [*base, "lease", "grab", "db.t:X", "--duration", "90s",
                                    "--wait", "500ms"])
     assert out.exit_code == 0, out.output
-    lease_id = out.output.strip()
+    lease_id = out.stdout.strip()  # stderr says which holder it belongs to
+    assert "only that holder extends or drops it" in out.stderr
     listed = json.loads(CliRunner().invoke(cli, [*base, "lease", "list", "--json"]).output)
     assert [str(x["lease_id"]) for x in listed] == [lease_id]
     assert CliRunner().invoke(cli, [*base, "lease", "reap", "--hard-limit", "1h"]).exit_code == 0

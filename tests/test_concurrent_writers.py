@@ -55,7 +55,7 @@ def test_staging_is_removed_after_each_write_and_a_dropped_partition_stays_dropp
     spark.sql(f"CREATE TABLE cw.t (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)"
               f" LOCATION '{loc}'")
     try:
-        staging = loc / "_temporary" / str(locking._commits.attempt_id)
+        staging = loc / "_temporary" / str(locking.execution.commits.attempt_id)
         locking.sql("INSERT INTO cw.t PARTITION (ds='a') SELECT id FROM range(3)")
         assert (loc / "ds=a").is_dir() and not staging.exists()
         locking.sql("ALTER TABLE cw.t DROP PARTITION (ds='a')")

@@ -19,7 +19,8 @@ def test_lock_table_blocks_a_pipeline_until_unlock(make_locking, db, spark):
     with pytest.raises(LockNotAcquired, match="lease"):
         pipeline.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=1) VALUES (1, 1.0)")
     (lease,) = admin.sql(f"SHOW LEASE {db}.orders").collect()
-    assert lease.lease_id == row.lease_id and lease.holder == "ops"
+    assert lease.lease_id == row.lease_id and lease.user == "ops"
+    assert lease.holder.startswith("ops@")  # unique per process: ops@host:pid:random
     assert (lease.end_utc - lease.start_utc).total_seconds() == 600
     locks = admin.sql(f"SHOW LOCKS {db}.orders EXTENDED").collect()
     explicit = [r for r in locks if r.lock_type == "explicit"]
@@ -71,9 +72,13 @@ def test_cli_lease_lifecycle(zk_hosts, root, make_manager):
     assert [r["lease_id"] for r in rows] == [lease_id] and rows[0]["holder"] == "backfill"
     text = run(*base, "list", "sales.orders").output
     assert "backfill" in text and "sales.orders:X" in text
-    assert run(*base, "extend", str(lease_id)).exit_code == 0
-    assert run(*base, "drop", str(lease_id)).output.strip() == f"dropped lease {lease_id}"
-    out = run(*base, "drop", str(lease_id))
+    out = run(*base, "extend", str(lease_id))  # another holder's lease: refused
+    assert out.exit_code == 1 and "held by backfill" in out.output
+    assert "Traceback" not in out.output
+    assert run(*base, "extend", str(lease_id), "--holder", "backfill").exit_code == 0
+    out = run(*base, "drop", str(lease_id), "--holder", "backfill")
+    assert out.output.strip() == f"dropped lease {lease_id}"
+    out = run(*base, "drop", str(lease_id), "--holder", "backfill")
     assert out.exit_code == 1 and "no lease" in out.output and "Traceback" not in out.output
     assert run(*base, "reap").output.startswith("reaped 0")
 

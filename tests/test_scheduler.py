@@ -286,8 +286,8 @@ def test_leader_reaps_leases_past_their_hard_limit(make_scheduler, make_manager)
     lease_id = mgr.grab_lease([("sales.orders", "X")], duration_s=1)
     a = make_scheduler(scheduler_reap_interval=0.5, lease_hard_limit_s=1)
     assert wait_for(lambda: a.is_leader, timeout=10)
-    assert wait_for(lambda: mgr.list_lease() == [], timeout=20)
-    assert lease_id not in [x.lease_id for x in mgr.list_lease()]
+    assert wait_for(lambda: mgr.list_lease(include_expired=True) == [], timeout=20)
+    assert lease_id not in [x.lease_id for x in mgr.list_lease(include_expired=True)]
 
 
 def test_drop_withdraws_a_queued_run(admin_session, make_scheduler):

@@ -187,7 +187,7 @@ def test_planner_is_spark_not_text(locking, shared_db):
 
 def test_filter_above_a_partial_dedup_does_not_pin(locking, shared_db):
     df = locking.table(f"{shared_db}.orders").dropDuplicates(["id"]).where("ds = '2024-01-01'")
-    names = [t.obj.name for t in locking._planner.plan_dataframe(df)]
+    names = [t.obj.name for t in locking.planner.plan_dataframe(df)]
     assert f"{shared_db}.orders/{P2}" in names  # the scan reads every partition
 
 
@@ -219,7 +219,7 @@ def test_the_jvm_walker_is_used_wherever_a_jdk_is(locking):
 
     home = os.environ.get("JAVA_HOME")
     has_javac = bool(shutil.which("javac") or (home and os.path.exists(f"{home}/bin/javac")))
-    assert (locking._planner.walker is not None) == has_javac
+    assert (locking.planner.walker is not None) == has_javac
 
 
 @pytest.mark.parametrize("sql,expected", SEED_ROWS + MORE,
@@ -234,4 +234,4 @@ def test_both_walks_agree_on_dataframes(locking, python_planner, shared_db):
     df = locking.table(f"{shared_db}.orders").dropDuplicates(["id"]).where("ds = '2024-01-01'")
     df2 = locking.table(f"{shared_db}.orders").where("ds IN ('2024-01-02', 'x') AND hr = 1")
     for d in (df, df2):
-        assert locking._planner.plan_dataframe(d) == python_planner.plan_dataframe(d)
+        assert locking.planner.plan_dataframe(d) == python_planner.plan_dataframe(d)

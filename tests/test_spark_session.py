@@ -295,4 +295,4 @@ def test_path_writes_lock_their_sources(locking, make_manager, db, tmp_path):
     # so only the builder chain is checked here (SQL MERGE's locks are in the planner tests)
     merge = (src.select("id", F.lit("n").alias("name")).alias("s")
              .mergeInto(f"{db}.dim", F.expr(f"{db}.dim.id = s.id")))
-    assert type(merge).__name__ == "_LockingMerge"
+    assert type(merge).__name__ == "LockingMerge"

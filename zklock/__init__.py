@@ -13,6 +13,7 @@ from .errors import (
     LeaseNotFound,
     LockLost,
     LockNotAcquired,
+    NotLeaseHolder,
     ZkLockError,
     ZooKeeperUnavailable,
 )
@@ -23,6 +24,7 @@ from .lockset import LockSet
 from .manager import LockManager
 from .mode import Mode
 from .objects import LockObject
+from .reaper import LeaseReaper
 from .renewer import LeaseRenewer
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "Lease",
     "LeaseAlreadyExists",
     "LeaseNotFound",
+    "LeaseReaper",
     "LeaseRenewer",
     "LockLost",
     "LockManager",
@@ -41,6 +44,7 @@ __all__ = [
     "LockSet",
     "LockTarget",
     "Mode",
+    "NotLeaseHolder",
     "Settings",
     "ZkLockError",
     "ZooKeeperUnavailable",

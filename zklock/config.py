@@ -10,13 +10,12 @@ docs/configuration.md is the reference page; a test keeps it in step with
 from __future__ import annotations
 
 import getpass
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Optional
 
+from . import serverinfo
 from .errors import InvalidArguments
 
 
@@ -151,6 +150,11 @@ SETTINGS: list[Setting] = [
     Setting("retry_interval", 1.0, parse_duration, "ZKLOCK_RETRY_INTERVAL",
             "spark.zklock.lock.retryInterval",
             "Sleep between attempts (jittered +-25% so contenders do not retry in lockstep)."),
+    Setting("intents", True, parse_bool, "ZKLOCK_INTENTS", "spark.zklock.lock.intents",
+            "A denied request that will retry leaves intents (ephemeral, ordered by its first"
+            " denial) on the objects it wants, so later conflicting requests are denied until"
+            " it acquires or gives up: neither writers nor readers starve. False: Hive's plain"
+            " deny-and-retry (other requests' intents are still honoured)."),
     Setting("support_concurrency", True, parse_bool, "ZKLOCK_SUPPORT_CONCURRENCY",
             "spark.zklock.support.concurrency",
             "Like hive.support.concurrency: false makes acquire a no-op returning an empty set."),
@@ -186,6 +190,10 @@ SETTINGS: list[Setting] = [
             "User recorded in lock nodes; default: the OS user."),
     Setting("max_lease_s", 86400.0, parse_duration, "ZKLOCK_MAX_LEASE", "spark.zklock.lease.max",
             "Longest a lease may live in total, renewals included (ExceedsMaxLeaseTime past it)."),
+    Setting("lease_holder", None, str, "ZKLOCK_LEASE_HOLDER", "spark.zklock.lease.holder",
+            "Holder of the leases this process grabs; only the holder renews, extends, drops"
+            " or UNLOCKs them. Default: unique per process, user@host:pid:random (as HDFS's"
+            " DFSClient_<id>); set a name to let restarts of one job share its leases."),
     Setting("lease_hard_limit_s", 3600.0, parse_duration, "ZKLOCK_LEASE_HARD_LIMIT",
             "spark.zklock.lease.hardLimit",
             "The reaper deletes leases expired for longer than this (HDFS's hard limit)."),
@@ -279,6 +287,7 @@ class Settings:
     root: str = "/warehouse"
     retries: int = 10
     retry_interval: float = 1.0
+    intents: bool = True
     support_concurrency: bool = True
     session_timeout: float = 10.0
     connect_timeout: float = 5.0
@@ -289,6 +298,7 @@ class Settings:
     show_locks_format: str = "zklock"
     user: Optional[str] = None
     max_lease_s: float = 86400.0
+    lease_holder: Optional[str] = None
     lease_hard_limit_s: float = 3600.0
     job: Optional[str] = None
     event_log: Optional[str] = None
@@ -366,8 +376,7 @@ class Settings:
         """The configured hosts, else the embedded server's, else 127.0.0.1:2181."""
         if self.hosts:
             return self.hosts
-        info = Path(self.state_dir) / "server.json"
         try:
-            return json.loads(info.read_text())["connect"]
-        except (OSError, ValueError, KeyError):
+            return serverinfo.read(self.state_dir).connect
+        except serverinfo.NoServerInfo:
             return "127.0.0.1:2181"

@@ -74,6 +74,12 @@ class NotAuthorized(ZkLockError):
     """The identity in use may not do this (a scheduler rule, or an admin-only operation)."""
 
 
+class NotLeaseHolder(NotAuthorized):
+    """A lease was asked to be dropped, extended or unlocked by someone other than its holder
+    (HDFS: only the lease's client renews or closes; others wait for the soft limit or call
+    recoverLease)."""
+
+
 class ZooKeeperUnavailable(ZkLockError):
     """ZooKeeper could not be reached within the connect timeout, or was lost in the middle of
     an operation for longer than its retries."""
@@ -81,3 +87,8 @@ class ZooKeeperUnavailable(ZkLockError):
 
 class ServerError(ZkLockError):
     """The embedded ZooKeeper server could not be started, stopped or found."""
+
+
+class SparkConnectError(ZkLockError):
+    """A Spark Connect server cannot plan zklock's locks (unreachable, without zklock's plugin,
+    with another version of it, or built for another Spark), or cannot be started or found."""

@@ -1,4 +1,6 @@
-"""Leases: explicit, time-bound locks in the same queues as implicit ones (seeds 000 and 002).
+"""Leases: explicit, time-bound locks in the same queues as implicit ones.
+
+The lease API (docs/leases.md) with HDFS's soft and hard limits.
 
 A lease is a set of *persistent* sequential ``read-``/``write-`` nodes (marked
 explicit in their names) under the same object nodes as implicit locks, so
@@ -10,7 +12,12 @@ ends by itself:
   root. A client with a skewed clock can neither steal nor overstay a lease;
 * soft limit (HDFS): a contender treats a lease past its end as absent;
 * hard limit: :meth:`Leases.reap` deletes leases expired for longer than
-  ``lease_hard_limit`` (the scheduler leader runs it; ``zklock lease reap``);
+  ``lease_hard_limit`` (the scheduler leader runs it, and so does
+  :class:`~zklock.reaper.LeaseReaper`, ``zklock lease reap --every``);
+* a lease belongs to its holder, unique per process by default
+  (``user@host:pid:random``, as HDFS's ``DFSClient_<id>``): only the holder
+  renews, extends or drops it; an admin force-drops anyone's, and anyone may
+  recover (drop) one past its soft limit;
 * renewal (:meth:`Leases.extend`, :class:`~zklock.renewer.LeaseRenewer`) is a
   versioned setData of every node, so a lease dropped or taken over cannot
   be renewed by mistake.
@@ -23,6 +30,9 @@ lease's nodes are found together.
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +47,7 @@ from .errors import (
     LeaseAlreadyExists,
     LeaseNotFound,
     LockLost,
+    NotLeaseHolder,
 )
 from .listing import LockRecord, ms_to_iso, walk
 from .locknode import LockData, LockNodeName, seq_before
@@ -51,10 +62,22 @@ if TYPE_CHECKING:
 #: Leases up to this many objects list them in each node, so one object finds them all.
 MAX_LISTED_OBJECTS = 200
 
+_PROCESS_TOKENS: dict[int, str] = {}
+
+
+def process_holder(user: str) -> str:
+    """The default lease holder: ``user@host:pid:random``, unique per process (a forked
+    child gets its own), like HDFS's ``DFSClient_<task>_<random>_<thread>``."""
+    pid = os.getpid()
+    token = _PROCESS_TOKENS.get(pid)
+    if token is None:
+        token = _PROCESS_TOKENS.setdefault(pid, secrets.token_hex(4))
+    return f"{user}@{socket.gethostname()}:{pid}:{token}"
+
 
 @dataclass
 class Lease:
-    """One lease: seed 000's HiveLease (user, lease_id, objects, start/end, type, holder)."""
+    """One lease: the lease API's HiveLease (user, lease_id, objects, start/end, type, holder)."""
 
     lease_id: int
     holder: str
@@ -105,7 +128,7 @@ class Leases:
     # ---- time -------------------------------------------------------------------
     def now_ms(self) -> int:
         """ZooKeeper's clock: the mtime of a write to the lock root."""
-        self.mgr._ensure_root()
+        self.mgr.ensure_root()
         return int(self.mgr.ops.with_retry(self.mgr.client.set, self.mgr.root, b"").mtime)
 
     # ---- grab -------------------------------------------------------------------
@@ -122,15 +145,16 @@ class Leases:
         targets = normalize(objs)
         if not targets:
             raise InvalidArguments("a lease needs at least one object")
-        data = self.mgr._lock_data(None, "lease", kind="explicit",
-                                   holder=holder or self.mgr.settings.effective_user,
-                                   duration_s=duration)
+        if holder is not None and (not isinstance(holder, str) or not holder.strip()):
+            raise InvalidArguments(f"a lease holder is a non-empty name, got {holder!r}")
+        data = self.mgr.lock_data(None, "lease", kind="explicit",
+                                  holder=holder or self.mgr.lease_holder, duration_s=duration)
         if len(targets) <= MAX_LISTED_OBJECTS:  # lets find() complete a lease from one object
             data.extra["objects"] = [t.obj.name for t in targets]
         interval = self.mgr.settings.retry_interval
         if wait:
             interval = min(interval, max(wait / 10, 0.05))
-        lockset = self.mgr._acquire_targets(
+        lockset = self.mgr.acquire_targets(
             targets, data, explicit=True, retry_interval=interval,
             deadline=time.monotonic() + wait, error=LeaseAlreadyExists)
         return lockset.fencing_token
@@ -155,7 +179,17 @@ class Leases:
         unique = {r.node: r for r in found}
         return sorted(unique.values(), key=lambda r: (r.object, r.seq))
 
-    def list(self, objs: Optional[Sequence[Union[str, LockObject]]] = None) -> list[Lease]:
+    def list(self, objs: Optional[Sequence[Union[str, LockObject]]] = None,
+             include_expired: bool = True) -> list[Lease]:
+        """Leases with a node at or below ``objs``; without ``include_expired`` only those
+        whose end is not past (the lease API's ``end_utc >= now``, on ZooKeeper's clock)."""
+        leases = self._all(objs)
+        if not include_expired and leases:
+            now = self.now_ms()
+            leases = [lease for lease in leases if not lease.expired(now)]
+        return leases
+
+    def _all(self, objs: Optional[Sequence[Union[str, LockObject]]]) -> list[Lease]:
         groups: dict[str, list[LockRecord]] = {}
         for r in self.records(objs):
             name = LockNodeName.parse(r.node.rsplit("/", 1)[1])
@@ -215,9 +249,18 @@ class Leases:
         return self._lease(sorted(records, key=lambda r: r.object)) if records else lease
 
     # ---- extend, drop ----------------------------------------------------------
-    def extend(self, lease_id: int, objs: Optional[Sequence[Union[str, LockObject]]] = None
-               ) -> Lease:
-        lease = self.find(lease_id, objs)
+    def _own(self, lease: Lease, holder: Optional[str], action: str) -> Lease:
+        mine = holder or self.mgr.lease_holder
+        if lease.holder != mine:
+            raise NotLeaseHolder(
+                f"cannot {action} lease {lease.lease_id}: it is held by {lease.holder}, not by"
+                f" {mine} (only its holder may; an admin can force-drop it, and anyone can"
+                " recover it once it has expired)")
+        return lease
+
+    def extend(self, lease_id: int, objs: Optional[Sequence[Union[str, LockObject]]] = None,
+               holder: Optional[str] = None) -> Lease:
+        lease = self._own(self.find(lease_id, objs), holder, "extend")
         now = self.now_ms()
         if lease.expired(now) and self.taken_over(lease):
             raise LockLost([o for o, _ in lease.objects],
@@ -247,27 +290,30 @@ class Leases:
                                "a lease was dropped, reaped or changed while renewing") from None
             raise
 
-    def drop(self, lease_id: int, objs: Optional[Sequence[Union[str, LockObject]]] = None
-             ) -> Lease:
-        lease = self.find(lease_id, objs)
-        self.mgr._delete_nodes([r.node for r in lease.records])
+    def drop(self, lease_id: int, objs: Optional[Sequence[Union[str, LockObject]]] = None,
+             holder: Optional[str] = None) -> Lease:
+        lease = self._own(self.find(lease_id, objs), holder, "drop")
+        self.mgr.delete_nodes([r.node for r in lease.records])
         return lease
 
     def force_drop(self, objs: Optional[Sequence[Union[str, LockObject]]],
                    include_implicit: bool = False) -> int:
-        """Drop every lease at or below ``objs`` (all when empty); implicit locks too if asked."""
+        """Drop every lease at or below ``objs`` (all when empty); implicit locks too if asked
+        (and recipe followers' locks: they are locks). Nodes zklock cannot interpret are
+        never deleted: what they are is not known."""
         if not objs:
-            nodes = [r.node for r in self.records(None, explicit_only=not include_implicit)]
+            nodes = [r.node for r in self.records(None, explicit_only=not include_implicit)
+                     if r.origin in ("zklock", "foreign")]
         else:
             nodes = [r.node for lease in self.list(objs)
                      for r in self._complete(lease).records]
             if include_implicit:
                 wanted = [LockObject.parse(o) for o in objs]
                 nodes += [r.node for r in self.records(objs, explicit_only=False)
-                          if not r.explicit
+                          if not r.explicit and r.origin in ("zklock", "foreign")
                           and any(w.contains(LockObject.parse(r.object)) for w in wanted)]
         nodes = list(dict.fromkeys(nodes))
-        self.mgr._delete_nodes(nodes)
+        self.mgr.delete_nodes(nodes)
         self.mgr.events.force_drop([[str(o), "*"] for o in objs] if objs else [["*", "*"]],
                                    len(nodes))
         return len(nodes)
@@ -281,7 +327,7 @@ class Leases:
                   if any(r.object == target.name for r in lease.records)}
         for lease in self.list():
             if lease.lease_id in on_obj and lease.expired(now):
-                self.mgr._delete_nodes([r.node for r in lease.records])
+                self.mgr.delete_nodes([r.node for r in lease.records])
                 dropped.append(lease.lease_id)
         return dropped
 
@@ -293,7 +339,7 @@ class Leases:
         for lease in self.list():
             if now - lease.end_ms > limit * 1000:
                 try:
-                    self.mgr._delete_nodes([r.node for r in lease.records])
+                    self.mgr.delete_nodes([r.node for r in lease.records])
                 except MultiFailed:
                     continue
                 reaped.append(lease.lease_id)

@@ -3,6 +3,11 @@
 The tree is walked breadth-first with every level's getChildren pipelined,
 and lock data (for extended listings) is read with pipelined getData, so the
 cost is one round trip per tree level plus one, not one per node.
+
+Every child is classified (:func:`zklock.locknode.classify`) and none is
+skipped: zklock's locks and leases, recipe followers' locks (``foreign``,
+holder unknown), intents (when asked for) and nodes zklock cannot interpret
+(``unknown``, listed as X because that is how the grant check treats them).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .locknode import LockData, LockNodeName
+from .locknode import ChildKind, LockData, classify
 from .mode import Mode
 from .objects import LockObject
 from .zk import ZkOps
@@ -39,9 +44,14 @@ class LockRecord:
     czxid: Optional[int] = None
     ephemeral: Optional[bool] = None
     version: Optional[int] = None
+    #: zklock (a lock or lease of ours), foreign (a recipe follower's lock), intent (a
+    #: waiting request's place in the queue) or unknown (a node zklock cannot interpret)
+    origin: str = "zklock"
 
     @property
     def kind(self) -> str:
+        if self.origin != "zklock":
+            return self.origin
         return "explicit" if self.explicit else "implicit"
 
     @property
@@ -71,62 +81,94 @@ class LockRecord:
         if self.explicit:
             out.update({"lease_id": self.czxid, "holder": d.holder,
                         "end_at": ms_to_iso(self.end_ms)})
+        if self.origin == "intent":
+            out["ticket"] = d.ticket
         return out
 
 
 def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
          extended: bool = False, explicit_only: bool = False,
-         depth: Optional[int] = None) -> list[LockRecord]:
+         depth: Optional[int] = None, intents: bool = False) -> list[LockRecord]:
     """Every lock node at or below ``start`` (the whole root when None).
 
     ``explicit_only`` keeps leases only; ``depth=1`` lists the lock nodes of
-    ``start`` itself without descending.
+    ``start`` itself without descending; ``intents`` adds waiting requests'
+    intents. Foreign locks and nodes zklock cannot interpret are always listed
+    (except with ``explicit_only``).
     """
     root = root.rstrip("/")
-    level = [start.znode(root) if start else root]
-    found: list[tuple[str, str, LockNodeName]] = []
+    first = len(start.znode_parts()) if start else 0
+    level = [(start.znode(root) if start else root, first)]
+    found: list[tuple[str, int, str, Any]] = []
     levels = 0
     while level and (depth is None or levels < depth):
         levels += 1
-        listing = ops.children_many(level)
+        listing = ops.children_many(p for p, _ in level)
+        deep = dict(level)
         nxt = []
         for path, kids in listing.items():
-            if not kids:
-                continue
-            for kid in kids:
-                if path == root and kid.startswith("."):
-                    continue  # zklock's own folders (.waits), never a database
-                parsed = LockNodeName.parse(kid)
-                if parsed is not None:
-                    if path != root and (parsed.explicit or not explicit_only):
-                        found.append((path, kid, parsed))
-                else:
-                    nxt.append(f"{path}/{kid}")
+            at = deep[path]
+            for kid in kids or ():
+                c = classify(kid, at)
+                if c.kind is ChildKind.OBJECT:
+                    nxt.append((f"{path}/{kid}", at + 1))
+                elif c.kind is ChildKind.AREA:
+                    continue  # zklock's own folders at the root (.waits), never a database
+                elif c.kind is ChildKind.LOCK and at > 0:
+                    assert c.lock is not None
+                    if c.lock.explicit or not explicit_only:
+                        found.append((path, at, kid, c))
+                elif c.kind is ChildKind.INTENT:
+                    if intents and not explicit_only:
+                        found.append((path, at, kid, c))
+                elif not explicit_only:  # unknown (or a lock node right under the root)
+                    found.append((path, at, kid, None))
         level = nxt
     records = []
-    for path, kid, parsed in found:
-        parts = path[len(root) + 1:].split("/")
-        try:
-            obj = LockObject.from_znode_parts(parts)
-        except ValueError:
-            continue  # a node some other tool put there; not ours to show
-        records.append(LockRecord(obj.name, parsed.mode, f"{path}/{kid}", parsed.explicit,
-                                  parsed.seq))
+    for path, at, kid, c in found:
+        rel = path[len(root) + 1:]
+        obj_name = "(root)"
+        if at > 0:
+            try:
+                obj_name = LockObject.from_znode_parts(rel.split("/")).name
+            except ValueError:
+                c, obj_name = None, rel
+        if c is None:
+            records.append(LockRecord(obj_name, Mode.EXCLUSIVE, f"{path}/{kid}", False, 0,
+                                      origin="unknown"))
+        elif c.lock is not None:
+            records.append(LockRecord(obj_name, c.lock.mode, f"{path}/{kid}", c.lock.explicit,
+                                      c.lock.seq,
+                                      origin="foreign" if c.lock.foreign else "zklock"))
+        else:
+            records.append(LockRecord(obj_name, c.intent.mode, f"{path}/{kid}", False,
+                                      c.intent.seq, origin="intent"))
     if extended and records:
-        data = ops.get_many(r.node for r in records)
+        # other clients' nodes may not be readable by us (their ACLs): their stat is enough,
+        # and exists needs no permission
+        ours = [r for r in records if r.origin in ("zklock", "intent")]
+        theirs = [r for r in records if r.origin not in ("zklock", "intent")]
+        data = ops.get_many(r.node for r in ours)
+        stats = ops.exists_many(r.node for r in theirs) if theirs else {}
         kept = []
         for r in records:
-            got = data.get(r.node)
-            if got is None:
-                continue  # released while we looked
-            raw, stat = got
-            r.data = LockData.from_bytes(raw)
+            if r.origin in ("zklock", "intent"):
+                got = data.get(r.node)
+                if got is None:
+                    continue  # released while we looked
+                raw, stat = got
+                r.data = LockData.from_bytes(raw)
+            else:
+                stat = stats.get(r.node)
+                if stat is None:
+                    continue
+                r.data = LockData()
             r.ctime_ms, r.mtime_ms, r.czxid = stat.ctime, stat.mtime, stat.czxid
             r.ephemeral = bool(stat.ephemeralOwner)
             r.version = stat.version
             kept.append(r)
         records = kept
-    records.sort(key=lambda r: (r.object, r.seq))
+    records.sort(key=lambda r: (r.object, r.origin == "intent", r.seq))
     return records
 
 

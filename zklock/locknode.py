@@ -1,11 +1,31 @@
-"""Lock nodes: their names, their order and what they say.
+"""Lock nodes, intents and everything else an object node's children can be.
 
-A lock node is a sequential child of an object node, named
-``read-<k><attempt>-<seq>`` or ``write-<k><attempt>-<seq>`` where ``<k>`` is
-``i`` for an implicit (ephemeral) lock and ``e`` for an explicit lease
-(persistent), and ``<attempt>`` is a random id per acquire attempt. The
-attempt id is what lets a create retried after connection loss find its own
-node instead of leaving an orphan (Curator's "protected" create).
+A lock node is a sequential child of an object node whose name starts with
+``read-`` or ``write-`` and ends in ZooKeeper's sequence suffix (``%010d``: ten
+digits, or a minus sign and nine or ten digits). That is ZooKeeper's own
+shared-lock recipe, so a client following the recipe literally
+(``write-0000000001``) takes part in the same queue: whatever else such a name
+holds, it is a lock, of the mode its prefix says (a *foreign* lock when zklock
+cannot tell its holder from its name).
+
+zklock's own lock nodes are named ``read-<k><attempt>-<seq>`` or
+``write-<k><attempt>-<seq>`` where ``<k>`` is ``i`` for an implicit
+(ephemeral) lock and ``e`` for an explicit lease (persistent), and
+``<attempt>`` is a random id per acquire attempt. The attempt id is what lets
+a create retried after connection loss find its own node instead of leaving
+an orphan (Curator's "protected" create).
+
+An *intent* (``.intent-<s|x>-<ticket>-<seq>``, ephemeral and sequential) is
+left by a denied request that will retry: the place in the queue that
+deny-and-retry otherwise forgets (docs/design.md, "Fairness"). Its name starts
+with a dot, which no database, table or partition key can, so it is never
+mistaken for an object node.
+
+Any other child is either an object node one level down (a table under a
+database, ``k=v`` under a table or partition) or a node zklock cannot
+interpret; :func:`classify` tells which, and such a node is never skipped:
+the grant check treats it as an exclusive lock (fail closed) and ``show``
+lists it.
 
 ZooKeeper's sequence counter is a signed 32-bit int per parent and wraps
 (kazoo #606). Sequence numbers are compared with serial-number arithmetic
@@ -16,26 +36,57 @@ same object. That bound is documented in docs/design.md and tested.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from .mode import Mode
+from .objects import is_object_component
 
-_NAME = re.compile(r"^(read|write)-([ie])([0-9a-f]{24})-(-?\d{1,11})$")
+_ZKLOCK_HEAD = re.compile(r"^(read|write)-([ie])([0-9a-f]{24})-$")
+#: zklock's own names with a positive sequence number: the common case, parsed in one match
+_ZKLOCK_FAST = re.compile(r"(read|write)-([ie])([0-9a-f]{24})-([0-9]{10})")
+_INTENT_HEAD = re.compile(r"^\.intent-([sx])-([0-9a-f]{16})-$")
+_DIGITS10 = re.compile(r"[0-9]{10}")
+_DIGITS9 = re.compile(r"[0-9]{9}")
 _WRAP = 1 << 32
 _HALF = 1 << 31
+INTENT_PREFIX = ".intent-"
+#: Version of the lock protocol zklock's lock nodes record in their data. 2: the writer of
+#: the node honours intents (it denies itself on seeing an older conflicting intent), which
+#: is what lets an intent's owner disregard that node (docs/design.md, "Fairness").
+PROTOCOL = 2
+
+
+def split_sequence(name: str) -> Optional[tuple[str, int]]:
+    """``(head, seq)`` when ``name`` ends in ZooKeeper's sequence suffix, else None.
+
+    ZooKeeper appends ``String.format("%010d", seq)``: ten digits, or for a
+    negative (wrapped) counter a minus sign and nine digits, or ten digits
+    below -999999999. The recipe's prefixes end in ``-``, so such a ten-digit
+    negative shows as ``--`` followed by ten digits.
+    """
+    if len(name) >= 10 and _DIGITS10.fullmatch(name, len(name) - 10):
+        head, value = name[:-10], int(name[-10:])
+        if head.endswith("--") and 10**9 <= value <= _HALF:
+            return head[:-1], -value
+        return (head, value) if value < _HALF else None
+    if len(name) >= 10 and name[-10] == "-" and _DIGITS9.fullmatch(name, len(name) - 9):
+        return name[:-10], -int(name[-9:])
+    return None
 
 
 @dataclass(frozen=True)
 class LockNodeName:
-    """A parsed lock node name."""
+    """A parsed lock node name: zklock's own, or a recipe follower's (``foreign``)."""
 
     mode: Mode
     explicit: bool
-    attempt: str
+    attempt: str  # "" for a foreign node
     seq: int
+    foreign: bool = False
 
     @staticmethod
     def prefix(mode: Mode, explicit: bool, attempt: str) -> str:
@@ -44,12 +95,93 @@ class LockNodeName:
 
     @classmethod
     def parse(cls, name: str) -> Optional[LockNodeName]:
-        """The parsed name, or None for a child that is not a lock node (an object node)."""
-        m = _NAME.match(name)
-        if not m:
+        """The parsed lock node, or None for a child that is not a lock node."""
+        if not name.startswith(("read-", "write-")):
             return None
-        return cls(Mode.from_node_prefix(m.group(1)), m.group(2) == "e", m.group(3),
-                   int(m.group(4)))
+        m = _ZKLOCK_FAST.fullmatch(name)
+        if m is not None and int(m.group(4)) < _HALF:
+            return cls(Mode.SHARED if m.group(1) == "read" else Mode.EXCLUSIVE,
+                       m.group(2) == "e", m.group(3), int(m.group(4)))
+        split = split_sequence(name)
+        if split is None:
+            return None
+        head, seq = split
+        m = _ZKLOCK_HEAD.match(head)
+        if m is None:
+            return cls(Mode.from_node_prefix(head.split("-", 1)[0]), False, "", seq, True)
+        return cls(Mode.from_node_prefix(m.group(1)), m.group(2) == "e", m.group(3), seq)
+
+
+@dataclass(frozen=True)
+class IntentName:
+    """A parsed intent: the mode its request wants and its place in the queue (ticket)."""
+
+    mode: Mode
+    ticket: int
+    seq: int
+
+    @staticmethod
+    def prefix(mode: Mode, ticket: int) -> str:
+        return f"{INTENT_PREFIX}{mode.value.lower()}-{ticket:016x}-"
+
+    @classmethod
+    def parse(cls, name: str) -> Optional[IntentName]:
+        if not name.startswith(INTENT_PREFIX):
+            return None
+        split = split_sequence(name)
+        if split is None:
+            return None
+        m = _INTENT_HEAD.match(split[0])
+        if m is None:
+            return None
+        return cls(Mode.SHARED if m.group(1) == "s" else Mode.EXCLUSIVE, int(m.group(2), 16),
+                   split[1])
+
+
+class ChildKind(enum.Enum):
+    LOCK = "lock"        # read-/write- with a sequence number (zklock's or foreign)
+    INTENT = "intent"    # a waiting request's place in the queue
+    OBJECT = "object"    # an object node one level down
+    AREA = "area"        # zklock's own folders at the root (.waits, .reaper)
+    UNKNOWN = "unknown"  # anything else: never skipped, treated as an exclusive lock
+
+
+@dataclass(frozen=True)
+class Child:
+    """One child of an object node (or of the root), classified."""
+
+    name: str
+    kind: ChildKind
+    lock: Optional[LockNodeName] = None
+    intent: Optional[IntentName] = None
+
+    @property
+    def seq(self) -> int:
+        if self.lock is not None:
+            return self.lock.seq
+        if self.intent is not None:
+            return self.intent.seq
+        return 0
+
+
+def classify(name: str, level: int) -> Child:
+    """What the child ``name`` of a node ``level`` deep below the root is.
+
+    ``level`` is 0 for the root, 1 for a database, 2 for a table, 3+ for a partition.
+    """
+    lock = LockNodeName.parse(name)
+    if lock is not None:
+        return Child(name, ChildKind.LOCK, lock=lock)
+    if name.startswith("."):
+        if level == 0:
+            return Child(name, ChildKind.AREA)
+        intent = IntentName.parse(name)
+        if intent is not None:
+            return Child(name, ChildKind.INTENT, intent=intent)
+        return Child(name, ChildKind.UNKNOWN)
+    if is_object_component(name, level + 1):
+        return Child(name, ChildKind.OBJECT)
+    return Child(name, ChildKind.UNKNOWN)
 
 
 def seq_before(a: int, b: int) -> bool:
@@ -73,6 +205,17 @@ def conflicts_now(requested: Mode, sibling: LockNodeName) -> bool:
     return not requested.compatible_with(sibling.mode)
 
 
+def intent_blocks(requested: Mode, ticket: int, intent: IntentName) -> bool:
+    """Does another request's intent deny a request holding ``ticket`` (0: none yet)?
+
+    Only an older intent (a smaller ticket: it was denied first) of a conflicting
+    mode does. A request without a ticket is newer than every intent.
+    """
+    if ticket and intent.ticket >= ticket:
+        return False
+    return not requested.compatible_with(intent.mode)
+
+
 @dataclass
 class LockData:
     """The JSON a lock node holds: who, where, for which query, since when."""
@@ -88,6 +231,8 @@ class LockData:
     holder: str = ""
     job: str = ""
     duration_s: Optional[float] = None
+    ticket: int = 0  # the request's place in the queue once it was denied (0: none)
+    protocol: int = 0  # PROTOCOL when written by a zklock that honours intents
     extra: dict = field(default_factory=dict)
 
     def who(self) -> str:
@@ -95,7 +240,8 @@ class LockData:
         return f"{self.user or '?'}@{self.host or '?'} pid {self.pid} query {self.query_id or '-'}"
 
     def to_bytes(self) -> bytes:
-        data = {k: v for k, v in asdict(self).items() if v not in (None, "", {}) and k != "extra"}
+        data = {k: v for k, v in asdict(self).items()
+                if v not in (None, "", {}) and k != "extra" and not (k == "ticket" and not v)}
         data.update({k: v for k, v in self.extra.items() if k not in data})
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -111,4 +257,8 @@ class LockData:
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
         out = cls(**{k: v for k, v in data.items() if k in known})
         out.extra = {k: v for k, v in data.items() if k not in known}
+        for name in ("ticket", "protocol"):  # compared as numbers: anything else means none
+            value = getattr(out, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                setattr(out, name, 0)
         return out

@@ -1,4 +1,4 @@
-"""LockManager: seed 001's all-or-none S/X protocol in a constant number of round trips.
+"""LockManager: Hive's all-or-none S/X protocol in a constant number of round trips.
 
 One attempt at a set of N objects costs, whatever N is:
 
@@ -47,9 +47,10 @@ from . import metrics
 from .config import Settings
 from .errors import InvalidArguments, LockNotAcquired, ZooKeeperUnavailable
 from .events import LockEvents
-from .lease import Lease, Leases
+from .intents import Request, View, defers_to, judge
+from .lease import Lease, Leases, process_holder
 from .listing import LockRecord, ms_to_iso, walk
-from .locknode import LockData, LockNodeName, blocks, conflicts_now
+from .locknode import PROTOCOL, Child, ChildKind, LockData, LockNodeName
 from .lockrequest import LockSpec, LockTarget, normalize
 from .lockset import HeldLock, LockSet, State
 from .mode import Mode
@@ -76,28 +77,59 @@ RACE_WINDOW_S = 60.0
 
 @dataclass
 class Conflict:
-    """Why an attempt was denied: our request on ``target`` meets ``holder_node``."""
+    """Why an attempt was denied: our request on ``target`` meets ``holder_node``.
+
+    ``kind`` says what the node is: ``lock`` (a zklock lock or lease), ``foreign`` (a
+    recipe follower's lock, holder unknown), ``intent`` (an older request queued ahead
+    of us) or ``unknown`` (a child zklock cannot interpret, treated as an X lock).
+    """
 
     target: LockTarget
     holder_node: str
     holder_mode: Mode
     record: Optional[LockRecord] = None
+    kind: str = "lock"
+
+    @classmethod
+    def of(cls, target: LockTarget, object_path: str, child: Child) -> Conflict:
+        if child.kind is ChildKind.LOCK:
+            assert child.lock is not None
+            return cls(target, f"{object_path}/{child.name}", child.lock.mode,
+                       kind="foreign" if child.lock.foreign else "lock")
+        if child.kind is ChildKind.INTENT:
+            assert child.intent is not None
+            return cls(target, f"{object_path}/{child.name}", child.intent.mode, kind="intent")
+        return cls(target, f"{object_path}/{child.name}", Mode.EXCLUSIVE, kind="unknown")
 
     def to_event(self) -> dict[str, Any]:
         """The blocker as lock events and the wait-for view record it."""
         d = self.record.data if self.record is not None else None
+        known = self.kind in ("lock", "intent")
         return {"object": self.target.obj.name, "requested": self.target.mode.value,
-                "held": self.holder_mode.value, "node": self.holder_node,
-                "holder": self.describe_holder() if d is not None else None,
-                "job": (d.job or d.user) if d is not None else None}
+                "held": self.holder_mode.value, "node": self.holder_node, "kind": self.kind,
+                "holder": self.describe_holder() if d is not None or not known else None,
+                "job": (d.job or d.user) if d is not None and known else None}
 
     def describe_holder(self) -> str:
+        name = self.holder_node.rsplit("/", 1)[1]
+        if self.kind == "foreign":
+            return f"a foreign lock node {name} (holder unknown)"
+        if self.kind == "unknown":
+            return f"a node zklock cannot interpret, {name}"
         r = self.record
         if r is None or r.data is None:
             return "a holder that has since released"
         return r.data.who()
 
     def describe(self) -> str:
+        obj = f"{self.target.obj.name} ({self.target.mode.value} requested)"
+        name = self.holder_node.rsplit("/", 1)[1]
+        if self.kind == "foreign":
+            return (f"{obj} is held in {self.holder_mode.value} by a foreign lock node {name}"
+                    " (a ZooKeeper recipe client; holder unknown)")
+        if self.kind == "unknown":
+            return (f"{obj} has a child zklock cannot interpret, {name}: treated as an"
+                    " exclusive lock (fail closed); remove it if it is not a lock")
         r = self.record
         who = "a holder that has since released"
         if r is not None and r.data is not None:
@@ -113,8 +145,15 @@ class Conflict:
             if r.explicit and r.end_ms is not None:
                 parts.append(f"until {ms_to_iso(r.end_ms)}")
             who = ", ".join(parts)
-        return (f"{self.target.obj.name} ({self.target.mode.value} requested) is held in "
-                f"{self.holder_mode.value} by {who}")
+        if self.kind == "intent":
+            return (f"{obj} is queued behind an earlier {self.holder_mode.value} request"
+                    f" (intent) of {who}")
+        return f"{obj} is held in {self.holder_mode.value} by {who}"
+
+
+def _created_path(result: Any) -> str:
+    """A create's path from a multi result (a plain path, or (path, stat) for create2)."""
+    return result[0] if isinstance(result, tuple) else result
 
 
 def connect(settings: Settings) -> KazooClient:
@@ -210,30 +249,38 @@ class LockManager:
         targets = normalize(locks)
         if not self.settings.support_concurrency or not targets:
             return LockSet.empty()
-        data = self._lock_data(query_id, query, kind="implicit")
-        return self._acquire_targets(targets, data, explicit=False, retries=retries,
+        data = self.lock_data(query_id, query, kind="implicit")
+        return self.acquire_targets(targets, data, explicit=False, retries=retries,
                                      retry_interval=retry_interval, query_id=query_id or "")
 
-    def _acquire_targets(self, targets: list[LockTarget], data: LockData, explicit: bool,
+    def acquire_targets(self, targets: list[LockTarget], data: LockData, explicit: bool,
                          retries: Optional[int] = None, retry_interval: Optional[float] = None,
                          query_id: str = "", deadline: Optional[float] = None,
                          error: type[LockNotAcquired] = LockNotAcquired) -> LockSet:
+        """Acquire normalised ``targets`` with ``data`` in their nodes (``explicit``: a
+        lease's persistent nodes), retrying ``retries`` times or until ``deadline``."""
         retries = self.settings.retries if retries is None else retries
         interval = self.settings.retry_interval if retry_interval is None else retry_interval
         if not isinstance(retries, int) or retries < 0:
             raise InvalidArguments(f"retries must be an int >= 0, got {retries!r}")
         if interval < 0:
             raise InvalidArguments(f"retry_interval must be >= 0, got {interval!r}")
-        self._ensure_root()
-        raw = data.to_bytes()
+        self.ensure_root()
+        req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data)
         attempt = 0
         started = time.monotonic()
         wanted = [[t.obj.name, t.mode.value] for t in targets]
         waiting = None
+        granted: Optional[LockSet] = None
         try:
             while True:
+                if deadline is None:
+                    will_retry = attempt + 1 <= retries
+                else:
+                    will_retry = time.monotonic() + interval <= deadline
+                req.leave_intents = will_retry and self.settings.intents
                 try:
-                    outcome = self._attempt(targets, raw, explicit, pre_read=attempt > 0)
+                    outcome = self._attempt(req, pre_read=attempt > 0)
                 except (ConnectionLoss, SessionExpiredError, KazooTimeoutError,
                         RetryFailedError) as exc:
                     raise ZooKeeperUnavailable(
@@ -250,10 +297,14 @@ class LockManager:
                                       time.monotonic() - started, attempt + 1,
                                       outcome.fencing_token, lease=explicit)
                     if not explicit:  # a lease outlives the session: never "lost" with it
+                        # the set keeps its intents until it releases (zklock/intents.py)
+                        outcome.intents = req.intent_nodes()
+                        req.intents.clear()
                         with self._sets_lock:
                             self._sets.add(outcome)
                         if not self._still_connected(outcome):
                             continue
+                    granted = outcome
                     return outcome
                 attempt += 1
                 if deadline is None:
@@ -269,21 +320,34 @@ class LockManager:
                     more = f" (+{len(outcome) - 5} more)" if len(outcome) > 5 else ""
                     raise error(f"lock not acquired after {attempt} attempt(s): {text}{more}",
                                 conflicts=outcome)
-                waiting = self.waits.publish(waiting, wanted, data, outcome, attempt, started)
+                waiting = self.waits.publish(waiting, wanted, req.data, outcome, attempt,
+                                             started)
                 time.sleep(interval * random.uniform(0.75, 1.25))
         finally:
             if waiting is not None:
                 self.waits.withdraw(waiting)
+            leftover = req.intent_nodes()
+            if leftover and (granted is None or explicit):
+                self._withdraw_intents(leftover)
 
-    def _attempt(self, targets: list[LockTarget], data: bytes, explicit: bool,
-                 pre_read: bool) -> Union[LockSet, list[Conflict]]:
+    def _withdraw_intents(self, nodes: list[str]) -> None:
+        """Delete a request's intents when it is granted a lease or gives up; they are
+        ephemeral, so a failure here only leaves them until the session ends (or the next
+        reconnect's clean-up)."""
+        if self._release_async(nodes):
+            return
+        self._release_nodes(nodes)
+
+    def _attempt(self, req: Request, pre_read: bool) -> Union[LockSet, list[Conflict]]:
         """One attempt at the whole set: a LockSet, or the conflicts that denied it.
 
         Without ``pre_read`` (the first, optimistic attempt) the multi assumes
         every object node exists; a NoNode sends it round once more with the
-        pre-read, which finds what to create and denies visible conflicts early.
+        pre-read, which finds what to create and, once the request holds a
+        ticket, denies visible conflicts early. (Without a ticket it goes on to
+        the create multi, whose zxid becomes its ticket if it is denied.)
         """
-        paths = {t: t.obj.znode(self.root) for t in targets}
+        targets, paths, explicit = req.targets, req.paths, req.explicit
         flags = SEQUENTIAL | (PERSISTENT if explicit else EPHEMERAL)
         window = time.monotonic() + RACE_WINDOW_S
         races = 0
@@ -295,15 +359,17 @@ class LockManager:
             missing: list[str] = []
             if pre_read:
                 pre = self.ops.with_retry(self.ops.children_many, paths.values())
-                conflicts = self._pre_conflicts(targets, paths, pre)
-                if conflicts:
-                    return conflicts
+                if req.ticket:
+                    conflicts = self._pre_conflicts(req, pre)
+                    if conflicts:
+                        self._queue(req, [])
+                        return conflicts
                 missing = sorted((p for p in paths.values() if pre[p] is None),
                                  key=lambda p: p.count("/"))
             ops = [self.ops.container_op(p) for p in missing]
             ops += [self.ops.create_op(
-                f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id)}", data, flags)
-                for t in targets]
+                f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id)}", req.raw,
+                flags) for t in targets]
             session = self.session_id
             existing = [paths[t] for t in targets if paths[t] not in set(missing)]
             try:
@@ -329,7 +395,7 @@ class LockManager:
                 raise
             try:
                 n = len(missing)
-                granted = self._check_grant(targets, paths, set(missing),
+                granted = self._check_grant(req, set(missing),
                                             list(zip(results[n:], zxids[n:])), attempt_id, session,
                                             post)
             except BaseException:
@@ -342,14 +408,27 @@ class LockManager:
             f"gave up after {races} races in {RACE_WINDOW_S:g}s with concurrent object node"
             " creation/removal")
 
-    def _pre_conflicts(self, targets: list[LockTarget], paths: dict[LockTarget, str],
-                       listing: dict[str, Optional[list[str]]]) -> list[Conflict]:
+    def _view(self, req: Request, t: LockTarget, kids: Optional[list[str]],
+              mine: Optional[int], attempt_id: str, own_name: str = "") -> View:
+        """Judge one object's listing and note which of our intents it shows."""
+        view = judge(kids, req.levels[t], t.mode, mine, attempt_id, req.ticket,
+                     req.may_disregard, own_name)
+        if view.own or req.intents:
+            req.saw(req.paths[t], view.own)
+        return view
+
+    def _pre_conflicts(self, req: Request, listing: dict[str, Optional[list[str]]]
+                       ) -> list[Conflict]:
+        """Conflicts visible before creating anything. Conflicting zklock nodes behind our
+        intents are left to the check after the create, which may disregard them."""
         out = []
-        for t in targets:
-            for kid in listing.get(paths[t]) or ():
-                sib = LockNodeName.parse(kid)
-                if sib is not None and conflicts_now(t.mode, sib):
-                    out.append(Conflict(t, f"{paths[t]}/{kid}", sib.mode))
+        for t in req.targets:
+            p = req.paths[t]
+            if listing.get(p) is None:
+                req.gone(p)
+                continue
+            view = self._view(req, t, listing.get(p), None, "")
+            out += [Conflict.of(t, p, c) for c in view.conflicts]
         return self._live(out)
 
     def _still_connected(self, lockset: LockSet) -> bool:
@@ -366,16 +445,17 @@ class LockManager:
         lockset.release()
         return False
 
-    def _check_grant(self, targets: list[LockTarget], paths: dict[LockTarget, str],
-                     created: set[str], results: list, attempt_id: str,
+    def _check_grant(self, req: Request, created: set[str], results: list, attempt_id: str,
                      session: Optional[int], prefetched: Any = None
                      ) -> Union[LockSet, list[Conflict], None]:
-        """Apply seed 001's grant rule to the siblings of every node we just made.
+        """Apply the grant rule, the intent rule and the fail-closed rule to the siblings of
+        every node we just made.
 
         ``prefetched()`` gives the siblings read right behind the create
         multi; if that read failed (connection loss) they are read again.
         """
-        held = [HeldLock(t, paths[t], node_path, czxid)
+        targets, paths = req.targets, req.paths
+        held = [HeldLock(t, paths[t], _created_path(node_path), czxid)
                 for t, (node_path, czxid) in zip(targets, results)]
         existing = [paths[t] for t in targets if paths[t] not in created]
         post: dict = {}
@@ -386,27 +466,76 @@ class LockManager:
                 post = None
             if post is None:
                 post = self.ops.with_retry(self.ops.children_many, existing)
-        conflicts = []
+        conflicts: list[Conflict] = []
+        behind: list[Conflict] = []
         mine = {h.object_path: h for h in held}
         for t in targets:
             p = paths[t]
             if p in created:
+                req.gone(p)  # a node this multi created has no older children, no intents
                 continue
-            my_seq = LockNodeName.parse(mine[p].node_path.rsplit("/", 1)[1]).seq
-            for kid in post.get(p) or ():
-                sib = LockNodeName.parse(kid)
-                if sib is None or sib.attempt == attempt_id:
-                    continue
-                if blocks(t.mode, my_seq, sib):
-                    conflicts.append(Conflict(t, f"{p}/{kid}", sib.mode))
+            own = mine[p].node_path.rsplit("/", 1)[1]
+            name = LockNodeName.parse(own)
+            assert name is not None
+            view = self._view(req, t, post.get(p), name.seq, attempt_id, own)
+            conflicts += [Conflict.of(t, p, c) for c in view.conflicts]
+            behind += [Conflict.of(t, p, c) for c in view.behind]
         conflicts = self._live(conflicts)
+        if behind and not conflicts:  # only then is it worth reading who is behind us
+            conflicts = self._live(self._not_deferring(req, behind))
         if conflicts:
-            self._delete_nodes([h.node_path for h in held])
+            req.take_ticket(min((z for _, z in results if z), default=0))
+            self._queue(req, [h.node_path for h in held])
             return conflicts
         if session != self.session_id or self.client.state != KazooState.CONNECTED:
             self._cleanup_attempt(paths, attempt_id)
             return None
         return LockSet(self, held, session_id=session)
+
+    def _not_deferring(self, req: Request, behind: list[Conflict]) -> list[Conflict]:
+        """Of the conflicting nodes created after our intents, those whose writers do not
+        defer to us (one pipelined read, only on a would-be denial): a legacy writer that
+        does not know intents, or an older ticket. A node gone since was undone."""
+        try:
+            got = self.ops.get_many(c.holder_node for c in behind)
+        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError):
+            raise
+        except Exception as exc:  # unreadable (another identity's ACL, say): fail closed
+            log.debug("cannot read nodes behind our intents: %s", exc)
+            return behind
+        out = []
+        for c in behind:
+            item = got.get(c.holder_node)
+            if item is None:
+                continue
+            if not defers_to(LockData.from_bytes(item[0]), req.ticket, PROTOCOL):
+                out.append(c)
+        return out
+
+    def _queue(self, req: Request, undo: list[str]) -> None:
+        """Undo a denied attempt (delete ``undo``) and, if the request will retry, leave
+        the intents it lacks, in the same multi."""
+        creates: list[LockTarget] = []
+        if req.leave_intents and req.ticket:
+            creates = req.missing_intents()
+        if not creates:
+            if undo:
+                self.delete_nodes(undo)
+            return
+        ops = [self.ops.delete_op(n) for n in undo]
+        ops += [self.ops.create_op(req.intent_prefix(t), req.raw, EPHEMERAL | SEQUENTIAL)
+                for t in creates]
+        try:
+            results, _ = self.ops.multi_chunked(ops)
+        except (MultiFailed, ChunkedMultiFailed) as exc:
+            # an object node swept meanwhile (pre-read path), say: undo alone; intents
+            # that a partly applied chunk made are found by ticket at the next listing
+            log.debug("could not leave intents: %s", exc)
+            if undo:
+                self.delete_nodes(undo)
+            return
+        for t, r in zip(creates, results[len(undo):]):
+            req.intents.setdefault(req.paths[t], []).append(_created_path(r))
 
     def _live(self, conflicts: list[Conflict]) -> list[Conflict]:
         """Conflicts that still count: a lease past its soft limit is treated as absent."""
@@ -417,7 +546,7 @@ class LockManager:
         live = self.leases.live(explicit)
         return [c for c in conflicts if c.holder_node not in explicit or c.holder_node in live]
 
-    # ---- leases (seed 000's API; see lease.py) ---------------------------------
+    # ---- leases (the lease API of docs/leases.md; see lease.py) ---------------------------------
     def grab_lease(self, objs: Iterable[LockSpec], duration_s: Union[float, str],
                    wait_s: Union[float, str] = 0, holder: Optional[str] = None) -> int:
         """Take every object for ``duration_s`` (all or none) and return the lease id.
@@ -428,19 +557,33 @@ class LockManager:
         """
         return self.leases.grab(objs, duration_s, wait_s, holder)
 
-    def list_lease(self, objs: Optional[Sequence[Union[str, LockObject]]] = None
-                   ) -> list[Lease]:
-        """Leases with a node at or below ``objs`` (all leases when None)."""
-        return self.leases.list(objs)
+    def list_lease(self, objs: Optional[Sequence[Union[str, LockObject]]] = None,
+                   include_expired: bool = False) -> list[Lease]:
+        """Leases with a node at or below ``objs`` (all leases when None or empty).
+
+        As seed 000's ``end_utc >= now``, leases past their end are left out unless
+        ``include_expired`` (they stay until taken over, recovered or reaped).
+        """
+        return self.leases.list(objs or None, include_expired=include_expired)
 
     def extend_lease(self, lease_id: int,
-                     objs: Optional[Sequence[Union[str, LockObject]]] = None) -> Lease:
-        """Push the lease's end to ZooKeeper's now + its duration."""
-        return self.leases.extend(lease_id, objs)
+                     objs: Optional[Sequence[Union[str, LockObject]]] = None,
+                     holder: Optional[str] = None) -> Lease:
+        """Push the lease's end to ZooKeeper's now + its duration (its holder only:
+        ``holder`` or this process's :attr:`lease_holder`; else NotLeaseHolder)."""
+        return self.leases.extend(lease_id, objs, holder)
 
     def drop_lease(self, lease_id: int,
-                   objs: Optional[Sequence[Union[str, LockObject]]] = None) -> Lease:
-        return self.leases.drop(lease_id, objs)
+                   objs: Optional[Sequence[Union[str, LockObject]]] = None,
+                   holder: Optional[str] = None) -> Lease:
+        """Release a lease (its holder only, as :meth:`extend_lease`)."""
+        return self.leases.drop(lease_id, objs, holder)
+
+    @property
+    def lease_holder(self) -> str:
+        """Whom this process's leases belong to: the ``lease_holder`` setting, else
+        ``user@host:pid:random``, unique per process."""
+        return self.settings.lease_holder or process_holder(self.settings.effective_user)
 
     def force_drop_lease(self, objs: Optional[Sequence[Union[str, LockObject]]] = None,
                          include_implicit: bool = False) -> int:
@@ -449,6 +592,8 @@ class LockManager:
         return self.leases.force_drop(objs or [], include_implicit)
 
     def recover_lease(self, obj: Union[str, LockObject]) -> list[int]:
+        """HDFS's recoverLease: drop the leases on ``obj`` past their soft limit, whoever
+        holds them; returns their ids."""
         return self.leases.recover(obj)
 
     def reap_leases(self, hard_limit_s: Optional[float] = None) -> list[int]:
@@ -465,7 +610,9 @@ class LockManager:
 
     # ---- release and cleanup -----------------------------------------------
     def _release(self, lockset: LockSet, wait: bool = True) -> None:
-        nodes = [h.node_path for h in lockset.held]
+        # lock nodes first, intents last: should the multi be chunked, no intent goes
+        # while a lock node it protects is still there
+        nodes = [h.node_path for h in lockset.held] + lockset.intents
         with self._sets_lock:
             self._sets.discard(lockset)
             counted, lockset.counted = lockset.counted, False
@@ -482,7 +629,7 @@ class LockManager:
         let go, so :meth:`_on_reconnected` deletes them.
         """
         try:
-            self._delete_nodes(nodes)
+            self.delete_nodes(nodes)
         except Exception as exc:
             self._leave_for_reconnect(nodes=nodes)
             log.warning("release of %d lock(s) failed (retried on reconnect): %s",
@@ -526,7 +673,7 @@ class LockManager:
         pending.rawlink(done)
         return True
 
-    def _delete_nodes(self, nodes: Sequence[str]) -> None:
+    def delete_nodes(self, nodes: Sequence[str]) -> None:
         """One multi deleting the lock nodes; lenient one-by-one deletes if that fails.
 
         Object nodes are containers: ZooKeeper removes them once empty.
@@ -555,7 +702,7 @@ class LockManager:
                       attempt_id, exc)
             raise
 
-    def _ensure_root(self) -> None:
+    def ensure_root(self) -> None:
         if not self._root_ready:
             self.ops.ensure_path(self.root)
             self._root_ready = True
@@ -563,23 +710,26 @@ class LockManager:
     # ---- describing holders -----------------------------------------------
     def _describe(self, conflicts: list[Conflict]) -> None:
         """Fill each conflict's holder record (one pipelined read)."""
+        readable = [c for c in conflicts if c.kind in ("lock", "intent")]  # ours say who
         try:
-            got = self.ops.get_many(c.holder_node for c in conflicts)
+            got = self.ops.get_many(c.holder_node for c in readable)
         except Exception:
             return
-        for c in conflicts:
+        for c in readable:
             item = got.get(c.holder_node)
             if item is None:
                 continue
             raw, stat = item
             name = LockNodeName.parse(c.holder_node.rsplit("/", 1)[1])
+            origin = {"lock": "zklock"}.get(c.kind, c.kind)
             c.record = LockRecord(c.target.obj.name, c.holder_mode, c.holder_node,
                                   bool(name and name.explicit), name.seq if name else 0,
                                   LockData.from_bytes(raw), stat.ctime, stat.mtime, stat.czxid,
-                                  bool(stat.ephemeralOwner))
+                                  bool(stat.ephemeralOwner), origin=origin)
 
-    def _lock_data(self, query_id: Optional[str], query: Optional[str], kind: str,
-                   **extra: Any) -> LockData:
+    def lock_data(self, query_id: Optional[str], query: Optional[str], kind: str,
+                  **extra: Any) -> LockData:
+        """What this process's lock nodes say about their holder (user, host, pid, query)."""
         q = query or ""
         limit = self.settings.query_max_length
         if len(q) > limit:
@@ -589,15 +739,22 @@ class LockManager:
             user=self.settings.effective_user, job=self.settings.job or "",
             host=self._host, pid=os.getpid(),
             session=f"0x{sid:x}" if sid else "", query_id=query_id or "", query=q,
-            acquired_at=ms_to_iso(int(time.time() * 1000)), kind=kind, **extra,
+            acquired_at=ms_to_iso(int(time.time() * 1000)), kind=kind, protocol=PROTOCOL,
+            **extra,
         )
 
     # ---- listing ------------------------------------------------------------
-    def show(self, obj: Union[str, LockObject, None] = None, extended: bool = False
-             ) -> list[LockRecord]:
-        """Held locks at or below ``obj`` (a table includes its partitions)."""
+    def show(self, obj: Union[str, LockObject, None] = None, extended: bool = False,
+             intents: bool = False) -> list[LockRecord]:
+        """Held locks at or below ``obj`` (a table includes its partitions).
+
+        Recipe followers' locks (kind ``foreign``) and nodes zklock cannot interpret
+        (kind ``unknown``, listed as X) are included; ``intents`` adds the intents of
+        waiting requests (kind ``intent``).
+        """
         start = LockObject.parse(obj) if obj is not None else None
-        return self.ops.with_retry(walk, self.ops, self.root, start, extended)
+        return self.ops.with_retry(walk, self.ops, self.root, start, extended, False, None,
+                                   intents)
 
     # ---- session awareness ------------------------------------------------
     def _session_label(self) -> str:
@@ -650,7 +807,7 @@ class LockManager:
                 continue
             if s.state is State.LOST:
                 try:
-                    self._delete_nodes([h.node_path for h in s.held])
+                    self.delete_nodes([h.node_path for h in s.held] + s.intents)
                 except Exception as exc:
                     log.warning("could not delete nodes of a lost lock set: %s", exc)
                 continue
@@ -675,7 +832,7 @@ class LockManager:
                 continue
             try:
                 if nodes:
-                    self._delete_nodes(nodes)
+                    self.delete_nodes(nodes)
                 if attempt is not None:
                     self.ops.with_retry(self._sweep_attempt, *attempt)
             except Exception as exc:

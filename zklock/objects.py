@@ -120,6 +120,29 @@ def _checked_identifier(text: str, part: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=65536)
+def is_object_component(name: str, level: int) -> bool:
+    """Whether ``name`` is a znode zklock makes for an object ``level`` deep below the root
+    (1: a database, 2: a table, 3 and more: a ``k=v`` partition component).
+
+    Database and table nodes are canonical identifiers (lower case, no ``.``); partition
+    components are an identifier key, ``=`` and an escaped value. Anything else under an
+    object node is not an object: a lock, an intent, or a node zklock cannot interpret.
+    """
+    if level <= 2:
+        try:
+            return _checked_identifier(name, "table" if level == 2 else "database") == name
+        except _Bad:
+            return False
+    key, eq, value = name.partition("=")
+    if not eq or not value or len(name) > MAX_COMPONENT:
+        return False
+    try:
+        return _checked_identifier(key, "partition key") == key
+    except _Bad:
+        return False
+
+
 def _partition_value(value: str, key: str, whole: str) -> str:
     if value == "":
         raise InvalidLockObject(whole, f"empty value for partition key {key!r}")

@@ -1,5 +1,9 @@
 """LeaseRenewer: keeps every lease of one holder alive, like HDFS's LeaseRenewer.
 
+The holder defaults to the manager's :attr:`~zklock.LockManager.lease_holder`,
+unique per process, so two processes of one user never renew each other's
+leases (HDFS makes its client name unique for the same reason).
+
 One thread per renewer. Each round lists the holder's leases and renews all
 of them in one multi (a versioned setData of every node) at half the
 shortest duration. A lease that was dropped, reaped or taken over makes the
@@ -30,7 +34,7 @@ class LeaseRenewer:
                  on_lost: Optional[Callable[[int, Exception], None]] = None,
                  min_interval: float = 0.05) -> None:
         self.manager = manager
-        self.holder = holder or manager.settings.effective_user
+        self.holder = holder or manager.lease_holder
         self.on_lost = on_lost
         self.min_interval = min_interval
         self.lost: dict[int, Exception] = {}
@@ -60,8 +64,10 @@ class LeaseRenewer:
         self.stop()
 
     def mine(self) -> list[Lease]:
-        return [lease for lease in self.manager.list_lease() if lease.holder == self.holder
-                and lease.lease_id not in self.lost]
+        """The holder's leases, expired ones too (one may still be renewed if nobody took
+        it over); never another holder's, even of the same user."""
+        return [lease for lease in self.manager.list_lease(include_expired=True)
+                if lease.holder == self.holder and lease.lease_id not in self.lost]
 
     def renew_once(self) -> Optional[float]:
         """One round; the seconds to the next one, or None when no lease is left."""

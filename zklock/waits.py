@@ -1,9 +1,11 @@
 """Waits: who is waiting for whom, for `zklock waits` (a wait-for view).
 
 A request denied with retries left publishes an ephemeral node
-``<root>/.waits/<id>`` saying what it wants and which holders blocked its
-last attempt; each retry updates it and the grant (or giving up) deletes
-it. Only a denied request writes here, so an uncontended lock pays nothing,
+``<root>/.waits/<id>`` saying what it wants, its ticket (its place in the
+queue its intents hold, zklock/intents.py) and which nodes blocked its last
+attempt: holders, intents queued ahead of it, recipe followers' locks and
+nodes zklock cannot interpret; each retry updates it and the grant (or
+giving up) deletes it. Only a denied request writes here, so an uncontended lock pays nothing,
 and a waiter that dies takes its node with its session. ``.waits`` cannot
 clash with a database: lock object names never start with a dot.
 """
@@ -47,6 +49,9 @@ class Wait:
     since_ms: int = 0
     attempt: int = 0
     updated_ms: int = 0
+    #: the request's place in the queue (the zxid of its first denial; 0: no intents)
+    ticket: int = 0
+    intents: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -70,7 +75,8 @@ class Waits:
                     query_id=data.query_id, query=data.query[:200], wants=wanted[:MAX_ITEMS],
                     blockers=[c.to_event() for c in conflicts[:MAX_ITEMS]],
                     since_ms=now - int((time.monotonic() - started) * 1000), attempt=attempt,
-                    updated_ms=now)
+                    updated_ms=now, ticket=data.ticket,
+                    intents=bool(data.ticket) and self.mgr.settings.intents)
         raw = json.dumps(wait.to_dict(), separators=(",", ":")).encode()
         path = f"{self.base}/{wait.id}"
         client = self.mgr.client
@@ -93,8 +99,9 @@ class Waits:
             pass
 
     def list(self) -> list[Wait]:
-        """Every waiting request, oldest first, each blocker's holder read now (one round
-        trip): the waiter records only the blocking node, so a denial costs it no read."""
+        """Every waiting request in queue order (by ticket: the first denied first), each
+        blocker's holder read now (one round trip): the waiter records only the blocking
+        node, so a denial costs it no read."""
         from .locknode import LockData
 
         ops = self.mgr.ops
@@ -109,9 +116,14 @@ class Waits:
                 out.append(Wait(**{k: data[k] for k in Wait.__dataclass_fields__ if k in data}))
             except (ValueError, TypeError):
                 continue  # not ours
-        holders = ops.get_many(b["node"] for w in out for b in w.blockers if b.get("node"))
+        def readable(b: dict) -> bool:  # a foreign or unknown node's data names nobody
+            return bool(b.get("node")) and b.get("kind", "lock") in ("lock", "intent")
+
+        holders = ops.get_many(b["node"] for w in out for b in w.blockers if readable(b))
         for w in out:
             for b in w.blockers:
+                if not readable(b):
+                    continue
                 held = holders.get(b.get("node", ""))
                 if held is None:
                     b.setdefault("holder", None)
@@ -119,5 +131,5 @@ class Waits:
                     continue
                 d = LockData.from_bytes(held[0])
                 b["holder"], b["job"] = d.who(), d.job or d.user
-        out.sort(key=lambda w: w.since_ms)
+        out.sort(key=lambda w: (w.ticket == 0, w.ticket, w.since_ms))  # queue order
         return out
