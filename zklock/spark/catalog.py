@@ -81,7 +81,7 @@ class LockingCatalog:
             if not any(t.mode is Mode.EXCLUSIVE for t in targets) and name != "analyzeTable":
                 raise UnsupportedStatement(f"zklock found nothing to lock for Catalog.{name}"
                                            f"({target!r}), so it is refused")
-            return session.run_locked(targets, f"Catalog.{name} {target}",
+            return session.execution.locked(targets, f"Catalog.{name} {target}",
                                       lambda: method(*args, **kwargs))
         call.__name__ = name
         call.__doc__ = method.__doc__

@@ -12,22 +12,28 @@ Writers lock their target: ``df.write.insertInto/saveAsTable`` and
 ``df.writeTo(t).append/overwrite/overwritePartitions/create/replace/
 createOrReplace`` take X on the table (X on the pinned partition for
 ``overwrite(condition)`` when the condition pins it), and S on the
-DataFrame's sources. ``df.write.save(path)``, ``parquet/csv/json/orc/text/
-xml(path)`` and ``jdbc`` write outside the catalog, so only their sources are
-locked. ``df.mergeInto(t, cond)...merge()`` takes X on t and S on the sources.
+DataFrame's sources. ``df.write.save(path)`` and ``parquet/csv/json/orc/text/
+xml(path)`` take X on every catalog table stored at, above or below the path
+(a write inside a table's directory is a write to that table); ``jdbc``
+writes outside the catalog, so only its sources are locked.
+``df.mergeInto(t, cond)...merge()`` takes X on t and S on the sources.
+``df.writeStream`` is refused, and ``df.sparkSession`` is the LockingSession.
+
+The lock-aware behaviour is written once, as mixins (:class:`LockAware`,
+:class:`WriterLocks`, :class:`WriterV2Locks`), and put on PySpark's classic
+classes here and on its Spark Connect classes in :mod:`.connect_frames`.
 
 Not covered: ``df.rdd`` and ``df.toJSON()`` (they leave the SQL engine as
-RDDs, whose later actions zklock cannot see), and streaming queries.
+RDDs, whose later actions zklock cannot see).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Optional
 
 from pyspark.sql.classic.dataframe import DataFrame as _ClassicDataFrame
-from pyspark.sql.group import GroupedData
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWriterV2
 
 from ..errors import UnsupportedStatement
@@ -43,17 +49,20 @@ _NOT_WRAPPED = ACTIONS | {"toLocalIterator", "write", "writeTo", "mergeInto", "w
                           "rdd", "na",
                           "stat", "sparkSession", "sql_ctx", "schema", "columns", "dtypes",
                           "isStreaming", "storageLevel"}
+#: Path writes of DataFrameWriter: X on catalog tables stored there, S on the sources.
+PATH_WRITES = ("parquet", "csv", "json", "orc", "text", "xml", "jdbc")
 
 
-class LockingDataFrame(_ClassicDataFrame):
-    """A PySpark DataFrame whose actions and writes take zklock locks."""
+class LockAware:
+    """What makes a PySpark DataFrame lock-aware; mixed into a DataFrame class first."""
 
-    def __init__(self, df: _ClassicDataFrame, session: LockingSession) -> None:
-        super().__init__(df._jdf, session.spark)
-        self._zk_session = session
+    _zk_session: LockingSession
+    #: the writer classes of this kind of session (set by the concrete class)
+    _zk_writer: type
+    _zk_writer_v2: type
 
     @property
-    def sparkSession(self) -> LockingSession:  # type: ignore[override]
+    def sparkSession(self) -> LockingSession:
         """The LockingSession: ``df.sparkSession.sql(...)`` locks like the session does."""
         return self._zk_session
 
@@ -67,14 +76,12 @@ class LockingDataFrame(_ClassicDataFrame):
 
     # ---- reads ------------------------------------------------------------
     def _zk_locked(self, action: str, fn: Any) -> Any:
-        session = self._zk_session
-        return session.run_read(self, action, fn)
+        return self._zk_session.execution.read(self, action, fn)
 
     def toLocalIterator(self, prefetchPartitions: bool = False) -> Iterator[Any]:
         """Holds the S locks until the iterator is exhausted or closed."""
-        session = self._zk_session
-        handle = session.open_read(self, "toLocalIterator")
-        parent = super().toLocalIterator
+        handle = self._zk_session.execution.held_read(self, "toLocalIterator")
+        parent = super().toLocalIterator  # type: ignore[misc]
 
         def rows() -> Iterator[Any]:
             with handle:
@@ -83,49 +90,80 @@ class LockingDataFrame(_ClassicDataFrame):
 
     # ---- writes -----------------------------------------------------------
     @property
-    def write(self) -> DataFrameWriter:
-        return LockingWriter(self)
+    def write(self) -> Any:
+        return self._zk_writer(self)
 
-    def writeTo(self, table: str) -> DataFrameWriterV2:
-        return LockingWriterV2(self, table)
+    def writeTo(self, table: str) -> Any:
+        return self._zk_writer_v2(self, table)
 
     def mergeInto(self, table: str, condition: Any) -> Any:
-        return _LockingMerge(super().mergeInto(table, condition), self, table)
+        return LockingMerge(super().mergeInto(table, condition), self, table)  # type: ignore
 
     def __repr__(self) -> str:
         return "Locking" + super().__repr__()
 
 
-def _action(name: str) -> Any:
-    base = getattr(_ClassicDataFrame, name)
+def install(cls: type, base: type) -> None:
+    """Wrap ``base``'s actions (lock for their duration) and transformations (their result
+    is lock-aware) on ``cls``."""
+    for name in ACTIONS:
+        if hasattr(base, name):
+            setattr(cls, name, _action(base, name))
+    for name, value in vars(base).items():
+        if name.startswith("_") and name not in ("__getitem__",):
+            continue
+        if name in _NOT_WRAPPED or not callable(value) or isinstance(
+                value, (property, staticmethod, classmethod, functools.cached_property)):
+            continue
+        setattr(cls, name, _transform(base, name))
 
-    @functools.wraps(base)
-    def method(self: LockingDataFrame, *args: Any, **kwargs: Any) -> Any:
-        return self._zk_locked(name, lambda: base(self, *args, **kwargs))
+
+def _action(base: type, name: str) -> Any:
+    method_of_base = getattr(base, name)
+
+    @functools.wraps(method_of_base)
+    def method(self: LockAware, *args: Any, **kwargs: Any) -> Any:
+        return self._zk_locked(name, lambda: method_of_base(self, *args, **kwargs))
     return method
 
 
-def _transform(name: str) -> Any:
-    base = getattr(_ClassicDataFrame, name)
+def _transform(base: type, name: str) -> Any:
+    method_of_base = getattr(base, name)
 
-    @functools.wraps(base)
-    def method(self: LockingDataFrame, *args: Any, **kwargs: Any) -> Any:
-        return adopt(base(self, *args, **kwargs), self._zk_session)
+    @functools.wraps(method_of_base)
+    def method(self: LockAware, *args: Any, **kwargs: Any) -> Any:
+        return adopt(method_of_base(self, *args, **kwargs), self._zk_session)
     return method
 
 
 def adopt(value: Any, session: LockingSession) -> Any:
     """Make DataFrames (and groupings of them) coming out of Spark lock-aware."""
-    if isinstance(value, LockingDataFrame):
+    if isinstance(value, LockAware):
         return value
     if isinstance(value, _ClassicDataFrame):
         return LockingDataFrame(value, session)
-    if isinstance(value, GroupedData):
-        return _Adopting(value, lambda v: adopt(v, session))
+    for adopter in _ADOPTERS:
+        adopted = adopter(value, session)
+        if adopted is not value:
+            return adopted
+    if type(value).__name__ == "GroupedData":
+        return Adopting(value, lambda v: adopt(v, session))
     return value
 
 
-class _Adopting:
+#: Adopters of DataFrame kinds defined elsewhere: connect_frames registers Spark Connect's
+#: (kept apart because PySpark's Connect client needs packages a classic pipeline lacks).
+_ADOPTERS: list[Callable[[Any, Any], Any]] = []
+
+
+def register_adopter(adopter: Callable[[Any, Any], Any]) -> None:
+    """Add ``adopter(value, session)``: a lock-aware version of ``value``, or ``value``
+    itself when it is not of the adopter's kind."""
+    if adopter not in _ADOPTERS:
+        _ADOPTERS.append(adopter)
+
+
+class Adopting:
     """A helper object (GroupedData, a merge builder step, ...) whose call results pass
     through ``adopt_result``, so what comes out of it stays lock-aware."""
 
@@ -149,38 +187,27 @@ def adopting(builder: Any, session: LockingSession) -> Any:
     DataFrames come out lock-aware."""
     def step(out: Any) -> Any:
         out = adopt(out, session)
-        if isinstance(out, LockingDataFrame) or not type(out).__module__.startswith("pyspark"):
+        if isinstance(out, LockAware) or not type(out).__module__.startswith("pyspark"):
             return out
-        return _Adopting(out, step)
-    return _Adopting(builder, step)
+        return Adopting(out, step)
+    return Adopting(builder, step)
 
 
-for _name in ACTIONS:
-    setattr(LockingDataFrame, _name, _action(_name))
-for _name, _value in vars(_ClassicDataFrame).items():
-    if _name.startswith("_") and _name not in ("__getitem__",):
-        continue
-    if _name in _NOT_WRAPPED or not callable(_value) or isinstance(
-            _value, (property, staticmethod, classmethod)):
-        continue
-    setattr(LockingDataFrame, _name, _transform(_name))
+# ---- writers --------------------------------------------------------------------
+class WriterLocks:
+    """``df.write`` that locks the target table in X and the sources in S; mixed into a
+    DataFrameWriter class first."""
 
+    _zk_df: Any
+    _zk_path: Optional[str] = None  # a "path" option: where save() writes
 
-class LockingWriter(DataFrameWriter):
-    """``df.write`` that locks the target table in X and the sources in S."""
-
-    def __init__(self, df: LockingDataFrame) -> None:
-        super().__init__(df)
-        self._zk_df = df
-        self._zk_path: Optional[str] = None  # a "path" option: where save() writes
-
-    def option(self, key: str, value: Any) -> LockingWriter:
+    def option(self, key: str, value: Any) -> Any:
         if key.lower() == "path":
             self._zk_path = str(value)
-        super().option(key, value)
+        super().option(key, value)  # type: ignore[misc]
         return self
 
-    def options(self, **options: Any) -> LockingWriter:
+    def options(self, **options: Any) -> Any:
         for key, value in options.items():
             self.option(key, value)
         return self
@@ -191,22 +218,22 @@ class LockingWriter(DataFrameWriter):
         written path (a write inside a table's location is a write to that table)."""
         session = self._zk_df._zk_session
         paths = tuple(p for p in (path, self._zk_path) if p)  # saveAsTable's "path" too
-        return session.run_write(self._zk_df, table, None, what, fn, paths=paths)
+        return session.execution.write(self._zk_df, table, None, what, fn, paths=paths)
 
     def insertInto(self, tableName: str, overwrite: Optional[bool] = None) -> None:
-        parent = super().insertInto
+        parent = super().insertInto  # type: ignore[misc]
         return self._locked(tableName, f"insertInto {tableName}",
                             lambda: parent(tableName, overwrite))
 
     def saveAsTable(self, name: str, format: Optional[str] = None, mode: Optional[str] = None,
                     partitionBy: Any = None, **options: Any) -> None:
-        parent = super().saveAsTable
+        parent = super().saveAsTable  # type: ignore[misc]
         return self._locked(name, f"saveAsTable {name}",
                             lambda: parent(name, format, mode, partitionBy, **options))
 
     def save(self, path: Optional[str] = None, format: Optional[str] = None,
              mode: Optional[str] = None, partitionBy: Any = None, **options: Any) -> None:
-        parent = super().save
+        parent = super().save  # type: ignore[misc]
         target = path or next((str(v) for k, v in options.items() if k.lower() == "path"),
                               None)
         return self._locked(None, f"save {target or ''}".strip(),
@@ -215,26 +242,72 @@ class LockingWriter(DataFrameWriter):
 
 
 def _path_write(name: str) -> Any:
-    base = getattr(DataFrameWriter, name)
-
-    @functools.wraps(base)
-    def method(self: LockingWriter, *args: Any, **kwargs: Any) -> Any:
+    def method(self: WriterLocks, *args: Any, **kwargs: Any) -> Any:
+        parent = getattr(super(WriterLocks, self), name)
         target = args[0] if args else kwargs.get("path", kwargs.get("url", ""))
         path = None if name == "jdbc" else (target or None)
         return self._locked(None, f"{name} {target}".strip(),
-                            lambda: base(self, *args, **kwargs), path=path)
+                            lambda: parent(*args, **kwargs), path=path)
+    method.__name__ = name
+    method.__doc__ = getattr(DataFrameWriter, name).__doc__
     return method
 
 
-for _name in ("parquet", "csv", "json", "orc", "text", "xml", "jdbc"):
-    if hasattr(DataFrameWriter, _name):  # X on catalog tables stored there, S on sources
-        setattr(LockingWriter, _name, _path_write(_name))
+for _name in PATH_WRITES:
+    setattr(WriterLocks, _name, _path_write(_name))
 
 
-class _LockingMerge(_Adopting):
+class WriterV2Locks:
+    """``df.writeTo(table)`` that locks the table in X and the sources in S; mixed into a
+    DataFrameWriterV2 class first."""
+
+    _zk_df: Any
+    _zk_table: str
+    _zk_path: Optional[str] = None  # a "path" option: the table's location
+
+    def option(self, key: str, value: Any) -> Any:
+        if key.lower() == "path":
+            self._zk_path = str(value)
+        super().option(key, value)  # type: ignore[misc]
+        return self
+
+    def options(self, **options: Any) -> Any:
+        for key, value in options.items():
+            self.option(key, value)
+        return self
+
+    def _locked(self, what: str, fn: Any, partition: Optional[dict] = None) -> Any:
+        session = self._zk_df._zk_session
+        paths = (self._zk_path,) if self._zk_path else ()
+        return session.execution.write(self._zk_df, self._zk_table, partition,
+                                       f"writeTo {self._zk_table} {what}", fn, paths=paths)
+
+    def append(self) -> None:
+        return self._locked("append", super().append)  # type: ignore[misc]
+
+    def overwrite(self, condition: Any) -> None:
+        parent = super().overwrite  # type: ignore[misc]
+        pins = self._zk_df._zk_session.planner.column_pins(self._zk_table, condition)
+        return self._locked("overwrite", lambda: parent(condition), partition=pins)
+
+    def overwritePartitions(self) -> None:
+        return self._locked("overwritePartitions",
+                            super().overwritePartitions)  # type: ignore[misc]
+
+    def create(self) -> None:
+        return self._locked("create", super().create)  # type: ignore[misc]
+
+    def replace(self) -> None:
+        return self._locked("replace", super().replace)  # type: ignore[misc]
+
+    def createOrReplace(self) -> None:
+        return self._locked("createOrReplace", super().createOrReplace)  # type: ignore[misc]
+
+
+class LockingMerge(Adopting):
     """``df.mergeInto(t, cond)...merge()``: X on the target, S on the source, during merge()."""
 
-    def __init__(self, inner: Any, df: LockingDataFrame, table: str) -> None:
+    def __init__(self, inner: Any, df: LockAware, table: str) -> None:
         super().__init__(inner, self._step)
         self._df, self._table = df, table
 
@@ -244,72 +317,52 @@ class _LockingMerge(_Adopting):
             self._inner = out
             return self
         if type(out).__module__.startswith("pyspark"):
-            return _Adopting(out, self._step)
+            return Adopting(out, self._step)
         return out
 
     def merge(self) -> None:
         session = self._df._zk_session
-        return session.run_write(self._df, self._table, None, f"mergeInto {self._table}",
-                                  self._inner.merge)
+        return session.execution.write(self._df, self._table, None,
+                                       f"mergeInto {self._table}", self._inner.merge)
 
 
-class LockingWriterV2(DataFrameWriterV2):
-    """``df.writeTo(table)`` that locks the table in X and the sources in S."""
+# ---- PySpark's classic classes ------------------------------------------------------
+class LockingWriter(WriterLocks, DataFrameWriter):
+    """``df.write`` of a classic session."""
+
+    def __init__(self, df: LockingDataFrame) -> None:
+        super().__init__(df)
+        self._zk_df = df
+
+
+class LockingWriterV2(WriterV2Locks, DataFrameWriterV2):
+    """``df.writeTo(table)`` of a classic session."""
 
     def __init__(self, df: LockingDataFrame, table: str) -> None:
         super().__init__(df, table)
         self._zk_df = df
         self._zk_table = table
-        self._zk_path: Optional[str] = None  # a "path" option: the table's location
 
-    def option(self, key: str, value: Any) -> LockingWriterV2:
-        if key.lower() == "path":
-            self._zk_path = str(value)
-        super().option(key, value)
-        return self
 
-    def options(self, **options: Any) -> LockingWriterV2:
-        for key, value in options.items():
-            self.option(key, value)
-        return self
+class LockingDataFrame(LockAware, _ClassicDataFrame):
+    """A classic PySpark DataFrame whose actions and writes take zklock locks."""
 
-    def _locked(self, what: str, fn: Any, partition: Optional[dict] = None) -> Any:
-        session = self._zk_df._zk_session
-        paths = (self._zk_path,) if self._zk_path else ()
-        return session.run_write(self._zk_df, self._zk_table, partition,
-                                 f"writeTo {self._zk_table} {what}", fn, paths=paths)
+    _zk_writer = LockingWriter
+    _zk_writer_v2 = LockingWriterV2
 
-    def append(self) -> None:
-        parent = super().append
-        return self._locked("append", parent)
+    def __init__(self, df: _ClassicDataFrame, session: LockingSession) -> None:
+        super().__init__(df._jdf, session.spark)
+        self._zk_session = session
 
-    def overwrite(self, condition: Any) -> None:
-        parent = super().overwrite
-        pins = self._zk_df._zk_session.planner.column_pins(self._zk_table, condition)
-        return self._locked("overwrite", lambda: parent(condition), partition=pins)
 
-    def overwritePartitions(self) -> None:
-        parent = super().overwritePartitions
-        return self._locked("overwritePartitions", parent)
-
-    def create(self) -> None:
-        parent = super().create
-        return self._locked("create", parent)
-
-    def replace(self) -> None:
-        parent = super().replace
-        return self._locked("replace", parent)
-
-    def createOrReplace(self) -> None:
-        parent = super().createOrReplace
-        return self._locked("createOrReplace", parent)
+install(LockingDataFrame, _ClassicDataFrame)
 
 
 class LockingReader(DataFrameReader):
     """``session.read``: every DataFrame it returns is lock-aware (tables lock; paths do not)."""
 
     def __init__(self, session: LockingSession) -> None:
-        super().__init__(session._spark)
+        super().__init__(session.spark)
         self._zk_session = session
 
     def _df(self, jdf: Any) -> LockingDataFrame:

@@ -144,13 +144,20 @@ class ShowLease:
 
 @dataclass
 class DropForceLease:
-    """DROP FORCE LEASE [t [, t ...]] (every lease when none is named)."""
+    """DROP FORCE LEASE [* | t [, t ...]] (every lease when none is named, or ``*``)."""
 
     targets: list[Target] = field(default_factory=list)
 
 
+@dataclass
+class RecoverLease:
+    """RECOVER LEASE t [PARTITION (...)] | RECOVER LEASE DATABASE db (HDFS's recoverLease)."""
+
+    target: Target
+
+
 Extension = Union[ShowLocks, ExplainLocks, SetZkLock, LockTable, UnlockTable, ShowLease,
-                  DropForceLease]
+                  DropForceLease, RecoverLease]
 _UNITS = {"SECOND": 1, "SECONDS": 1, "MINUTE": 60, "MINUTES": 60, "HOUR": 3600, "HOURS": 3600,
           "DAY": 86400, "DAYS": 86400}
 
@@ -228,6 +235,14 @@ def parse_extension(sql: str) -> Optional[Extension]:
     if first == "SHOW" and second.upper in ("LEASE", "LEASES"):
         cur = Cursor(sql, tokenize(sql), 2)
         return ShowLease(_targets(cur))
+    if first == "RECOVER" and second.upper in ("LEASE", "LEASES"):
+        cur = Cursor(sql, tokenize(sql), 2)
+        if cur.peek() is None or cur.peek().text in (";", "*"):
+            raise InvalidArguments("expected RECOVER LEASE <table> [PARTITION (...)]"
+                                   " or RECOVER LEASE DATABASE <db>")
+        target = _target(cur)
+        cur.end()
+        return RecoverLease(target)
     if first == "DROP" and second.upper == "FORCE":
         cur = Cursor(sql, tokenize(sql), 2)
         if not cur.keyword("LEASE", "LEASES"):
@@ -280,8 +295,17 @@ def _target(cur: Cursor) -> Target:
 
 
 def _targets(cur: Cursor) -> list[Target]:
+    """Comma-separated targets; none, or the lease API's ``*``, means every one."""
     out: list[Target] = []
+    first = cur.peek()
+    if first is not None and first.kind == "word" and first.text == "*":
+        cur.take()
+        cur.end()
+        return out
     while (tok := cur.peek()) is not None and tok.text != ";":
+        if tok.kind == "word" and tok.text == "*":
+            raise InvalidArguments(f"'*' (every lease) cannot be mixed with names, at position"
+                                   f" {tok.start}")
         out.append(_target(cur))
         sep = cur.peek()
         if sep is None or sep.text == ";":

@@ -308,7 +308,7 @@ class LockPlanner:
             if cname == "UnresolvedNamespace":
                 out.append(LockObject(parts[-1]))
                 continue
-            obj = self._table_object(parts)
+            obj = self.table_object(parts)
             if obj is not None:
                 out.append(obj)
         return out
@@ -320,7 +320,7 @@ class LockPlanner:
         for cname, _, parts in census:
             if cname != "UnresolvedRelation" or not parts:
                 continue
-            obj = self._table_object(parts)
+            obj = self.table_object(parts)
             if obj is None:
                 continue
             out.append((obj, S))
@@ -431,10 +431,10 @@ class LockPlanner:
                          partition: Optional[dict[str, Any]] = None) -> list[LockTarget]:
         """X on a write target table (or its static partition prefix), S on ``df``'s sources."""
         parts = [p for p in self._split_name(name)]
-        obj = self._table_object(parts)
+        obj = self.table_object(parts)
         specs: list[tuple[LockObject, Mode]] = []
         if obj is not None:
-            specs.append((self._static_prefix(obj, partition or {}), X))
+            specs.append((self.static_prefix(obj, partition or {}), X))
         if df is not None:
             specs += self.reads(df._jdf.queryExecution().analyzed(), command=False)
         return normalize(specs)
@@ -455,20 +455,20 @@ class LockPlanner:
     # ---- writes: from the parsed plan ------------------------------------------
     def _writes(self, name: str, parsed: Any, is_command: bool) -> list[tuple[LockObject, Mode]]:
         if name == "InsertIntoStatement":
-            obj = self._table_object(self._ident(parsed.table()))
+            obj = self.table_object(self._ident(parsed.table()))
             if obj is None:
                 return []
             spec = {k: option_text(v) for k, v in self.jvm.mapping(parsed.partitionSpec()).items()}
-            return [(self._static_prefix(obj, spec), X)]
+            return [(self.static_prefix(obj, spec), X)]
         if name in nodes.DATABASE_X:
             parts = self._ident(parsed.children().apply(0))
             return [(LockObject(parts[-1]), X)] if parts else []
         if name == "RenameTable":
-            old = self._table_object(self._ident(parsed.children().apply(0)))
+            old = self.table_object(self._ident(parsed.children().apply(0)))
             new_parts = self.jvm.strings(parsed.newName())
             if len(new_parts) == 1 and old is not None:  # Spark renames within the old database
                 new_parts = [old.db] + new_parts
-            new = self._table_object(new_parts)
+            new = self.table_object(new_parts)
             return [(o, X) for o in (old, new) if o is not None]
         if name in ("DeleteFromTable", "UpdateTable"):
             return self._on_table(parsed.table(), X)
@@ -497,8 +497,8 @@ class LockPlanner:
                 spec = {k: option_text(v)
                         for k, v in self.jvm.mapping(parsed.partitionSpec()).items()
                         if option_text(v) is not None}
-            obj = self._table_object(self._ident(parsed.children().apply(0)))
-            return [(self._static_prefix(obj, spec), S)] if obj is not None else []
+            obj = self.table_object(self._ident(parsed.children().apply(0)))
+            return [(self.static_prefix(obj, spec), S)] if obj is not None else []
         if name == "AnalyzeTables":
             parts = self._ident(parsed.children().apply(0))
             return [(LockObject(parts[-1]), S)] if parts else []
@@ -554,29 +554,29 @@ class LockPlanner:
         if str(node.nodeName()) == "PlanWithUnresolvedIdentifier":
             raise InvalidArguments("zklock cannot tell which table IDENTIFIER(<expression>)"
                                    " names before the statement runs; name it literally")
-        obj = self._table_object(self._ident(node))
+        obj = self.table_object(self._ident(node))
         return [(obj, mode)] if obj is not None else []
 
     def _on_partitions(self, parsed: Any, specs: Iterable[Any], mode: Mode
                        ) -> list[tuple[LockObject, Mode]]:
-        obj = self._table_object(self._ident(parsed.children().apply(0)))
+        obj = self.table_object(self._ident(parsed.children().apply(0)))
         if obj is None:
             return []
         out = []
         for spec in specs:
             if str(spec.nodeName()) != "UnresolvedPartitionSpec":
                 return [(obj, mode)]
-            out.append((self._static_prefix(obj, self.jvm.mapping(spec.spec())), mode))
+            out.append((self.static_prefix(obj, self.jvm.mapping(spec.spec())), mode))
         return out
 
     def _on_spec(self, parsed: Any, spec: Any, mode: Mode) -> list[tuple[LockObject, Mode]]:
-        obj = self._table_object(self._ident(parsed.children().apply(0)))
+        obj = self.table_object(self._ident(parsed.children().apply(0)))
         if obj is None:
             return []
-        return [(self._static_prefix(obj, self.jvm.mapping(spec) if spec is not None else {}),
+        return [(self.static_prefix(obj, self.jvm.mapping(spec) if spec is not None else {}),
                  mode)]
 
-    def _static_prefix(self, table: LockObject, spec: dict[str, Any]) -> LockObject:
+    def static_prefix(self, table: LockObject, spec: dict[str, Any]) -> LockObject:
         """The table, or its partition given by the leading static values of ``spec``.
 
         Columns after the first dynamic (or missing) one are ignored: the
@@ -624,7 +624,7 @@ class LockPlanner:
             ident = self.jvm.option(node.identifier())
             if ident is not None:
                 parts = [str(p) for p in ident.namespace()] + [str(ident.name())]
-                obj = self._table_object(parts)
+                obj = self.table_object(parts)
                 if obj is not None:
                     out.append((obj, S))
             return
@@ -720,7 +720,7 @@ class LockPlanner:
                 out.append((LockObject(item[1] or self.jvm.current_database(), item[2]), S))
                 continue
             if item[0] == "T":
-                obj = self._table_object([p for p in item[1].split(".") if p] + [item[2]])
+                obj = self.table_object([p for p in item[1].split(".") if p] + [item[2]])
                 if obj is not None:
                     out.append((obj, S))
                 continue
@@ -788,7 +788,7 @@ class LockPlanner:
             return [self.jvm.current_database()]
         return []
 
-    def _table_object(self, parts: list[str]) -> Optional[LockObject]:
+    def table_object(self, parts: list[str]) -> Optional[LockObject]:
         """A table's LockObject from its name parts; None for temp views and non-tables.
 
         The catalog part of a three-part name is dropped: all catalogs share
@@ -801,6 +801,10 @@ class LockPlanner:
                 return None
             return LockObject(self.jvm.current_database(), parts[0])
         return LockObject(parts[-2], parts[-1])
+
+    def validate(self, statement: str) -> None:
+        """Raise Spark's ParseException when ``statement`` does not parse."""
+        self.jvm.parse(statement)
 
     def _split_name(self, name: str) -> list[str]:
         return self.jvm.strings(self.jvm.parser.parseMultipartIdentifier(name))

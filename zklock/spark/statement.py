@@ -67,13 +67,81 @@ def in_locked_statement() -> bool:
     return getattr(_local, "depth", 0) > 0
 
 
+class ClassicJobs:
+    """A classic session's jobs: a SparkContext job tag, and the fencing token and the
+    committers' fence as local properties of the thread's jobs."""
+
+    def __init__(self, spark: Any, walker: Any = None) -> None:
+        self.sc = spark.sparkContext
+        self.walker = walker  # PlanWalker.java: tag and token in one JVM call each way
+
+    def enter(self, tag: str, token: str, zookeeper: Optional[str],
+              nodes: Optional[str]) -> None:
+        if self.walker is not None:
+            self.walker.enter(self.sc._jsc, tag, token, zookeeper, nodes)
+            return
+        self.sc.addJobTag(tag)
+        self.sc.setLocalProperty(FENCING_TOKEN, token)
+        self.sc.setLocalProperty(FENCE_ZOOKEEPER, zookeeper)
+        self.sc.setLocalProperty(FENCE_NODES, nodes)
+
+    def exit(self, tag: str) -> None:
+        if self.walker is not None:
+            self.walker.exit(self.sc._jsc, tag)
+            return
+        self.sc.removeJobTag(tag)
+        for key in (FENCING_TOKEN, FENCE_ZOOKEEPER, FENCE_NODES):
+            self.sc.setLocalProperty(key, None)
+
+    def cancel(self, tag: str) -> None:
+        self.sc.cancelJobsWithTag(tag)
+
+
+class ConnectJobs:
+    """A Spark Connect session's operations: tagged on the client (Connect's operation
+    tags are per thread), interrupted on the server by tag. The fencing token travels as
+    a second tag, ``zklock-token-<n>``: the server adds operation tags to its jobs' tags
+    (the ``spark.job.tags`` property every task sees)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self._token_tags: dict[str, str] = {}
+
+    def enter(self, tag: str, token: str, zookeeper: Optional[str],
+              nodes: Optional[str]) -> None:
+        self.spark.addTag(tag)
+        token_tag = f"zklock-token-{token}"
+        self.spark.addTag(token_tag)
+        self._token_tags[tag] = token_tag
+
+    def exit(self, tag: str) -> None:
+        self.spark.removeTag(tag)
+        token_tag = self._token_tags.pop(tag, None)
+        if token_tag is not None:
+            self.spark.removeTag(token_tag)
+
+    def cancel(self, tag: str) -> None:
+        self.spark.interruptTag(tag)
+
+
+def jobs_of(spark: Any, walker: Any = None) -> ClassicJobs | ConnectJobs:
+    """How a session's work is tagged, fenced and cancelled: classic or Spark Connect."""
+    if is_connect(spark):
+        return ConnectJobs(spark)
+    return ClassicJobs(spark, walker)
+
+
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (``SparkSession.builder.remote(...)``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 class LockedStatement:
     """Runs ``fn`` with ``lockset`` held: own job tag, fencing token, cancel on loss."""
 
     def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str,
                  walker: Any = None) -> None:
-        self.sc = spark.sparkContext
-        self.walker = walker  # PlanWalker.java: tag and token in one JVM call each way
+        self.jobs = jobs_of(spark, walker)
         self.lockset = lockset
         self.query_id = query_id
         self.description = description[:200]
@@ -88,25 +156,14 @@ class LockedStatement:
         self.lockset.check()
         token = str(self.lockset.fencing_token)
         zookeeper, nodes = self._fence()
-        if self.walker is not None:
-            self.walker.enter(self.sc._jsc, self.query_id, token, zookeeper, nodes)
-        else:
-            self.sc.addJobTag(self.query_id)
-            self.sc.setLocalProperty(FENCING_TOKEN, token)
-            self.sc.setLocalProperty(FENCE_ZOOKEEPER, zookeeper)
-            self.sc.setLocalProperty(FENCE_NODES, nodes)
+        self.jobs.enter(self.query_id, token, zookeeper, nodes)
         self.lockset.on_lost(self._on_lost)
         _local.depth = getattr(_local, "depth", 0) + 1
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         _local.depth -= 1
-        if self.walker is not None:
-            self.walker.exit(self.sc._jsc, self.query_id)
-        else:
-            self.sc.removeJobTag(self.query_id)
-            for key in (FENCING_TOKEN, FENCE_ZOOKEEPER, FENCE_NODES):
-                self.sc.setLocalProperty(key, None)
+        self.jobs.exit(self.query_id)
         if exc_type is None:
             if self._lost.is_set() or not self.lockset.is_valid:
                 raise self._lock_lost(completed=True)
@@ -134,9 +191,13 @@ class LockedStatement:
         self._reason = getattr(lockset, "_reason", "") or "session lost"
         self._lost.set()
         try:
-            self.sc.cancelJobsWithTag(self.query_id)
+            self.jobs.cancel(self.query_id)
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
+
+    def lock_lost(self) -> LockLost:
+        """The LockLost to raise for this statement's lost set (its jobs were cancelled)."""
+        return self._lock_lost()
 
     def _lock_lost(self, completed: bool = False, refused: Optional[str] = None) -> LockLost:
         reason = self._reason or getattr(self.lockset, "_reason", "") or "session lost"

@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
                         f" SELECT {value}, id * 1.0 FROM range(0, 200, 1, 2)")
         except Exception as exc:  # what Spark's commit does to a concurrent writer
             failures.append(f"{name}-{i}: {str(exc).splitlines()[0][:300]}")
-    commits = session._commits
+    commits = session.execution.commits
     staging = commits.attempt_id if commits is not None else None
     isolated = bool(commits is not None and commits.failures_isolated)
     session.stop()

@@ -1,0 +1,212 @@
+"""Locked execution: running Spark work while holding the locks it needs.
+
+Three kinds of work, three lifetimes, one engine:
+
+- :meth:`LockedExecution.command` runs a planned statement (what Spark executes eagerly in
+  ``sql()``: DDL, INSERT, CTAS, scripts ...) holding its locks for exactly the call;
+- :meth:`LockedExecution.read` runs one DataFrame action holding S on what it reads
+  (:meth:`~LockedExecution.held_read` keeps them across an iteration);
+- :meth:`LockedExecution.write` runs a DataFrame write holding X on its target (and on the
+  catalog tables stored at a written path) and S on its sources;
+  :meth:`~LockedExecution.locked` runs anything under a given lock list (catalog calls).
+
+Each runs inside a :class:`~zklock.spark.statement.LockedStatement` (its own job tag and
+fencing token; cancelled with ``LockLost`` when the set is lost) and, for writes, inside
+the application's commit staging (commit.py). The DataFrames, writers and catalog of a
+LockingSession call this public API; the session itself only routes statements here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..errors import LockNotAcquired
+from ..lockrequest import LockTarget, normalize
+from ..lockset import LockSet
+from ..manager import LockManager
+from ..mode import Mode
+from .planner import LockPlan, LockPlanner
+from .statement import LockedStatement, covered, in_locked_statement, new_query_id
+
+#: How often a statement granted after waiting is re-planned before giving up.
+REPLANS = 5
+
+
+@dataclass
+class SessionOptions:
+    """What a session changes at run time with ``SET`` (initialised from its Settings)."""
+
+    concurrency: bool
+    retries: int
+    retry_interval: float
+    show_locks_format: str
+
+
+class LockedExecution:
+    """Runs statements, actions and writes of one LockingSession under their locks."""
+
+    def __init__(self, spark: Any, planner: LockPlanner, manager: Callable[[], LockManager],
+                 options: SessionOptions, commits: Any = None) -> None:
+        self.spark = spark
+        self.planner = planner
+        self._manager = manager  # connects on first use
+        self.options = options
+        self._commits = commits  # CommitIsolation, or None when isolate_commits is off
+
+    # ---- the three lifetimes -------------------------------------------------------
+    def command(self, sql: str, plan: LockPlan) -> Any:
+        """Run a planned statement holding its locks for exactly the call.
+
+        When the grant came only after waiting, the statement is planned again under its
+        locks (the catalog may have changed meanwhile); if it now needs locks it does not
+        hold, the whole request is retried.
+        """
+        for _ in range(REPLANS):
+            query_id = new_query_id()
+            lockset = self._acquire(plan.targets, query_id, sql)
+            try:
+                if lockset.attempts > 1:
+                    fresh = self.planner.plan_parsed(plan.parsed, text=plan.text)
+                    if not covered(lockset, fresh.targets):
+                        plan = fresh
+                        continue
+                    plan = fresh
+                statement = LockedStatement(self.spark, lockset, query_id, sql,
+                                            self.planner.walker)
+                with self.commit_staging(lockset):
+                    return statement.run(lambda p=plan: self.execute(p))
+            finally:
+                lockset.release(wait=False)
+        raise LockNotAcquired(f"the catalog kept changing the locks this statement needs"
+                              f" ({REPLANS} re-plans): {sql[:200]}")
+
+    def read(self, df: Any, action: str, fn: Callable[[], Any]) -> Any:
+        """Run the action ``fn`` on ``df`` holding S on what it reads."""
+        if not self.options.concurrency or in_locked_statement():
+            return fn()
+        targets = self.planner.plan_dataframe(df)
+        if not targets:
+            return fn()
+        query_id = new_query_id()
+        what = describe(action, targets)
+        lockset = self._acquire(targets, query_id, what)
+        try:
+            return LockedStatement(self.spark, lockset, query_id, what,
+                                   self.planner.walker).run(fn)
+        finally:
+            lockset.release(wait=False)
+
+    def held_read(self, df: Any, action: str) -> HeldRead:
+        """S locks on what ``df`` reads, held across an iteration (``toLocalIterator``)."""
+        return HeldRead(self, df, action)
+
+    def write(self, df: Any, table: Optional[str], partition: Optional[dict], what: str,
+              fn: Callable[[], Any], paths: tuple[str, ...] = ()) -> Any:
+        """Run a DataFrame write ``fn``: X on ``table`` (or its static ``partition``
+        prefix) and on every catalog table stored at or around ``paths``, S on what
+        ``df`` reads."""
+        if not self.options.concurrency or in_locked_statement():
+            return fn()
+        if table is not None:
+            targets = self.planner.plan_table_write(table, df, partition)
+        else:
+            targets = self.planner.plan_dataframe(df)
+        written = [(obj, Mode.EXCLUSIVE) for path in paths
+                   for obj in self.planner.tables_at(path)]
+        if written:
+            targets = normalize([(t.obj, t.mode) for t in targets] + written)
+        return self.locked(targets, what, fn)
+
+    def locked(self, targets: list[LockTarget], what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` holding ``targets``: all-or-none, its own job tag and fencing token,
+        cancelled and LockLost if the set is lost."""
+        if not self.options.concurrency or in_locked_statement() or not targets:
+            return fn()
+        query_id = new_query_id()
+        lockset = self._acquire(targets, query_id, what)
+        try:
+            with self.commit_staging(lockset):
+                return LockedStatement(self.spark, lockset, query_id, what,
+                                       self.planner.walker).run(fn)
+        finally:
+            lockset.release(wait=False)
+
+    @property
+    def commits(self) -> Any:
+        """The application's CommitIsolation; None when ``isolate_commits`` is off."""
+        return self._commits
+
+    # ---- pieces ----------------------------------------------------------------------
+    def execute(self, plan: LockPlan) -> Any:
+        """Run a planned statement (no locks here): the very plan it was analyzed into."""
+        if plan.text is not None:  # a script or EXECUTE IMMEDIATE: Spark drives it
+            return self.spark.sql(plan.text)
+        if plan.qe is not None and self.planner.walker is not None:
+            return self.planner.jvm.run_query_execution(self.planner.walker, plan.qe)
+        return self.planner.jvm.run(plan.analyzed if plan.analyzed is not None
+                                    else plan.parsed)
+
+    def commit_staging(self, lockset: LockSet) -> Any:
+        """Around a locked statement: the commit staging of the tables it X-locked."""
+        if self._commits is None:
+            return nullcontext()
+        return self._commits.writing([h.target.obj for h in lockset.held
+                                      if h.target.mode is Mode.EXCLUSIVE])
+
+    def acquire(self, targets: list[LockTarget], query_id: str, query: str) -> LockSet:
+        """Acquire ``targets`` with this session's retries (see :class:`LockManager`)."""
+        return self._acquire(targets, query_id, query)
+
+    def _acquire(self, targets: list[LockTarget], query_id: str, query: str) -> LockSet:
+        return self._manager().acquire(targets, query_id=query_id, query=query,
+                                       retries=self.options.retries,
+                                       retry_interval=self.options.retry_interval)
+
+
+class HeldRead:
+    """S locks held across an iteration (``toLocalIterator``)."""
+
+    def __init__(self, execution: LockedExecution, df: Any, action: str) -> None:
+        self.execution, self.df, self.action = execution, df, action
+        self.lockset: Optional[LockSet] = None
+        self.query_id = new_query_id()
+
+    def __enter__(self) -> HeldRead:
+        ex = self.execution
+        if ex.options.concurrency and not in_locked_statement():
+            targets = ex.planner.plan_dataframe(self.df)
+            if targets:
+                self.lockset = ex.acquire(targets, self.query_id,
+                                          describe(self.action, targets))
+        return self
+
+    def iterate(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        if self.lockset is None:
+            yield from make()
+            return
+        statement = LockedStatement(self.execution.spark, self.lockset, self.query_id,
+                                    self.action, self.execution.planner.walker)
+        with statement:  # the iterator's serving thread inherits the job tag and token
+            rows = make()
+        try:
+            yield from rows  # outside the statement: the caller's own work in the loop locks
+        except Exception as exc:
+            if statement.lost:
+                raise statement.lock_lost() from exc
+            raise
+        if statement.lost:
+            raise statement.lock_lost()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.lockset is not None:
+            self.lockset.release(wait=False)
+
+
+def describe(action: str, targets: list[LockTarget]) -> str:
+    """What a DataFrame action's lock nodes record as their query."""
+    tables = sorted({t.obj.table_name for t in targets if t.obj.table})
+    shown = ", ".join(tables[:5]) + (" ..." if len(tables) > 5 else "")
+    return f"DataFrame.{action} reading {shown}" if tables else f"DataFrame.{action}"

@@ -1,0 +1,222 @@
+"""zklock's own SQL in a LockingSession: SHOW LOCKS, EXPLAIN LOCKS, SET, LOCK/UNLOCK TABLE,
+SHOW LEASE, DROP FORCE LEASE, RECOVER LEASE.
+
+Spark's parser does not know these statements; :func:`~.extensions.parse_extension` (the
+one parser) recognises them, and :data:`HANDLER` runs them. The handler is registered in
+:mod:`.registry` like the statements layers above add (the scheduler's DDL), so the session
+has one way to route a statement that is not Spark's: ask the registry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..config import Settings, parse_bool, parse_duration
+from ..errors import InvalidArguments, LeaseNotFound
+from ..listing import LockRecord, hive_rows
+from ..objects import LockObject
+from . import registry
+from .extensions import (
+    DropForceLease,
+    ExplainLocks,
+    LockTable,
+    RecoverLease,
+    SetZkLock,
+    ShowLease,
+    ShowLocks,
+    Target,
+    UnlockTable,
+    parse_extension,
+)
+
+if TYPE_CHECKING:
+    from .session import LockingSession
+
+#: Columns of SHOW LOCKS, then the extra ones of SHOW LOCKS EXTENDED and sysdb.locks.
+LOCK_COLUMNS = "object STRING, mode STRING"
+EXTENDED_COLUMNS = (LOCK_COLUMNS + ", user STRING, host STRING, pid BIGINT, query_id STRING,"
+                    " query STRING, acquired_at TIMESTAMP, lock_type STRING,"
+                    " lease_id BIGINT, end_at TIMESTAMP, fencing_token BIGINT")
+EXPLAIN_COLUMNS = "object STRING, mode STRING"
+#: SHOW LOCKS with show_locks_format=hive: Hive's two columns (EXTENDED lines in the first)
+HIVE_LOCK_COLUMNS = "tab_name STRING, mode STRING"
+LEASE_COLUMNS = ("lease_id BIGINT, holder STRING, user STRING, objects STRING,"
+                 " start_utc TIMESTAMP, end_utc TIMESTAMP")
+#: LOCK TABLE without FOR lasts this long (renew it, or UNLOCK it sooner).
+DEFAULT_LEASE_S = 3600.0
+#: Session-level keys accepted by ``SET zklock.<key>=<value>``.
+SESSION_KEYS = {
+    "zklock.support.concurrency": "support_concurrency",
+    "zklock.lock.retries": "retries",
+    "zklock.lock.retryinterval": "retry_interval",
+    "zklock.unknown.statements": "unknown_statements",
+    "zklock.showlocks.format": "show_locks_format",
+    # Hive's names for the same session settings
+    "hive.support.concurrency": "support_concurrency",
+    "hive.lock.numretries": "retries",
+    "hive.lock.sleep.between.retries": "retry_interval",
+}
+#: Hive settings that choose the ZooKeeper ensemble: fixed for a session's life.
+STATIC_HIVE_KEYS = frozenset({"hive.zookeeper.quorum", "hive.zookeeper.namespace"})
+
+
+def recognises(sql: str) -> bool:
+    return parse_extension(sql) is not None
+
+
+def run(session: LockingSession, sql: str) -> Any:
+    """Run one of zklock's statements; a DataFrame of its result."""
+    ext = parse_extension(sql)
+    if isinstance(ext, ShowLocks):
+        return show_locks(session, ext)
+    if isinstance(ext, ExplainLocks):
+        plan = session.explain_locks(ext.statement)
+        return session.spark.createDataFrame(plan.rows(), EXPLAIN_COLUMNS)
+    if isinstance(ext, SetZkLock):
+        return set_option(session, ext)
+    if isinstance(ext, LockTable):
+        return lock_table(session, ext)
+    if isinstance(ext, UnlockTable):
+        return unlock_table(session, ext)
+    if isinstance(ext, ShowLease):
+        return show_lease(session, ext)
+    if isinstance(ext, DropForceLease):
+        objs = [target_object(session, t, strict=True) for t in ext.targets]
+        n = session.manager.force_drop_lease(objs)
+        return session.spark.createDataFrame([(n,)], "dropped_nodes BIGINT")
+    if isinstance(ext, RecoverLease):
+        obj = target_object(session, ext.target, strict=True)
+        return session.spark.createDataFrame([(i,) for i in session.manager.recover_lease(obj)],
+                                             "lease_id BIGINT")
+    raise InvalidArguments(f"unsupported statement {ext!r}")
+
+
+HANDLER = registry.StatementHandler("zklock SQL", recognises=recognises, run=run)
+
+
+# ---- the statements ------------------------------------------------------------------
+def show_locks(session: LockingSession, ext: ShowLocks) -> Any:
+    obj = target_object(session, ext.target)
+    records = session.manager.show(obj, extended=ext.extended)
+    if session.options.show_locks_format == "hive":
+        return session.spark.createDataFrame(hive_rows(records, ext.extended),
+                                             HIVE_LOCK_COLUMNS)
+    return lock_rows(session, records, ext.extended)
+
+
+def lock_rows(session: LockingSession, records: list[LockRecord], extended: bool) -> Any:
+    """SHOW LOCKS' rows (and sysdb.locks'), in zklock's columns."""
+    rows = [_lock_row(r, extended) for r in records]
+    return session.spark.createDataFrame(rows, EXTENDED_COLUMNS if extended else LOCK_COLUMNS)
+
+
+def lock_table(session: LockingSession, ext: LockTable) -> Any:
+    obj = target_object(session, ext.target, strict=True)
+    seconds = ext.seconds if ext.seconds is not None else DEFAULT_LEASE_S
+    # held by this process's lease holder (user@host:pid:random, or lease_holder)
+    lease_id = session.manager.grab_lease([(obj, ext.mode)], duration_s=seconds)
+    return session.spark.createDataFrame([(lease_id, obj.name, ext.mode)],
+                                         "lease_id BIGINT, object STRING, mode STRING")
+
+
+def unlock_table(session: LockingSession, ext: UnlockTable) -> Any:
+    obj = target_object(session, ext.target, strict=True)
+    manager = session.manager
+    holder = manager.lease_holder  # only this process's own leases
+    mine = [x for x in manager.list_lease([obj], include_expired=True)
+            if x.holder == holder and obj.name in x.leaves]
+    if not mine:
+        raise LeaseNotFound(f"no lease of {holder} on {obj.name}")
+    for x in mine:
+        manager.drop_lease(x.lease_id, [obj])
+    return session.spark.createDataFrame([(x.lease_id, obj.name) for x in mine],
+                                         "lease_id BIGINT, object STRING")
+
+
+def show_lease(session: LockingSession, ext: ShowLease) -> Any:
+    objs = [target_object(session, t) for t in ext.targets] or None
+    rows = [(x.lease_id, x.holder, x.user, " ".join(f"{o}:{m.upper()}" for o, m in x.objects),
+             _ts(x.start_ms), _ts(x.end_ms)) for x in session.manager.list_lease(objs)]
+    return session.spark.createDataFrame(rows, LEASE_COLUMNS)
+
+
+def set_option(session: LockingSession, ext: SetZkLock) -> Any:
+    """SET zklock.<key>[=<value>] (and Hive's names): change or show a session option."""
+    key = ext.key.lower()
+    attr = SESSION_KEYS.get(key)
+    if key in STATIC_HIVE_KEYS and ext.value is not None:
+        raise InvalidArguments(
+            f"{ext.key} chooses the ZooKeeper ensemble and cannot change in a running"
+            " session; set it (or spark.zklock.zookeeper.quorum / spark.zklock.root) in"
+            " the Spark conf before the session starts")
+    if attr is None and key in STATIC_HIVE_KEYS:
+        value = (session.settings.hosts if key == "hive.zookeeper.quorum"
+                 else session.settings.root)
+        return _key_value(session, ext.key, str(value))
+    if attr is None:
+        raise InvalidArguments(f"unknown zklock session setting {ext.key!r};"
+                               f" known: {', '.join(sorted(SESSION_KEYS))}")
+    options, planner = session.options, session.planner
+    if ext.value is not None:
+        if attr == "support_concurrency":
+            options.concurrency = parse_bool(ext.value)
+        elif attr == "show_locks_format":
+            options.show_locks_format = Settings.resolve(
+                {"show_locks_format": ext.value}).show_locks_format
+        elif attr == "unknown_statements":
+            planner.unknown_statements = Settings.resolve(
+                {"unknown_statements": ext.value}).unknown_statements
+        elif attr == "retries":
+            if not ext.value.isdigit():
+                raise InvalidArguments(f"{ext.key} must be an integer >= 0")
+            options.retries = int(ext.value)
+        else:
+            options.retry_interval = parse_duration(ext.value)
+    current = {"support_concurrency": options.concurrency, "retries": options.retries,
+               "retry_interval": options.retry_interval,
+               "unknown_statements": planner.unknown_statements,
+               "show_locks_format": options.show_locks_format}[attr]
+    return _key_value(session, ext.key,
+                      str(current).lower() if isinstance(current, bool) else str(current))
+
+
+def target_object(session: LockingSession, ext: Target,
+                  strict: bool = False) -> Optional[LockObject]:
+    """The object a zklock statement names (None: all). ``strict`` (UNLOCK, DROP FORCE
+    LEASE) refuses a partition spec that does not match the table's partition columns
+    exactly, so a typo can never widen a drop to the whole table."""
+    if ext.database is not None:
+        return LockObject(ext.database)
+    if ext.table is None:
+        return None
+    obj = session.planner.table_object(ext.table)
+    if obj is None:
+        raise InvalidArguments(f"{'.'.join(ext.table)} is a temporary view, not a table")
+    if not ext.partition:
+        return obj
+    found = session.planner.static_prefix(obj, ext.partition)
+    if strict and len(found.partition) != len(ext.partition):
+        raise InvalidArguments(
+            f"PARTITION ({', '.join(ext.partition)}) does not name a partition of"
+            f" {obj.name} (keys must be its partition columns, leading ones first)")
+    return found
+
+
+def _key_value(session: LockingSession, key: str, value: str) -> Any:
+    return session.spark.createDataFrame([(key, value)], "key STRING, value STRING")
+
+
+def _ts(ms: Optional[int]) -> Optional[dt.datetime]:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+
+def _lock_row(r: LockRecord, extended: bool) -> tuple:
+    if not extended:
+        return (r.object, r.mode.value)
+    d = r.data
+    return (r.object, r.mode.value, d.user if d else None, d.host if d else None,
+            d.pid if d else None, d.query_id if d else None, d.query if d else None,
+            _ts(r.ctime_ms), r.kind, r.czxid if r.explicit else None, _ts(r.end_ms), r.czxid)
