@@ -198,8 +198,8 @@ class Leader:
                 dirty |= names - set(self._cache)
             if dirty:
                 names = sorted(dirty)
-                got = self.store._get_many((self.store.query_path(n) for n in names),
-                                           watch=self._on_query)
+                got = self.store.get_many((self.store.query_path(n) for n in names),
+                                          watch=self._on_query)
                 for name, item in zip(names, got):
                     if item is None:
                         self._forget(name)

@@ -135,7 +135,7 @@ class SchedulerStore:
                      watch: Any = None) -> list[ScheduledQuery]:
         names = self.query_names() if names is None else list(names)
         out = []
-        for got in self._get_many((self.query_path(n) for n in names), watch=watch):
+        for got in self.get_many((self.query_path(n) for n in names), watch=watch):
             if got is not None:
                 out.append(ScheduledQuery.from_bytes(*got))
         return out
@@ -151,7 +151,7 @@ class SchedulerStore:
             if query is not None:
                 ids = [i for i in ids if i.rpartition("-")[0] == query]
         out = [Execution.from_bytes(*got)
-               for got in self._get_many(self.execution_path(i) for i in ids) if got is not None]
+               for got in self.get_many(self.execution_path(i) for i in ids) if got is not None]
         out.sort(key=lambda e: (e.trigger_time, e.id))
         return out
 
@@ -160,8 +160,8 @@ class SchedulerStore:
         return sorted(self.client.get_children(self.queue, watch=watch),
                       key=lambda i: (int(i.rpartition("-")[2] or 0), i))
 
-    def _get_many(self, paths: Iterable[str], watch: Any = None
-                  ) -> list[Optional[tuple[bytes, int]]]:
+    def get_many(self, paths: Iterable[str], watch: Any = None
+                 ) -> list[Optional[tuple[bytes, int]]]:
         """(data, version) of many nodes in one round trip, in order; None where missing.
 
         Without a watch this is zklock.zk's multiRead; a watch needs a getData each
@@ -197,7 +197,7 @@ class SchedulerStore:
         self.ensure()
         ids = self.client.get_children(self.executors)
         out = {}
-        for i, got in zip(ids, self._get_many(f"{self.executors}/{i}" for i in ids)):
+        for i, got in zip(ids, self.get_many(f"{self.executors}/{i}" for i in ids)):
             if got is not None:
                 try:
                     out[i] = ExecutorInfo.from_bytes(got[0])

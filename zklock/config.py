@@ -272,6 +272,15 @@ SETTINGS: list[Setting] = [
 ]
 
 
+_DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+
+
+def _default(name: str) -> Any:
+    """A setting's default, written once in :data:`SETTINGS` (the Settings fields take it
+    from there)."""
+    return _DEFAULTS[name]
+
+
 def _hive_alias_in(name: str, spark_conf: Mapping[str, Any]) -> Optional[str]:
     for alias, target in HIVE_ALIASES.items():
         if target == name and spark_conf.get(alias) not in (None, ""):
@@ -281,47 +290,50 @@ def _hive_alias_in(name: str, spark_conf: Mapping[str, Any]) -> Optional[str]:
 
 @dataclass(frozen=True)
 class Settings:
-    """Resolved settings; build with :meth:`resolve`."""
+    """Resolved settings; build with :meth:`resolve`.
 
-    hosts: Optional[str] = None
-    root: str = "/warehouse"
-    retries: int = 10
-    retry_interval: float = 1.0
-    intents: bool = True
-    support_concurrency: bool = True
-    session_timeout: float = 10.0
-    connect_timeout: float = 5.0
-    query_max_length: int = 1000
-    lose_on_suspend: bool = True
-    isolate_commits: bool = True
-    unknown_statements: str = "refuse"
-    show_locks_format: str = "zklock"
-    user: Optional[str] = None
-    max_lease_s: float = 86400.0
-    lease_holder: Optional[str] = None
-    lease_hard_limit_s: float = 3600.0
-    job: Optional[str] = None
-    event_log: Optional[str] = None
-    metrics_port: int = 0
-    auth_file: Optional[str] = None
-    auth_scheme: str = "digest"
-    admin_auth_file: Optional[str] = None
-    acl_admin_digest: Optional[str] = None
-    state_dir: str = ".zklock"
-    scheduler_root: str = "/zklock/scheduler"
-    scheduler_namespace: str = "default"
-    scheduler_admins: str = ""
-    scheduler_impersonation: bool = False
-    scheduler_max_parallel: int = 8
-    scheduler_pool_size: int = 2
-    scheduler_quiet_period: float = 60.0
-    scheduler_progress_interval: float = 2.0
-    scheduler_progress_timeout: float = 20.0
-    scheduler_max_runtime: float = 0.0
-    scheduler_execution_max_age: float = 604800.0
-    scheduler_executions_kept: int = 1000
-    scheduler_auto_disable_after: int = 0
-    scheduler_reap_interval: float = 60.0
+    Every field's default comes from :data:`SETTINGS` (``_default``); none is written here.
+    """
+
+    hosts: Optional[str] = _default("hosts")
+    root: str = _default("root")
+    retries: int = _default("retries")
+    retry_interval: float = _default("retry_interval")
+    intents: bool = _default("intents")
+    support_concurrency: bool = _default("support_concurrency")
+    session_timeout: float = _default("session_timeout")
+    connect_timeout: float = _default("connect_timeout")
+    query_max_length: int = _default("query_max_length")
+    lose_on_suspend: bool = _default("lose_on_suspend")
+    isolate_commits: bool = _default("isolate_commits")
+    unknown_statements: str = _default("unknown_statements")
+    show_locks_format: str = _default("show_locks_format")
+    user: Optional[str] = _default("user")
+    max_lease_s: float = _default("max_lease_s")
+    lease_holder: Optional[str] = _default("lease_holder")
+    lease_hard_limit_s: float = _default("lease_hard_limit_s")
+    job: Optional[str] = _default("job")
+    event_log: Optional[str] = _default("event_log")
+    metrics_port: int = _default("metrics_port")
+    auth_file: Optional[str] = _default("auth_file")
+    auth_scheme: str = _default("auth_scheme")
+    admin_auth_file: Optional[str] = _default("admin_auth_file")
+    acl_admin_digest: Optional[str] = _default("acl_admin_digest")
+    state_dir: str = _default("state_dir")
+    scheduler_root: str = _default("scheduler_root")
+    scheduler_namespace: str = _default("scheduler_namespace")
+    scheduler_admins: str = _default("scheduler_admins")
+    scheduler_impersonation: bool = _default("scheduler_impersonation")
+    scheduler_max_parallel: int = _default("scheduler_max_parallel")
+    scheduler_pool_size: int = _default("scheduler_pool_size")
+    scheduler_quiet_period: float = _default("scheduler_quiet_period")
+    scheduler_progress_interval: float = _default("scheduler_progress_interval")
+    scheduler_progress_timeout: float = _default("scheduler_progress_timeout")
+    scheduler_max_runtime: float = _default("scheduler_max_runtime")
+    scheduler_execution_max_age: float = _default("scheduler_execution_max_age")
+    scheduler_executions_kept: int = _default("scheduler_executions_kept")
+    scheduler_auto_disable_after: int = _default("scheduler_auto_disable_after")
+    scheduler_reap_interval: float = _default("scheduler_reap_interval")
     extra: dict = field(default_factory=dict, compare=False)
 
     @classmethod

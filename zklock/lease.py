@@ -36,17 +36,18 @@ import socket
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from .config import parse_duration
+from .config import Settings, parse_duration
 from .errors import (
     ExceedsMaxLeaseTime,
     InvalidArguments,
     LeaseAlreadyExists,
     LeaseNotFound,
     LockLost,
+    LockNotAcquired,
     NotLeaseHolder,
 )
 from .listing import LockRecord, ms_to_iso, walk
@@ -54,10 +55,14 @@ from .locknode import LockData, LockNodeName, seq_before
 from .lockrequest import LockSpec, normalize
 from .mode import Mode
 from .objects import LockObject
-from .zk import MultiFailed
+from .zk import MultiFailed, ZkOps
 
 if TYPE_CHECKING:
-    from .manager import LockManager
+    from kazoo.client import KazooClient
+
+    from .events import LockEvents
+    from .lockrequest import LockTarget
+    from .lockset import LockSet
 
 #: Leases up to this many objects list them in each node, so one object finds them all.
 MAX_LISTED_OBJECTS = 200
@@ -119,10 +124,36 @@ class Lease:
                 "duration_s": self.duration_s}
 
 
+class LeaseOwner(Protocol):
+    """What :class:`Leases` needs from its LockManager (zklock/manager.py), stated here so
+    that this module does not depend on the manager."""
+
+    client: KazooClient
+    ops: ZkOps
+    root: str
+    settings: Settings
+    events: LockEvents
+
+    @property
+    def lease_holder(self) -> str: ...
+
+    def ensure_root(self) -> None: ...
+
+    def lock_data(self, query_id: Optional[str], query: Optional[str], kind: str,
+                  **extra: Any) -> LockData: ...
+
+    def acquire_targets(self, targets: list[LockTarget], data: LockData, explicit: bool,
+                        retries: Optional[int] = None, retry_interval: Optional[float] = None,
+                        query_id: str = "", deadline: Optional[float] = None,
+                        error: type[LockNotAcquired] = LockNotAcquired) -> LockSet: ...
+
+    def delete_nodes(self, nodes: Sequence[str]) -> None: ...
+
+
 class Leases:
     """The lease operations of one LockManager (``mgr.grab_lease`` and friends delegate here)."""
 
-    def __init__(self, manager: LockManager) -> None:
+    def __init__(self, manager: LeaseOwner) -> None:
         self.mgr = manager
 
     # ---- time -------------------------------------------------------------------

@@ -4,8 +4,13 @@ Hive, Curator and kazoo all let a holder go on believing it holds a lock
 after its session is gone. A LockSet follows its session: it stops being
 valid the moment the connection is suspended (or, when so configured, when
 the session is reported expired), tells every ``on_lost`` callback once, and
-never reports itself held again. If the same session comes back, the manager
-re-checks that the set's nodes still exist before trusting it again.
+never reports itself held again. If the same session comes back, the session
+watcher re-checks that the set's nodes still exist before trusting it again.
+
+Who moves a set between its states is :class:`~zklock.watcher.SessionWatcher`
+(its docstring states the state machine), through the public ``mark_*`` methods;
+a set reaches its owner only through :class:`SetOwner`, so this module needs
+neither the manager nor the watcher.
 """
 
 from __future__ import annotations
@@ -15,14 +20,10 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 from .errors import LockLost
 from .lockrequest import LockTarget
-from .zk import connect_string
-
-if TYPE_CHECKING:
-    from .manager import LockManager
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,34 @@ class HeldLock:
     czxid: int
 
 
+class SetOwner(Protocol):
+    """What a LockSet needs from whoever granted it (zklock/watcher.py's SessionWatcher).
+
+    The owner keeps the live sets and the held gauge; a set tells it when it is lost
+    (once) and asks it to release its nodes (once), and nothing else.
+    """
+
+    @property
+    def connect_string(self) -> str:
+        """The connect string (with its chroot) of the ZooKeeper holding the set's nodes."""
+        ...
+
+    def set_lost(self, lockset: LockSet, reason: str) -> None:
+        """The set was just marked lost: record the loss (lock event, held gauge)."""
+        ...
+
+    def release_set(self, lockset: LockSet, wait: bool) -> None:
+        """Unregister the set and delete its lock nodes and intents (``wait=False``: send
+        the delete without waiting for its reply)."""
+        ...
+
+
 class LockSet:
     """Locks granted together; release them together (or use ``with``)."""
 
-    def __init__(self, manager: Optional[LockManager], held: list[HeldLock],
+    def __init__(self, owner: Optional[SetOwner], held: list[HeldLock],
                  session_id: Optional[int] = None, query_id: str = "") -> None:
-        self._manager = manager
+        self._owner = owner
         self.held = held
         self.session_id = session_id
         self.query_id = query_id
@@ -91,11 +114,11 @@ class LockSet:
     @property
     def connect_string(self) -> Optional[str]:
         """The connect string (with its chroot) of the ZooKeeper holding the set's nodes;
-        None for a set without a manager (concurrency off). Spark's job commit checks the
+        None for a set without an owner (concurrency off). Spark's job commit checks the
         nodes there (zklock/spark/CommitFence.java)."""
-        if self._manager is None:
+        if self._owner is None:
             return None
-        return connect_string(self._manager.client)
+        return self._owner.connect_string
 
     @property
     def fencing_token(self) -> int:
@@ -105,6 +128,12 @@ class LockSet:
     @property
     def state(self) -> State:
         return self._state
+
+    @property
+    def lost_reason(self) -> str:
+        """Why the set is not held: the reason it was lost (or suspended); empty while it
+        is held and never suspended or lost."""
+        return self._reason
 
     @property
     def is_valid(self) -> bool:
@@ -127,21 +156,26 @@ class LockSet:
                 return
         self._run_callback(callback)
 
-    # ---- state changes (driven by the manager's session listener) --------
-    def _suspend(self, reason: str) -> None:
+    # ---- state changes (driven by the session watcher, zklock/watcher.py) --
+    def mark_suspended(self, reason: str) -> None:
+        """HELD -> SUSPENDED: not valid until :meth:`mark_resumed`; no-op in any other state."""
         with self._lock:
             if self._state is State.HELD:
                 self._state = State.SUSPENDED
                 self._reason = reason
 
-    def _resume(self) -> None:
+    def mark_resumed(self) -> None:
+        """SUSPENDED -> HELD, once its nodes were found still there; no-op otherwise."""
         with self._lock:
             if self._state is State.SUSPENDED:
                 self._state = State.HELD
                 self._reason = ""
 
-    def _lose(self, reason: str) -> bool:
-        """Mark lost and fire callbacks; False if it was already lost or released."""
+    def mark_lost(self, reason: str) -> bool:
+        """HELD or SUSPENDED -> LOST: tell the owner, then every ``on_lost`` callback, once.
+
+        False if the set was already lost or released.
+        """
         with self._lock:
             if self._state in (State.LOST, State.RELEASED):
                 return False
@@ -149,8 +183,8 @@ class LockSet:
             self._reason = reason
             callbacks, self._callbacks = self._callbacks, []
         log.warning("lock set %s lost: %s", self.objects[:3], reason)
-        if self._manager is not None:
-            self._manager._on_set_lost(self, reason)
+        if self._owner is not None:
+            self._owner.set_lost(self, reason)
         for cb in callbacks:
             self._run_callback(cb)
         return True
@@ -174,8 +208,8 @@ class LockSet:
                 return
             self._state = State.RELEASED
             self._callbacks = []
-        if self._manager is not None and self.held:
-            self._manager._release(self, wait=wait)
+        if self._owner is not None and self.held:
+            self._owner.release_set(self, wait)
 
     def __enter__(self) -> LockSet:
         return self

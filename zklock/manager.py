@@ -17,6 +17,14 @@ Object nodes are ZooKeeper containers, created in the same multi when
 missing, so release is one multi deleting the lock nodes and the server
 removes object nodes left empty. Hive makes three sequential calls per object per attempt and keeps
 earlier objects while it retries later ones; this never holds a partial set.
+
+Where things are: :meth:`LockManager.acquire_targets` is the acquire loop, a ``match``
+over what each :meth:`LockManager._attempt` comes to (zklock/attempt.py: Granted,
+Denied, Retry). The sets it hands out belong to its :class:`~zklock.watcher.SessionWatcher`,
+which moves them as the session comes and goes and releases them; the manager gives the
+watcher only callables (delete nodes, finish what failed deletes left behind).
+:class:`~zklock.lease.Leases` and :class:`~zklock.waits.Waits` state what they need from
+the manager as protocols, so neither imports this module.
 """
 
 from __future__ import annotations
@@ -28,9 +36,7 @@ import secrets
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from kazoo.client import KazooClient, KazooState
@@ -44,18 +50,19 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from . import metrics
+from .attempt import Conflict, Denied, Granted, Outcome, Retry
 from .config import Settings
 from .errors import InvalidArguments, LockNotAcquired, ZooKeeperUnavailable
 from .events import LockEvents
 from .intents import Request, View, defers_to, judge
 from .lease import Lease, Leases, process_holder
 from .listing import LockRecord, ms_to_iso, walk
-from .locknode import PROTOCOL, Child, ChildKind, LockData, LockNodeName
+from .locknode import PROTOCOL, LockData, LockNodeName
 from .lockrequest import LockSpec, LockTarget, normalize
-from .lockset import HeldLock, LockSet, State
-from .mode import Mode
+from .lockset import HeldLock, LockSet
 from .objects import LockObject
 from .waits import Waits
+from .watcher import SessionWatcher, dispatch
 from .zk import (
     EPHEMERAL,
     PERSISTENT,
@@ -75,80 +82,24 @@ log = logging.getLogger(__name__)
 RACE_WINDOW_S = 60.0
 
 
-@dataclass
-class Conflict:
-    """Why an attempt was denied: our request on ``target`` meets ``holder_node``.
+class _Races:
+    """The undecided tries (:class:`Retry`) of one attempt: retried at once, then with a short
+    growing backoff, for up to :data:`RACE_WINDOW_S`; a denial or a fresh attempt starts anew."""
 
-    ``kind`` says what the node is: ``lock`` (a zklock lock or lease), ``foreign`` (a
-    recipe follower's lock, holder unknown), ``intent`` (an older request queued ahead
-    of us) or ``unknown`` (a child zklock cannot interpret, treated as an X lock).
-    """
+    def __init__(self) -> None:
+        self.count = 0
+        self.until = time.monotonic() + RACE_WINDOW_S
 
-    target: LockTarget
-    holder_node: str
-    holder_mode: Mode
-    record: Optional[LockRecord] = None
-    kind: str = "lock"
-
-    @classmethod
-    def of(cls, target: LockTarget, object_path: str, child: Child) -> Conflict:
-        if child.kind is ChildKind.LOCK:
-            assert child.lock is not None
-            return cls(target, f"{object_path}/{child.name}", child.lock.mode,
-                       kind="foreign" if child.lock.foreign else "lock")
-        if child.kind is ChildKind.INTENT:
-            assert child.intent is not None
-            return cls(target, f"{object_path}/{child.name}", child.intent.mode, kind="intent")
-        return cls(target, f"{object_path}/{child.name}", Mode.EXCLUSIVE, kind="unknown")
-
-    def to_event(self) -> dict[str, Any]:
-        """The blocker as lock events and the wait-for view record it."""
-        d = self.record.data if self.record is not None else None
-        known = self.kind in ("lock", "intent")
-        return {"object": self.target.obj.name, "requested": self.target.mode.value,
-                "held": self.holder_mode.value, "node": self.holder_node, "kind": self.kind,
-                "holder": self.describe_holder() if d is not None or not known else None,
-                "job": (d.job or d.user) if d is not None and known else None}
-
-    def describe_holder(self) -> str:
-        name = self.holder_node.rsplit("/", 1)[1]
-        if self.kind == "foreign":
-            return f"a foreign lock node {name} (holder unknown)"
-        if self.kind == "unknown":
-            return f"a node zklock cannot interpret, {name}"
-        r = self.record
-        if r is None or r.data is None:
-            return "a holder that has since released"
-        return r.data.who()
-
-    def describe(self) -> str:
-        obj = f"{self.target.obj.name} ({self.target.mode.value} requested)"
-        name = self.holder_node.rsplit("/", 1)[1]
-        if self.kind == "foreign":
-            return (f"{obj} is held in {self.holder_mode.value} by a foreign lock node {name}"
-                    " (a ZooKeeper recipe client; holder unknown)")
-        if self.kind == "unknown":
-            return (f"{obj} has a child zklock cannot interpret, {name}: treated as an"
-                    " exclusive lock (fail closed); remove it if it is not a lock")
-        r = self.record
-        who = "a holder that has since released"
-        if r is not None and r.data is not None:
-            d = r.data
-            parts = [f"user {d.user or '?'}@{d.host or '?'}"]
-            if d.pid:
-                parts.append(f"pid {d.pid}")
-            if d.query_id:
-                parts.append(f"query {d.query_id}")
-            if r.explicit:
-                parts.append(f"lease {r.czxid} of holder {d.holder or d.user}")
-            parts.append(f"since {r.acquired_at}")
-            if r.explicit and r.end_ms is not None:
-                parts.append(f"until {ms_to_iso(r.end_ms)}")
-            who = ", ".join(parts)
-        if self.kind == "intent":
-            return (f"{obj} is queued behind an earlier {self.holder_mode.value} request"
-                    f" (intent) of {who}")
-        return f"{obj} is held in {self.holder_mode.value} by {who}"
+    def another(self) -> None:
+        """Count one; raise :class:`LockNotAcquired` past the window, else wait a moment after
+        the first few (past a blip: let the sweep, or the other creator, move on)."""
+        self.count += 1
+        if time.monotonic() >= self.until:
+            raise LockNotAcquired(
+                f"gave up after {self.count} races in {RACE_WINDOW_S:g}s with concurrent"
+                " object node creation/removal")
+        if self.count >= 3:
+            time.sleep(min(0.5, 0.01 * 2 ** (self.count - 3)) * random.uniform(0.5, 1.0))
 
 
 def _created_path(result: Any) -> str:
@@ -199,18 +150,20 @@ class LockManager:
         self._own_client = client is None
         self.client = client if client is not None else connect(settings)
         self.ops = ZkOps(self.client, timeout=max(settings.session_timeout, 5.0) * 3)
-        self._sets: weakref.WeakSet[LockSet] = weakref.WeakSet()
-        self._sets_lock = threading.Lock()
         # (session, nodes, (object paths, attempt id)) that failed deletes left behind
         self._leftovers: list[tuple[Optional[int], list[str],
                                     Optional[tuple[list[str], str]]]] = []
+        self._leftovers_lock = threading.Lock()
         self._root_ready = False
-        self._last_session = self.session_id  # the session leftovers belong to
         self._host = socket.gethostname()
-        self.client.add_listener(self._on_state)
-        self.leases = Leases(self)
         self.events = LockEvents(settings.event_log, settings.job or settings.effective_user,
                                  settings.effective_user)
+        #: owns the implicit sets this manager hands out and their session transitions
+        self.watcher = SessionWatcher(
+            self.client, self.ops, self.events, settings.lose_on_suspend,
+            self._session_label(), release_nodes=self._let_go,
+            delete_nodes=self.delete_nodes, after_reconnect=self._finish_leftovers)
+        self.leases = Leases(self)
         self.waits = Waits(self)
         if settings.metrics_port:
             metrics.serve(settings.metrics_port)
@@ -219,7 +172,7 @@ class LockManager:
     # ---- lifecycle ----------------------------------------------------------
     def close(self) -> None:
         """Release nothing implicitly held elsewhere; stop the client if we started it."""
-        self.client.remove_listener(self._on_state)
+        self.watcher.close()
         if self._own_client:
             try:
                 self.client.stop()
@@ -258,7 +211,11 @@ class LockManager:
                          query_id: str = "", deadline: Optional[float] = None,
                          error: type[LockNotAcquired] = LockNotAcquired) -> LockSet:
         """Acquire normalised ``targets`` with ``data`` in their nodes (``explicit``: a
-        lease's persistent nodes), retrying ``retries`` times or until ``deadline``."""
+        lease's persistent nodes), retrying ``retries`` times or until ``deadline``.
+
+        Each try is one :meth:`_attempt`, which comes to Granted, Denied or Retry
+        (zklock/attempt.py says what the loop below does with each).
+        """
         retries = self.settings.retries if retries is None else retries
         interval = self.settings.retry_interval if retry_interval is None else retry_interval
         if not isinstance(retries, int) or retries < 0:
@@ -267,7 +224,9 @@ class LockManager:
             raise InvalidArguments(f"retry_interval must be >= 0, got {interval!r}")
         self.ensure_root()
         req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data)
-        attempt = 0
+        denied = 0  # attempts denied so far
+        races = _Races()  # undecided tries of the current attempt
+        pre_read = False  # the first attempt is optimistic: every object node exists
         started = time.monotonic()
         wanted = [[t.obj.name, t.mode.value] for t in targets]
         waiting = None
@@ -275,12 +234,12 @@ class LockManager:
         try:
             while True:
                 if deadline is None:
-                    will_retry = attempt + 1 <= retries
+                    will_retry = denied + 1 <= retries
                 else:
                     will_retry = time.monotonic() + interval <= deadline
                 req.leave_intents = will_retry and self.settings.intents
                 try:
-                    outcome = self._attempt(req, pre_read=attempt > 0)
+                    outcome = self._attempt(req, pre_read)
                 except (ConnectionLoss, SessionExpiredError, KazooTimeoutError,
                         RetryFailedError) as exc:
                     raise ZooKeeperUnavailable(
@@ -288,41 +247,51 @@ class LockManager:
                         f" {', '.join(o for o, _ in wanted[:5])} ({type(exc).__name__});"
                         " nothing is held: what the attempt created goes with its session or"
                         " is deleted when the session returns") from None
-                if isinstance(outcome, LockSet):
-                    outcome.query_id = query_id
-                    outcome.attempts = attempt + 1
-                    outcome.set_id = secrets.token_hex(8)
-                    outcome.counted = not explicit
-                    self.events.grant(outcome.set_id, wanted, query_id,
-                                      time.monotonic() - started, attempt + 1,
-                                      outcome.fencing_token, lease=explicit)
-                    if not explicit:  # a lease outlives the session: never "lost" with it
-                        # the set keeps its intents until it releases (zklock/intents.py)
-                        outcome.intents = req.intent_nodes()
-                        req.intents.clear()
-                        with self._sets_lock:
-                            self._sets.add(outcome)
-                        if not self._still_connected(outcome):
-                            continue
-                    granted = outcome
-                    return outcome
-                attempt += 1
-                if deadline is None:
-                    exhausted = attempt > retries
-                else:
-                    exhausted = time.monotonic() + interval > deadline
-                if exhausted or self.events.log is not None:
-                    self._describe(outcome)  # who holds it: one read, only when it is said
-                self.events.denial(wanted, query_id, attempt,
-                                   [c.to_event() for c in outcome], final=exhausted)
-                if exhausted:
-                    text = "; ".join(c.describe() for c in outcome[:5])
-                    more = f" (+{len(outcome) - 5} more)" if len(outcome) > 5 else ""
-                    raise error(f"lock not acquired after {attempt} attempt(s): {text}{more}",
-                                conflicts=outcome)
-                waiting = self.waits.publish(waiting, wanted, req.data, outcome, attempt,
-                                             started)
-                time.sleep(interval * random.uniform(0.75, 1.25))
+                match outcome:
+                    case Granted(lockset):
+                        lockset.query_id = query_id
+                        lockset.attempts = denied + 1
+                        lockset.set_id = secrets.token_hex(8)
+                        lockset.counted = not explicit
+                        self.events.grant(lockset.set_id, wanted, query_id,
+                                          time.monotonic() - started, denied + 1,
+                                          lockset.fencing_token, lease=explicit)
+                        if not explicit:  # a lease outlives the session: never "lost" with it
+                            # the set keeps its intents until it releases (zklock/intents.py)
+                            lockset.intents = req.intent_nodes()
+                            req.intents.clear()
+                            if not self.watcher.hand_out(lockset):
+                                # the connection dropped since the check: the set is
+                                # released again; try afresh, as a new attempt
+                                races = _Races()
+                                pre_read = denied > 0
+                                continue
+                        granted = lockset
+                        return lockset
+                    case Retry(reason=reason, pre_read=again_pre_read):
+                        log.debug("acquire of %d object(s) retried: %s", len(targets), reason)
+                        races.another()
+                        pre_read = again_pre_read
+                    case Denied(conflicts):
+                        denied += 1
+                        pre_read = True  # a retry reads first: denies early, once it has a ticket
+                        if deadline is None:
+                            exhausted = denied > retries
+                        else:
+                            exhausted = time.monotonic() + interval > deadline
+                        if exhausted or self.events.log is not None:
+                            self._describe(conflicts)  # who holds it: one read, only when said
+                        self.events.denial(wanted, query_id, denied,
+                                           [c.to_event() for c in conflicts], final=exhausted)
+                        if exhausted:
+                            text = "; ".join(c.describe() for c in conflicts[:5])
+                            more = f" (+{len(conflicts) - 5} more)" if len(conflicts) > 5 else ""
+                            raise error(f"lock not acquired after {denied} attempt(s):"
+                                        f" {text}{more}", conflicts=conflicts)
+                        waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
+                                                     denied, started)
+                        time.sleep(interval * random.uniform(0.75, 1.25))
+                        races = _Races()
         finally:
             if waiting is not None:
                 self.waits.withdraw(waiting)
@@ -334,79 +303,75 @@ class LockManager:
         """Delete a request's intents when it is granted a lease or gives up; they are
         ephemeral, so a failure here only leaves them until the session ends (or the next
         reconnect's clean-up)."""
-        if self._release_async(nodes):
-            return
-        self._release_nodes(nodes)
+        self._let_go(nodes, wait=False)
 
-    def _attempt(self, req: Request, pre_read: bool) -> Union[LockSet, list[Conflict]]:
-        """One attempt at the whole set: a LockSet, or the conflicts that denied it.
+    def _attempt(self, req: Request, pre_read: bool) -> Outcome:
+        """One try at the whole set: :class:`Granted`, :class:`Denied` or :class:`Retry`.
 
         Without ``pre_read`` (the first, optimistic attempt) the multi assumes
-        every object node exists; a NoNode sends it round once more with the
-        pre-read, which finds what to create and, once the request holds a
-        ticket, denies visible conflicts early. (Without a ticket it goes on to
-        the create multi, whose zxid becomes its ticket if it is denied.)
+        every object node exists; a NoNode makes it a Retry with the pre-read,
+        which finds what to create and, once the request holds a ticket, denies
+        visible conflicts early. (Without a ticket it goes on to the create
+        multi, whose zxid becomes its ticket if it is denied.) Whatever a try
+        that does not grant created is deleted before it returns.
         """
         targets, paths, explicit = req.targets, req.paths, req.explicit
         flags = SEQUENTIAL | (PERSISTENT if explicit else EPHEMERAL)
-        window = time.monotonic() + RACE_WINDOW_S
-        races = 0
-        while races == 0 or time.monotonic() < window:
-            if races >= 3:  # past a blip: let the sweep (or the other creator) move on
-                time.sleep(min(0.5, 0.01 * 2 ** (races - 3)) * random.uniform(0.5, 1.0))
-            races += 1
-            attempt_id = secrets.token_hex(12)
-            missing: list[str] = []
-            if pre_read:
-                pre = self.ops.with_retry(self.ops.children_many, paths.values())
-                if req.ticket:
-                    conflicts = self._pre_conflicts(req, pre)
-                    if conflicts:
-                        self._queue(req, [])
-                        return conflicts
-                missing = sorted((p for p in paths.values() if pre[p] is None),
-                                 key=lambda p: p.count("/"))
-            ops = [self.ops.container_op(p) for p in missing]
-            ops += [self.ops.create_op(
-                f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id)}", req.raw,
-                flags) for t in targets]
-            session = self.session_id
-            existing = [paths[t] for t in targets if paths[t] not in set(missing)]
-            try:
-                results, zxids, post = self.ops.multi_and_children(ops, existing)
-            except MultiFailed as exc:
-                if isinstance(exc.error, (NodeExistsError, NoNodeError)):
-                    pre_read = True  # an object node is missing, or raced with its removal
-                    continue
-                raise
-            except ChunkedMultiFailed as exc:
+        attempt_id = secrets.token_hex(12)
+        missing: list[str] = []
+        if pre_read:
+            pre = self.ops.with_retry(self.ops.children_many, paths.values())
+            if req.ticket:
+                conflicts = self._pre_conflicts(req, pre)
+                if conflicts:
+                    self._queue(req, [])
+                    return Denied(conflicts)
+            missing = sorted((p for p in paths.values() if pre[p] is None),
+                             key=lambda p: p.count("/"))
+        ops = [self.ops.container_op(p) for p in missing]
+        ops += [self.ops.create_op(
+            f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id)}", req.raw,
+            flags) for t in targets]
+        session = self.session_id
+        existing = [paths[t] for t in targets if paths[t] not in set(missing)]
+        try:
+            results, zxids, post = self.ops.multi_and_children(ops, existing)
+        except MultiFailed as exc:
+            if isinstance(exc.error, (NodeExistsError, NoNodeError)):
+                return Retry("an object node is missing, or raced with its removal",
+                             pre_read=True)
+            raise
+        except ChunkedMultiFailed as exc:
+            self._cleanup_attempt(paths, attempt_id)
+            if isinstance(exc.error, (NodeExistsError, NoNodeError, ConnectionLoss,
+                                      SessionExpiredError, KazooTimeoutError)):
+                return Retry(f"a chunk of the create multi failed ({type(exc.error).__name__})",
+                             pre_read=True)
+            raise exc.error from None
+        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError) as exc:
+            # The multi may or may not have been applied: find our own nodes by attempt id.
+            self._cleanup_attempt(paths, attempt_id)
+            return Retry(f"connection lost during the create multi ({type(exc).__name__})",
+                         pre_read=pre_read)
+        except BaseException:
+            self._cleanup_attempt(paths, attempt_id)
+            raise
+        try:
+            n = len(missing)
+            held = [HeldLock(t, paths[t], _created_path(node), czxid)
+                    for t, node, czxid in zip(targets, results[n:], zxids[n:])]
+            conflicts = self._check_grant(req, set(missing), held, attempt_id, post)
+            if conflicts:
+                req.take_ticket(min((h.czxid for h in held if h.czxid), default=0))
+                self._queue(req, [h.node_path for h in held])
+                return Denied(conflicts)
+            if session != self.session_id or self.client.state != KazooState.CONNECTED:
                 self._cleanup_attempt(paths, attempt_id)
-                if isinstance(exc.error, (NodeExistsError, NoNodeError, ConnectionLoss,
-                                          SessionExpiredError, KazooTimeoutError)):
-                    pre_read = True
-                    continue
-                raise exc.error from None
-            except (ConnectionLoss, SessionExpiredError, KazooTimeoutError):
-                # The multi may or may not have been applied: find our own nodes by attempt id.
-                self._cleanup_attempt(paths, attempt_id)
-                continue
-            except BaseException:
-                self._cleanup_attempt(paths, attempt_id)
-                raise
-            try:
-                n = len(missing)
-                granted = self._check_grant(req, set(missing),
-                                            list(zip(results[n:], zxids[n:])), attempt_id, session,
-                                            post)
-            except BaseException:
-                self._cleanup_attempt(paths, attempt_id)
-                raise
-            if granted is None:
-                continue  # session changed under us; cleaned up, try again
-            return granted
-        raise LockNotAcquired(
-            f"gave up after {races} races in {RACE_WINDOW_S:g}s with concurrent object node"
-            " creation/removal")
+                return Retry("the session changed during the attempt", pre_read=pre_read)
+        except BaseException:
+            self._cleanup_attempt(paths, attempt_id)
+            raise
+        return Granted(LockSet(self.watcher, held, session_id=session))
 
     def _view(self, req: Request, t: LockTarget, kids: Optional[list[str]],
               mine: Optional[int], attempt_id: str, own_name: str = "") -> View:
@@ -431,32 +396,15 @@ class LockManager:
             out += [Conflict.of(t, p, c) for c in view.conflicts]
         return self._live(out)
 
-    def _still_connected(self, lockset: LockSet) -> bool:
-        """False (and the set released again) if the connection dropped since the grant check.
-
-        The session listener marks the sets it finds registered; a set registered just
-        after its snapshot would be handed out unmarked. Registering first and then
-        looking at the state closes that window: a later drop finds the set registered,
-        an earlier one is seen here (kazoo sets the state before it calls listeners).
-        """
-        if (self.client.state == KazooState.CONNECTED and self.session_id == lockset.session_id
-                and lockset.state is State.HELD):
-            return True
-        lockset.release()
-        return False
-
-    def _check_grant(self, req: Request, created: set[str], results: list, attempt_id: str,
-                     session: Optional[int], prefetched: Any = None
-                     ) -> Union[LockSet, list[Conflict], None]:
+    def _check_grant(self, req: Request, created: set[str], held: list[HeldLock],
+                     attempt_id: str, prefetched: Any = None) -> list[Conflict]:
         """Apply the grant rule, the intent rule and the fail-closed rule to the siblings of
-        every node we just made.
+        every node we just made: the conflicts that deny the set (none: granted).
 
         ``prefetched()`` gives the siblings read right behind the create
         multi; if that read failed (connection loss) they are read again.
         """
         targets, paths = req.targets, req.paths
-        held = [HeldLock(t, paths[t], _created_path(node_path), czxid)
-                for t, (node_path, czxid) in zip(targets, results)]
         existing = [paths[t] for t in targets if paths[t] not in created]
         post: dict = {}
         if existing:
@@ -483,14 +431,7 @@ class LockManager:
         conflicts = self._live(conflicts)
         if behind and not conflicts:  # only then is it worth reading who is behind us
             conflicts = self._live(self._not_deferring(req, behind))
-        if conflicts:
-            req.take_ticket(min((z for _, z in results if z), default=0))
-            self._queue(req, [h.node_path for h in held])
-            return conflicts
-        if session != self.session_id or self.client.state != KazooState.CONNECTED:
-            self._cleanup_attempt(paths, attempt_id)
-            return None
-        return LockSet(self, held, session_id=session)
+        return conflicts
 
     def _not_deferring(self, req: Request, behind: list[Conflict]) -> list[Conflict]:
         """Of the conflicting nodes created after our intents, those whose writers do not
@@ -609,14 +550,9 @@ class LockManager:
         return found if found is not None else Identity.from_settings(self.settings)
 
     # ---- release and cleanup -----------------------------------------------
-    def _release(self, lockset: LockSet, wait: bool = True) -> None:
-        # lock nodes first, intents last: should the multi be chunked, no intent goes
-        # while a lock node it protects is still there
-        nodes = [h.node_path for h in lockset.held] + lockset.intents
-        with self._sets_lock:
-            self._sets.discard(lockset)
-            counted, lockset.counted = lockset.counted, False
-        self.events.release(lockset.set_id, lockset.locks, lockset.query_id, counted)
+    def _let_go(self, nodes: list[str], wait: bool) -> None:
+        """Delete a released set's nodes (or a request's intents); ``wait=False`` sends the
+        multi without waiting for its reply when it fits in one."""
         if not wait and self._release_async(nodes):
             return
         self._release_nodes(nodes)
@@ -626,7 +562,7 @@ class LockManager:
 
         If the session expired they are gone with it; if it survives (a reconnect
         within the session timeout) they would stay held by a process that thinks it
-        let go, so :meth:`_on_reconnected` deletes them.
+        let go, so :meth:`_finish_leftovers` deletes them on reconnect.
         """
         try:
             self.delete_nodes(nodes)
@@ -645,8 +581,8 @@ class LockManager:
         out attempt may land then. If the session survived, those nodes are held by a
         live session that no longer knows them, a stuck lock until the process exits.
         """
-        owner = self.session_id or self._last_session  # None while disconnected
-        with self._sets_lock:
+        owner = self.session_id or self.watcher.last_session  # None while disconnected
+        with self._leftovers_lock:
             self._leftovers.append((owner, list(nodes), attempt))
 
     def _release_async(self, nodes: list[str]) -> bool:
@@ -667,9 +603,9 @@ class LockManager:
 
         def done(result: Any) -> None:
             try:
-                self.ops._check_multi(result.get())
+                self.ops.check_multi(result.get())
             except Exception:
-                self._dispatch(self._release_nodes, nodes)
+                dispatch(self._release_nodes, nodes)
         pending.rawlink(done)
         return True
 
@@ -756,76 +692,15 @@ class LockManager:
         return self.ops.with_retry(walk, self.ops, self.root, start, extended, False, None,
                                    intents)
 
-    # ---- session awareness ------------------------------------------------
+    # ---- the session (transitions of live sets: zklock/watcher.py) ----------
     def _session_label(self) -> str:
         return f"{self.settings.job or self.settings.effective_user}@{id(self):x}"
 
-    def _on_set_lost(self, lockset: LockSet, reason: str) -> None:
-        with self._sets_lock:
-            counted, lockset.counted = lockset.counted, False
-        self.events.loss(lockset.set_id, lockset.locks, lockset.query_id, reason, counted)
-
-    def _on_state(self, state: str) -> None:
-        """Kazoo's listener runs on its connection thread: never block it."""
-        metrics.session_state(self._session_label(), str(state))
-        if state == KazooState.SUSPENDED:
-            self._dispatch(self._on_suspended)
-        elif state == KazooState.LOST:
-            self._dispatch(self._lose_all, "ZooKeeper session expired")
-        elif state == KazooState.CONNECTED:
-            self._dispatch(self._on_reconnected)
-
-    def _dispatch(self, func: Any, *args: Any) -> None:
-        threading.Thread(target=func, args=args, name="zklock-session", daemon=True).start()
-
-    def _live_sets(self) -> list[LockSet]:
-        with self._sets_lock:
-            return [s for s in self._sets if s.state in (State.HELD, State.SUSPENDED)]
-
-    def _on_suspended(self) -> None:
-        for s in self._live_sets():
-            if self.settings.lose_on_suspend:
-                s._lose("connection to ZooKeeper suspended; the session may expire")
-            else:
-                s._suspend("connection to ZooKeeper suspended")
-
-    def _lose_all(self, reason: str) -> None:
-        for s in self._live_sets():
-            s._lose(reason)
-
-    def _on_reconnected(self) -> None:
-        """Re-check suspended sets; delete nodes of sets declared lost that survived."""
-        sid = self.session_id
-        self._last_session = sid or self._last_session
-        with self._sets_lock:
-            sets = list(self._sets)
-        for s in sets:
-            if s.state is State.RELEASED or not s.held:
-                continue
-            if s.session_id != sid:
-                s._lose("ZooKeeper session changed")
-                continue
-            if s.state is State.LOST:
-                try:
-                    self.delete_nodes([h.node_path for h in s.held] + s.intents)
-                except Exception as exc:
-                    log.warning("could not delete nodes of a lost lock set: %s", exc)
-                continue
-            try:
-                stats = self.ops.exists_many(h.node_path for h in s.held)
-            except Exception as exc:
-                s._lose(f"could not re-check lock nodes after reconnect: {exc}")
-                continue
-            if all(stats.values()):
-                s._resume()
-            else:
-                s._lose("lock nodes vanished while the connection was suspended")
-        self._finish_leftovers(sid)
-
     def _finish_leftovers(self, sid: Optional[int]) -> None:
         """Delete what failed deletes left behind in this session (an older session's
-        ephemeral nodes went with it); what fails again waits for the next reconnect."""
-        with self._sets_lock:
+        ephemeral nodes went with it); what fails again waits for the next reconnect.
+        The session watcher calls it once it has re-checked the sets after a reconnect."""
+        with self._leftovers_lock:
             leftovers, self._leftovers = self._leftovers, []
         for owner, nodes, attempt in leftovers:
             if owner != sid:
@@ -836,6 +711,6 @@ class LockManager:
                 if attempt is not None:
                     self.ops.with_retry(self._sweep_attempt, *attempt)
             except Exception as exc:
-                with self._sets_lock:
+                with self._leftovers_lock:
                     self._leftovers.append((owner, nodes, attempt))
                 log.warning("could not delete nodes left by a failed delete: %s", exc)

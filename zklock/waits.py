@@ -18,13 +18,17 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from kazoo.exceptions import NodeExistsError
 
 if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+    from .attempt import Conflict
+    from .config import Settings
     from .locknode import LockData
-    from .manager import Conflict, LockManager
+    from .zk import ZkOps
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +61,20 @@ class Wait:
         return dict(self.__dict__)
 
 
+class WaitsOwner(Protocol):
+    """What :class:`Waits` needs from its LockManager (zklock/manager.py), stated here so
+    that this module does not depend on the manager."""
+
+    client: KazooClient
+    ops: ZkOps
+    root: str
+    settings: Settings
+
+
 class Waits:
     """Publishes this manager's waiting requests and lists everyone's."""
 
-    def __init__(self, manager: LockManager) -> None:
+    def __init__(self, manager: WaitsOwner) -> None:
         self.mgr = manager
         self.base = f"{manager.root.rstrip('/')}/{WAITS}"
 

@@ -13,6 +13,16 @@ the header before its parser runs, so :class:`Multi2` (same wire format)
 reads it from the bytes just before the body and hands it back as
 :class:`MultiZxid`. (ZooKeeper 3.8 answers ``create2`` inside a multi with a
 plain create result, without the stat, so the header is the only source.)
+
+Why this module reads kazoo's private attributes (and no other module does):
+pipelining. kazoo offers one request per call, and ``client._call`` wakes its
+connection thread with one syscall per request; :meth:`ZkOps._submit_many` puts
+a batch on ``client._queue`` and wakes the thread once through
+``client._connection._write_sock``, checking ``client._state`` first (and falling
+back to ``client._call`` when not connected, for kazoo's own error). That is what
+keeps a set of N objects at a constant number of round trips and syscalls
+(docs/design.md); kazoo has no public API for it, so these few lines follow its
+internals (kazoo >= 2.9, as setup.cfg requires).
 """
 
 from __future__ import annotations
@@ -254,9 +264,11 @@ class ZkOps:
         """
         if not ops:
             return [], 0
-        return self._check_multi(self.multi_async(ops).get(timeout=self.timeout))
+        return self.check_multi(self.multi_async(ops).get(timeout=self.timeout))
 
-    def _check_multi(self, results: list) -> tuple[list, int]:
+    def check_multi(self, results: list) -> tuple[list, int]:
+        """A multi's raw reply as (per-op results, zxid); :class:`MultiFailed` if it was
+        rolled back. For a reply awaited elsewhere (:meth:`multi_async`)."""
         zxid = 0
         if results and isinstance(results[-1], MultiZxid):
             zxid = int(results.pop())
@@ -283,7 +295,7 @@ class ZkOps:
         error: Optional[BaseException] = None
         for c, p in zip(chunks, pending):
             try:
-                results, zxid = self._check_multi(p.get(timeout=self.timeout))
+                results, zxid = self.check_multi(p.get(timeout=self.timeout))
                 out.extend(results)
                 zxids.extend([zxid] * len(results))
             except Exception as exc:  # rolled back, connection loss and the like
@@ -310,7 +322,7 @@ class ZkOps:
             return results, zxids, lambda: self.children_many(paths)
         reads = [GetChildren(self._abs(p), None) for p in paths]
         multi_f, read_f = self._submit_many([Multi2(list(ops)), MultiRead(reads)])
-        results, zxid = self._check_multi(multi_f.get(timeout=self.timeout))
+        results, zxid = self.check_multi(multi_f.get(timeout=self.timeout))
 
         def children() -> dict[str, Optional[list[str]]]:
             try:

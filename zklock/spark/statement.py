@@ -188,7 +188,7 @@ class LockedStatement:
         return self._lost.is_set() or not self.lockset.is_valid
 
     def _on_lost(self, lockset: LockSet) -> None:
-        self._reason = getattr(lockset, "_reason", "") or "session lost"
+        self._reason = lockset.lost_reason or "session lost"
         self._lost.set()
         try:
             self.jobs.cancel(self.query_id)
@@ -200,7 +200,7 @@ class LockedStatement:
         return self._lock_lost()
 
     def _lock_lost(self, completed: bool = False, refused: Optional[str] = None) -> LockLost:
-        reason = self._reason or getattr(self.lockset, "_reason", "") or "session lost"
+        reason = self._reason or self.lockset.lost_reason or "session lost"
         if refused is not None:  # the loss may be known to ZooKeeper only, not to us yet
             known = f"{reason}; " if self.lost else ""
             return LockLost(self.lockset.objects,
