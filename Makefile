@@ -43,7 +43,7 @@ bench-spark: install zookeeper
 
 soak: install zookeeper
 	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-1200} ZKLOCK_CHAOS_REPORT=.zklock/soak.json \
-		$(PY) -m pytest -q -s tests/test_chaos.py
+		$(PY) -m pytest -q -s tests/core/test_chaos.py
 
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py

@@ -1,4 +1,4 @@
-"""The chaos suite's client and checker (used by tests/test_chaos.py and `make soak`).
+"""The chaos suite's client and checker (used by tests/core/test_chaos.py and `make soak`).
 
 A client process loops until its deadline: it takes a random all-or-none
 lock set (S and X on overlapping tables and partitions of one database),
