@@ -1,0 +1,115 @@
+"""`zklock spark ...`: the Spark Connect server side (zklock's plugin jar, a local server)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from zklock.config import parse_duration
+
+from .app import Context, cli
+
+
+@cli.group()
+def spark() -> None:
+    """Spark Connect: zklock's planner plugin for Connect servers, and a local server.
+
+    Example: zklock spark connect-server start --port 15002
+    """
+
+
+@spark.command("plugin-jar")
+def plugin_jar() -> None:
+    """Build (once) and print the path of zklock's Spark Connect plugin jar.
+
+    Add it to an existing Connect server: --jars "$(zklock spark plugin-jar)"
+    --conf spark.connect.extensions.relation.classes=zklock.ConnectLockPlugin
+
+    Example: zklock spark plugin-jar
+    """
+    from zklock.spark.connect_plugin import plugin_jar as build
+
+    click.echo(str(build()))
+
+
+@spark.group("connect-server")
+def connect_server() -> None:
+    """A local Spark Connect server (PySpark's) running zklock's lock planner plugin.
+
+    Its pid, port, log and jar live in <state dir>/connect-server/ (default .zklock/).
+
+    Example: zklock spark connect-server start && zklock spark connect-server status
+    """
+
+
+def _server(obj: Context, port: Optional[int] = None, warehouse: Optional[str] = None,
+            conf: Sequence[str] = (), spark_home: Optional[str] = None,
+            jar: Optional[str] = None) -> Any:
+    from zklock.spark.connect_server import DEFAULT_PORT, ConnectServer
+    from zklock.spark.local import parse_conf
+
+    server = ConnectServer(Path(obj.settings.state_dir), port=port or DEFAULT_PORT,
+                           warehouse=warehouse, conf=parse_conf(conf),
+                           spark_home=Path(spark_home) if spark_home else None,
+                           jar=Path(jar) if jar else None)
+    if port is None:
+        server.port = int(server.info().get("port", DEFAULT_PORT))
+    return server
+
+
+@connect_server.command("start")
+@click.option("--port", type=int, default=None, help="gRPC port (default 15002).")
+@click.option("--warehouse", type=click.Path(file_okay=False),
+              help="spark.sql.warehouse.dir of the server (default: Spark's).")
+@click.option("--conf", "conf", multiple=True, metavar="K=V",
+              help="A Spark setting for the server, as for spark-submit (repeatable).")
+@click.option("--spark-home", type=click.Path(exists=True, file_okay=False),
+              help="Run this Spark distribution's server (default: PySpark's own).")
+@click.option("--jar", type=click.Path(exists=True, dir_okay=False),
+              help="zklock's plugin jar to load (default: built from this zklock).")
+@click.option("--wait", default="120s", show_default=True,
+              help="How long to wait for the server to listen.")
+@click.pass_obj
+def start(obj: Context, port: Optional[int], warehouse: Optional[str], conf: Sequence[str],
+          spark_home: Optional[str], jar: Optional[str], wait: str) -> None:
+    """Start a Spark Connect server with zklock's plugin; print its sc:// address.
+
+    Example: zklock spark connect-server start --port 15002 --warehouse /data/warehouse
+    """
+    server = _server(obj, port, warehouse, conf, spark_home, jar)
+    click.echo(server.start(wait=parse_duration(wait)))
+
+
+@connect_server.command("stop")
+@click.pass_obj
+def stop(obj: Context) -> None:
+    """Stop the Spark Connect server started from this state directory.
+
+    Example: zklock spark connect-server stop
+    """
+    click.echo("stopped" if _server(obj).stop() else "not running")
+
+
+@connect_server.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+@click.pass_obj
+def status(obj: Context, as_json: bool) -> None:
+    """Whether the local Spark Connect server runs: its port, pid and plugin jar.
+
+    Exit code 1 when it does not run. Example: zklock spark connect-server status --json
+    """
+    st = _server(obj).status()
+    if as_json:
+        click.echo(json.dumps(st))
+    elif st["running"]:
+        click.echo(f"running, pid {st['pid']}; {st['remote']}; plugin jar {st['jar']};"
+                   f" Spark {st['spark']}; log {st['log']}")
+    else:
+        click.echo(f"not running; state dir {st['state_dir']}")
+    if not st["running"]:
+        sys.exit(1)

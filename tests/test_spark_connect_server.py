@@ -1,0 +1,496 @@
+"""zklock's planner through a real local Spark Connect server and its plugin.
+
+The module starts two real Spark Connect servers (PySpark's own), in parallel: one with
+zklock's plugin, started by ``zklock spark connect-server start`` (the project's own
+code, as a user would), and one without it. A Spark Connect session on the first builds
+the same warehouse as the ``shared_db`` fixture; every statement of the conformance corpus
+and every case of tests/test_spark_planner.py must come back from the plugin with the locks
+the classic planner gives (the documented lock table, the expected lists), DataFrames with
+the locks the classic planner gives the same DataFrames, refusals as UnsupportedStatement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import warnings
+import zipfile
+from pathlib import Path
+
+import pyspark
+import pytest
+from conftest import PROJECT, PYTHON, make_warehouse
+from pyspark.errors import AnalysisException, ParseException
+from test_spark_corpus import CORPUS, D, documented
+from test_spark_jvm_planner import dataframes
+from test_spark_planner import MORE, NO_LOCKS, SEED_ROWS
+
+from zklock.errors import (
+    InvalidArguments,
+    InvalidLockObject,
+    SparkConnectError,
+    UnsupportedStatement,
+)
+from zklock.server import free_port
+from zklock.spark import nodes
+from zklock.spark.connect import plan_locks, plan_statement, plugin_version
+from zklock.spark.connect_plugin import PROPERTIES, build_hash, plugin_jar, zklock_version
+from zklock.spark.connect_server import SERVER_CLASS, pyspark_home
+from zklock.spark.planner import LockPlanner
+
+MEMORY = "spark.driver.memory=768m"
+
+
+def cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The real ``zklock`` command, in a process of its own."""
+    return subprocess.run([PYTHON, "-m", "zklock.cli.main", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=PROJECT)
+
+
+class PlainServer:
+    """A Spark Connect server without zklock's plugin (what a server not set up looks like)."""
+
+    def __init__(self, base: Path) -> None:
+        self.port = free_port()
+        base.mkdir(parents=True, exist_ok=True)
+        home = pyspark_home()
+        with open(base / "server.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
+                 "--conf", f"spark.connect.grpc.binding.port={self.port}",
+                 "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                 "--conf", "spark.ui.enabled=false", "--conf", MEMORY,
+                 "--conf", f"spark.sql.warehouse.dir={base / 'warehouse'}"],
+                stdout=log, stderr=subprocess.STDOUT, cwd=base, start_new_session=True,
+                env=dict(os.environ, SPARK_HOME=str(home), SPARK_CONNECT_MODE="0"))
+
+    def wait(self, timeout: float = 120) -> None:
+        import socket
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, "the plain Spark Connect server exited"
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("the plain Spark Connect server did not listen")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("connect")
+    plain = PlainServer(base / "plain")  # starts while the plugin's server starts
+    state, port = base / "state", free_port()
+    try:
+        out = cli("--state-dir", state, "spark", "connect-server", "start", "--port", port,
+                  "--warehouse", base / "warehouse", "--conf", MEMORY)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == f"sc://127.0.0.1:{port}"
+        plain.wait()
+        yield {"state": state, "port": port, "plain_port": plain.port, "base": base}
+    finally:
+        cli("--state-dir", state, "spark", "connect-server", "stop")
+        plain.stop()
+
+
+def connect(port: int):
+    """A Spark Connect session (the Connect builder: the process's classic Spark stays so)."""
+    from pyspark.sql.connect.session import SparkSession
+
+    return SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+
+
+def close(session) -> None:
+    """Stop a Connect session without Spark Connect's ten minutes of retries when its
+    server is gone already (the last test stops it)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    session.client.set_retry_policies([DefaultPolicy(max_retries=0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RETRIES_EXCEEDED, once the server is gone
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def cs(servers):
+    session = connect(servers["port"])
+    yield session
+    close(session)
+
+
+@pytest.fixture(scope="module")
+def cdb(cs) -> str:
+    """The shared_db warehouse, built again through the Connect session."""
+    return make_warehouse(cs)
+
+
+def rows_of(sql_or_df, cs, **kw) -> str:
+    """test_spark_corpus's outcome: ``object:mode ...``, ``none``, or what happened."""
+    try:
+        rows = plan_locks(cs, **sql_or_df, **kw)
+    except UnsupportedStatement as exc:
+        return "refused: " + str(exc).split(";")[0]
+    except Exception as exc:  # Spark's own error
+        return "Spark error: " + type(exc).__name__
+    return " ".join(f"{o}:{m}" for o, m in rows) or "none"
+
+
+def test_the_plugin_reports_its_version_and_spark(cs):
+    v = plugin_version(cs)
+    assert v == {"plugin": zklock_version(), "protocol": 1, "build": build_hash(),
+                 "built_for": pyspark.__version__, "spark": pyspark.__version__,
+                 "nodes": len(nodes.NODE_KINDS)}
+
+
+def test_corpus_through_the_plugin_is_the_documented_lock_table(cs, cdb):
+    cs.sql("DECLARE OR REPLACE VARIABLE v_corpus_set INT")
+    expected = documented()
+    mismatches = []
+    for _, template in CORPUS:
+        got = rows_of({"sql": template.format(d=cdb)}, cs, strict=False).replace(cdb, D)
+        if got != expected[template.format(d=D)]:
+            mismatches.append((template, got, expected[template.format(d=D)]))
+    assert not mismatches, "\n".join(f"{s}\n  plugin: {g}\n  docs:   {e}"
+                                     for s, g, e in mismatches)
+
+
+@pytest.mark.parametrize("sql,expected", SEED_ROWS + MORE + [(s, []) for s in NO_LOCKS],
+                         ids=[s[:60] for s, _ in SEED_ROWS + MORE] + NO_LOCKS)
+def test_planner_cases_through_the_plugin(cs, cdb, sql, expected):
+    got = plan_locks(cs, sql=sql.format(d=cdb), strict=False)
+    assert [f"{o}:{m}" for o, m in got] == [e.format(d=cdb) for e in expected]
+
+
+def test_the_plugin_says_which_statements_run_as_commands(cs, cdb, spark, shared_db):
+    classic = LockPlanner(spark)
+    for sql in ["SELECT * FROM {d}.orders WHERE ds = '2024-01-01'", "VALUES (1)",
+                "INSERT INTO {d}.dim VALUES (1, 'a')", "SHOW TABLES", "CACHE TABLE {d}.dim",
+                "WITH c AS (SELECT * FROM {d}.staging) INSERT INTO {d}.dim SELECT id, 'w'"
+                " FROM c", "BEGIN SELECT 1; END"]:
+        plan = classic.plan_parsed(classic.jvm.parse(sql.format(d=shared_db)), strict=False)
+        rows = [(o.replace(shared_db, cdb), m) for o, m in plan.rows()]
+        assert plan_statement(cs, sql.format(d=cdb), strict=False) == (rows, plan.is_command)
+
+
+def test_dataframes_lock_as_the_classic_planner_locks_them(cs, cdb, spark, shared_db):
+    classic = LockPlanner(spark)
+    for mine, theirs in zip(dataframes(cs, cdb), dataframes(spark, shared_db)):
+        expected = [(t.obj.name.replace(shared_db, cdb), t.mode.value)
+                    for t in classic.plan_dataframe(theirs)]
+        assert plan_locks(cs, df=mine) == expected
+
+
+def test_dataframe_writes_lock_as_the_classic_planner_locks_them(cs, cdb, spark, shared_db):
+    classic = LockPlanner(spark)
+    for table, partition in [("orders", {"ds": "2024-01-01", "hr": "01"}),
+                             ("orders", {"hr": 1}), ("dim", None)]:
+        expected = [(t.obj.name.replace(shared_db, cdb), t.mode.value)
+                    for t in classic.plan_table_write(f"{shared_db}.{table}",
+                                                      spark.table(f"{shared_db}.staging"),
+                                                      partition)]
+        got = plan_locks(cs, df=cs.table(f"{cdb}.staging"), table=f"{cdb}.{table}",
+                         partition=partition)
+        assert got == expected
+    (location,) = [r.data_type for r in cs.sql(f"DESCRIBE TABLE EXTENDED {cdb}.events")
+                   .collect() if r.col_name == "Location"]
+    assert plan_locks(cs, df=cs.table(f"{cdb}.staging"), paths=[location + "/ds=1"]) == [
+        (cdb, "S"), (f"{cdb}.events", "X"), (f"{cdb}.staging", "S")]
+
+
+def test_a_refusal_is_unsupported_statement_and_bad_names_invalid_arguments(cs, cdb):
+    with pytest.raises(UnsupportedStatement, match="zklock does not lock Call"):
+        plan_locks(cs, sql="CALL system.noop()")
+    with pytest.raises(UnsupportedStatement, match="inside a SQL script"):
+        plan_locks(cs, sql="BEGIN DECLARE s STRING DEFAULT 'SELECT 1'; EXECUTE IMMEDIATE s;"
+                           " END")
+    cs.sql("DECLARE OR REPLACE VARIABLE zk_conn_tbl STRING DEFAULT 'x.y'")
+    with pytest.raises(InvalidArguments, match="IDENTIFIER"):
+        plan_locks(cs, sql="DROP TABLE IDENTIFIER(zk_conn_tbl)")
+    with pytest.raises(InvalidLockObject, match=f"'{cdb}.orders': empty value for partition"
+                                                " key 'ds'"):
+        plan_locks(cs, sql=f"ALTER TABLE {cdb}.orders ADD PARTITION (ds='', hr=1)")
+    with pytest.raises(InvalidArguments, match="refuse or lock"):
+        plan_locks(cs, sql="SELECT 1", unknown_statements="maybe")
+    assert plan_locks(cs, sql=f"DROP TABLE {cdb}.dim", unknown_statements="lock") == [
+        (cdb, "S"), (f"{cdb}.dim", "X")]
+
+
+def test_sparks_own_errors_come_back_as_sparks(cs, cdb):
+    with pytest.raises(ParseException):
+        plan_locks(cs, sql="SELEC 1")
+    with pytest.raises(AnalysisException):  # strict (a statement about to run): raised
+        plan_locks(cs, sql=f"ALTER TABLE {cdb}.dim REPLACE COLUMNS (x INT)")
+    assert plan_locks(cs, sql=f"ALTER TABLE {cdb}.dim REPLACE COLUMNS (x INT)",
+                      strict=False) == [(cdb, "S"), (f"{cdb}.dim", "X")]
+
+
+def test_the_plugin_plans_in_the_clients_own_session(cs, cdb):
+    """Variables, temporary views and the current database of the client's session (its
+    server-side session) are what the plugin plans with."""
+    cs.sql(f"DECLARE OR REPLACE VARIABLE zk_conn_target STRING DEFAULT '{cdb}.dim'")
+    cs.sql(f"CREATE OR REPLACE TEMPORARY VIEW tv_conn AS SELECT * FROM {cdb}.orders")
+    assert plan_locks(cs, sql="EXECUTE IMMEDIATE 'INSERT INTO ' || zk_conn_target"
+                              " || ' SELECT id, ''x'' FROM tv_conn WHERE ds = ''2024-01-02'''"
+                      ) == [(cdb, "S"), (f"{cdb}.dim", "X"), (f"{cdb}.orders", "S"),
+                            # a temporary view's casts hide the pin: every partition, as the
+                            # classic planner does (more, never less)
+                            (f"{cdb}.orders/ds=2024-01-01", "S"),
+                            (f"{cdb}.orders/ds=2024-01-01/hr=1", "S"),
+                            (f"{cdb}.orders/ds=2024-01-02", "S"),
+                            (f"{cdb}.orders/ds=2024-01-02/hr=1", "S")]
+    cs.sql(f"USE {cdb}")
+    try:
+        assert plan_locks(cs, sql="DROP TABLE dim") == [(cdb, "S"), (f"{cdb}.dim", "X")]
+    finally:
+        cs.sql("USE default")
+
+
+def test_planning_runs_nothing(cs, cdb):
+    before = cs.table(f"{cdb}.dim").count()
+    plan_locks(cs, sql=f"INSERT INTO {cdb}.dim VALUES (9, 'nine')")
+    plan_locks(cs, sql=f"EXECUTE IMMEDIATE 'INSERT INTO {cdb}.dim SELECT 5, ''five'''")
+    plan_locks(cs, sql=f"BEGIN INSERT INTO {cdb}.dim SELECT 6, 'six'; END")
+    assert cs.table(f"{cdb}.dim").count() == before
+
+
+def test_a_client_whose_node_table_differs_is_refused(cs, monkeypatch):
+    """Classic and Connect sessions must lock by the same rules: a client whose nodes.py
+    differs from the one built into the server's plugin is refused, in one line."""
+    monkeypatch.delitem(nodes.NODE_KINDS, "TruncateTable")
+    with pytest.raises(SparkConnectError, match=r"the zklock plugin of this Spark Connect"
+                       r" server is zklock .* \(build [0-9a-f]+\) and the client is") as err:
+        plan_locks(cs, sql="SELECT 1")
+    assert "\n" not in str(err.value)
+
+
+def test_a_server_without_the_plugin_is_one_clear_error(servers):
+    bare = connect(servers["plain_port"])
+    try:
+        with pytest.raises(SparkConnectError, match="has no zklock plugin.*--jars") as err:
+            plan_locks(bare, sql="SELECT 1")
+        assert "\n" not in str(err.value)
+        with pytest.raises(SparkConnectError, match="has no zklock plugin"):
+            plugin_version(bare)
+    finally:
+        close(bare)
+
+
+def test_an_unreachable_server_is_one_clear_error():
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    port = free_port()
+    session = connect(port)
+    session.client.set_retry_policies([DefaultPolicy(max_retries=1, initial_backoff=10,
+                                                     max_backoff=20)])
+    try:
+        with pytest.warns(UserWarning, match="RETRIES_EXCEEDED"):
+            with pytest.raises(SparkConnectError, match=f"127.0.0.1:{port} cannot be reached"
+                                                        r" \(UNAVAILABLE") as err:
+                plan_locks(session, sql="SELECT 1")
+        assert "\n" not in str(err.value)
+    finally:
+        close(session)
+
+
+def test_a_classic_session_is_refused(spark):
+    with pytest.raises(InvalidArguments, match="Spark Connect session"):
+        plan_locks(spark, sql="SELECT 1")
+
+
+def test_cli_start_refuses_a_plugin_built_for_another_spark(servers, tmp_path):
+    other = tmp_path / "zklock-connect-3.5.1.jar"
+    with zipfile.ZipFile(plugin_jar()) as src, zipfile.ZipFile(other, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == PROPERTIES:
+                data = data.replace(f"spark={pyspark.__version__}".encode(), b"spark=3.5.1")
+            dst.writestr(item, data)
+    out = cli("--state-dir", tmp_path / "state", "spark", "connect-server", "start",
+              "--port", free_port(), "--jar", other)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "built for Spark 3.5.1 but the Spark Connect server under" in out.stderr
+    assert f"is Spark {pyspark.__version__}" in out.stderr
+
+
+def test_cli_start_twice_or_on_a_taken_port_is_one_clear_error(servers, tmp_path):
+    again = cli("--state-dir", servers["state"], "spark", "connect-server", "start",
+                "--port", servers["port"])
+    assert again.returncode == 1 and "already runs" in again.stderr
+    taken = cli("--state-dir", tmp_path, "spark", "connect-server", "start",
+                "--port", servers["plain_port"])
+    assert taken.returncode == 1 and "already in use" in taken.stderr
+    for out in (again, taken):
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_cli_status_then_stop(servers):
+    """Last in the module: it stops the plugin's server."""
+    out = cli("--state-dir", servers["state"], "spark", "connect-server", "status", "--json")
+    assert out.returncode == 0, out.stderr
+    st = json.loads(out.stdout)
+    assert st["running"] and st["port"] == servers["port"] and st["pid"]
+    assert Path(st["jar"]).name.startswith(f"zklock-connect-{pyspark.__version__}-")
+    assert st["spark"] == pyspark.__version__
+    text = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
+    assert text.stdout.startswith(f"running, pid {st['pid']}; sc://127.0.0.1:{servers['port']}")
+    assert cli("--state-dir", servers["state"], "spark", "connect-server",
+               "stop").stdout.strip() == "stopped"
+    after = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
+    assert after.returncode == 1 and after.stdout.startswith("not running")
+    assert cli("--state-dir", servers["state"], "spark", "connect-server",
+               "stop").stdout.strip() == "not running"
+
+
+# ---- LockingSession over Spark Connect: the same locks, denials and loss handling ----------
+@pytest.fixture
+def make_connect_locking(cs, zk_hosts, root):
+    """LockingSessions wrapping the module's Connect session (each its own ZooKeeper
+    session), on the test's own znode root."""
+    from zklock.spark import LockingSession
+
+    made = []
+
+    def make(session=None, **kw):
+        kw.setdefault("hosts", zk_hosts)
+        kw.setdefault("root", root)
+        kw.setdefault("retries", 0)
+        kw.setdefault("retry_interval", 0.05)
+        kw.setdefault("session_timeout", 2.0)
+        locking = LockingSession(session if session is not None else cs, **kw)
+        made.append(locking)
+        return locking
+
+    yield make
+    for locking in made:
+        locking.close()
+
+
+def ccount(session, table: str) -> int:
+    return session.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n
+
+
+def test_connect_session_denies_writes_and_leaves_the_table(make_connect_locking, cs, cdb,
+                                                            make_manager, zk, root):
+    from conftest import lock_nodes, wait_for
+
+    from zklock import LockNotAcquired
+
+    locking = make_connect_locking()
+    before = ccount(cs, f"{cdb}.dim")
+    other = make_manager()
+    with other.acquire([(f"{cdb}.dim", "X")], query_id="holder-c"):
+        with pytest.raises(LockNotAcquired, match="holder-c"):
+            locking.sql(f"INSERT INTO {cdb}.dim VALUES (21, 'c')")
+        with pytest.raises(LockNotAcquired, match="holder-c"):
+            locking.createDataFrame([(22, "d")], "id INT, name STRING").write.insertInto(
+                f"{cdb}.dim")
+        with pytest.raises(LockNotAcquired, match="holder-c"):
+            locking.table(f"{cdb}.dim").collect()  # an action: S on dim
+        with pytest.raises(UnsupportedStatement):
+            locking.sql("CALL system.no_such_procedure()")
+    assert ccount(cs, f"{cdb}.dim") == before
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    locking.sql(f"INSERT INTO {cdb}.dim VALUES (21, 'c')")
+    assert ccount(cs, f"{cdb}.dim") == before + 1
+
+
+def test_connect_session_takes_the_classic_locks(make_connect_locking, cdb, spark, shared_db):
+    locking = make_connect_locking()
+    classic = LockPlanner(spark)
+    for template in [
+            "INSERT INTO {d}.orders PARTITION (ds='2024-01-01', hr=2) SELECT id, amt"
+            " FROM {d}.staging",
+            "FROM {d}.staging INSERT INTO {d}.dim SELECT id, 'm'"
+            " INSERT INTO {d}.events PARTITION (ds='2024-08-08') SELECT id",
+            "SELECT * FROM {d}.day1"]:
+        mine = [(o.replace(cdb, "DB"), m) for o, m in
+                locking.explain_locks(template.format(d=cdb)).rows()]
+        theirs = [(o.replace(shared_db, "DB"), m) for o, m in
+                  classic.plan_sql(template.format(d=shared_db), strict=False).rows()]
+        assert mine == theirs, template
+    assert locking.sql(f"EXPLAIN LOCKS SELECT * FROM {cdb}.dim").collect()[0].object == cdb
+
+
+def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cdb, zk_hosts,
+                                                   zk, root):
+    import threading
+
+    from conftest import lock_nodes, wait_for
+
+    from zklock import LockLost
+    from zklock.testing import expire_session
+
+    locking = make_connect_locking()
+    before = ccount(cs, f"{cdb}.staging")
+    slow = (f"INSERT INTO {cdb}.staging SELECT id, 1.0, 1 FROM range(60)"
+            f" WHERE java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
+
+    def expire_when_held():
+        if wait_for(lambda: bool(lock_nodes(zk, root)), timeout=30):
+            time.sleep(1.5)
+            expire_session(locking.manager.client, zk_hosts)
+    killer = threading.Thread(target=expire_when_held)
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(LockLost):
+        locking.sql(slow)
+    killer.join()
+    assert time.monotonic() - started < 25  # 30 s of work, interrupted
+    assert ccount(cs, f"{cdb}.staging") == before
+
+
+def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_locking, cs,
+                                                                 cdb, servers):
+    import threading
+
+    from zklock import LockNotAcquired
+
+    second = connect(servers["port"])
+    try:
+        a = make_connect_locking()
+        b = make_connect_locking(second)
+        slow = (f"INSERT INTO {cdb}.orders PARTITION (ds='2024-09-01', hr=1)"
+                f" SELECT id, 1.0 FROM range(10)"
+                f" WHERE java_method('java.lang.Thread', 'sleep', CAST(400 AS BIGINT)) IS NULL")
+        done = threading.Event()
+
+        def first():
+            a.sql(slow)
+            done.set()
+        t = threading.Thread(target=first)
+        t.start()
+        time.sleep(1.0)  # a holds X on the partition now (its insert takes seconds)
+        denied = False
+        try:
+            b.sql(f"INSERT INTO {cdb}.orders PARTITION (ds='2024-09-01', hr=1) VALUES (7, 7.0)")
+        except LockNotAcquired:
+            denied = True
+        t.join()
+        assert done.is_set()
+        assert denied or not t.is_alive()
+        assert denied
+    finally:
+        close(second)
+
+
+def test_zklock_sql_over_connect(make_connect_locking, cdb):
+    locking = make_connect_locking()
+    granted = locking.sql(f"LOCK TABLE {cdb}.dim SHARED FOR 1 MINUTE").collect()[0]
+    shown = [tuple(r)[:2] for r in locking.sql(f"SHOW LOCKS {cdb}.dim").collect()]
+    assert (f"{cdb}.dim", "S") in shown
+    locking.sql(f"UNLOCK TABLE {cdb}.dim")
+    assert granted.object == f"{cdb}.dim"
+    assert locking.sql("SET zklock.lock.retries=3").collect()[0].value == "3"

@@ -1,0 +1,219 @@
+// zklock's Spark Connect plugin: plans a statement's or a DataFrame's locks where the plans
+// are, in the Spark Connect server, with LockPlanner.java (the rules of planner.py, the node
+// table of nodes.py). A Connect client has no Catalyst of its own, so it sends its request
+// as a relation extension and reads the answer as rows.
+//
+// The request is a google.protobuf.Any with zklock's own type URL (TYPE_URL) whose value is
+// a google.protobuf.StringValue holding a JSON object, so that no .proto file of zklock's has
+// to be compiled on either side:
+//   {"protocol": 1, "op": "plan", "sql": "...", "strict": true, "unknown_statements": "refuse"}
+//   {"protocol": 1, "op": "plan", "relation": "<base64 of a spark.connect.Relation>", ...,
+//    "table": "db.t", "partition": {"ds": "1"}, "paths": ["/data/x"]}   (the last three: a write)
+//   {"protocol": 1, "op": "version"}
+// A plan request also carries "client": {"version", "build"}: a client whose zklock build
+// (planner sources and node table) differs from the plugin's is refused, so that classic
+// and Connect sessions lock by the same rules.
+// A plan is answered with a LocalRelation (object STRING, mode STRING) in acquisition order
+// (with "kind": true, a SQL request's first row is ("", "command") or ("", "query"): whether
+// Spark runs the statement eagerly in sql(), as planner.py's LockPlan.is_command says);
+// a refusal fails the request with "[ZKLOCK_REFUSED] <message>" (planner.py's
+// UnsupportedStatement), "[ZKLOCK_INVALID] <message>" (InvalidArguments) or
+// "[ZKLOCK_OBJECT] [name, reason]" (JSON: InvalidLockObject); Spark's own errors
+// (ParseException, AnalysisException) reach the client as Spark raised them.
+// "version" is answered with one row: zklock's plugin version, its protocol, the build hash,
+// the Spark version it was compiled for and the one it runs in.
+//
+// Spark loads it by name: --conf spark.connect.extensions.relation.classes=zklock.ConnectLockPlugin
+// with the jar zklock.spark.connect_plugin.plugin_jar() builds on the server's class path.
+package zklock;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.connect.planner.SparkConnectPlanner;
+import org.apache.spark.sql.connect.plugin.RelationPlugin;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+public final class ConnectLockPlugin implements RelationPlugin {
+    /** The type URL of a zklock request (not a registered protobuf message: a name of ours). */
+    public static final String TYPE_URL = "type.googleapis.com/zklock.LockRequest";
+    /** The request format this plugin reads; the client refuses a plugin with another. */
+    public static final int PROTOCOL = 1;
+    /** What the build wrote about this jar: version, protocol, build hash, Spark version. */
+    public static final String PROPERTIES = "/zklock/connect-plugin.properties";
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Properties BUILD = new Properties();
+
+    static {
+        try (InputStream in = ConnectLockPlugin.class.getResourceAsStream(PROPERTIES)) {
+            if (in != null) {
+                BUILD.load(in);
+            }
+        } catch (IOException e) {
+            // answered as "unknown" by version requests
+        }
+    }
+
+    @Override
+    public Optional<LogicalPlan> transform(byte[] bytes, SparkConnectPlanner planner) {
+        org.sparkproject.connect.protobuf.Any any;
+        try {
+            any = org.sparkproject.connect.protobuf.Any.parseFrom(bytes);
+        } catch (org.sparkproject.connect.protobuf.InvalidProtocolBufferException e) {
+            return Optional.empty();
+        }
+        if (!TYPE_URL.equals(any.getTypeUrl())) {
+            return Optional.empty();  // another plugin's extension
+        }
+        JsonNode request;
+        try {
+            String text = org.sparkproject.connect.protobuf.StringValue
+                .parseFrom(any.getValue()).getValue();
+            request = JSON.readTree(text);
+        } catch (IOException e) {
+            throw new IllegalArgumentException("[ZKLOCK_INVALID] unreadable zklock request: "
+                + e.getMessage());
+        }
+        SparkSession session = planner.session();
+        String op = request.path("op").asText("plan");
+        if (op.equals("version")) {
+            return Optional.of(version(session));
+        }
+        int protocol = request.path("protocol").asInt(-1);
+        if (protocol != PROTOCOL) {
+            throw new IllegalArgumentException("[ZKLOCK_PROTOCOL] the zklock plugin of this"
+                + " Spark Connect server speaks protocol " + PROTOCOL + ", the client "
+                + protocol + ": use the same zklock version on both sides");
+        }
+        String builtFor = BUILD.getProperty("spark");
+        if (builtFor != null && !builtFor.equals(session.version())) {
+            throw new IllegalArgumentException("[ZKLOCK_SPARK_VERSION] the zklock plugin was"
+                + " built for Spark " + builtFor + " and this Spark Connect server runs Spark "
+                + session.version() + ": build it for this Spark (zklock.spark.connect_plugin)");
+        }
+        String build = BUILD.getProperty("build", "unknown");
+        String clientBuild = request.path("client").path("build").asText("");
+        if (!clientBuild.isEmpty() && !clientBuild.equals(build)) {
+            throw new IllegalArgumentException("[ZKLOCK_VERSION] the zklock plugin of this Spark"
+                + " Connect server is zklock " + BUILD.getProperty("version", "unknown")
+                + " (build " + build + ") and the client is zklock "
+                + request.path("client").path("version").asText("unknown") + " (build "
+                + clientBuild + "): both must plan with the same rules; run the server with"
+                + " the client's plugin jar (zklock.spark.connect_plugin.plugin_jar())");
+        }
+        if (!op.equals("plan")) {
+            throw new IllegalArgumentException("[ZKLOCK_INVALID] unknown zklock request " + op);
+        }
+        return Optional.of(rows(session, plan(request, planner, session)));
+    }
+
+    private static String plan(JsonNode request, SparkConnectPlanner planner,
+                               SparkSession session) {
+        String policy = request.path("unknown_statements").asText("refuse");
+        if (!policy.equals("refuse") && !policy.equals("lock")) {
+            throw new IllegalArgumentException("[ZKLOCK_INVALID] unknown_statements is refuse"
+                + " or lock, not " + policy);
+        }
+        boolean strict = request.path("strict").asBoolean(true);
+        LockPlanner locks = new LockPlanner(session, policy);
+        LogicalPlan relation = null;
+        if (request.hasNonNull("relation")) {
+            org.apache.spark.connect.proto.Relation rel;
+            try {
+                rel = org.apache.spark.connect.proto.Relation.parseFrom(
+                    Base64.getDecoder().decode(request.get("relation").asText()));
+            } catch (IOException | IllegalArgumentException e) {
+                throw new IllegalArgumentException("[ZKLOCK_INVALID] unreadable relation in the"
+                    + " zklock request: " + e.getMessage());
+            }
+            relation = planner.transformRelation(rel);
+        }
+        if (request.hasNonNull("table") || request.hasNonNull("paths")) {
+            Map<String, String> partition = null;
+            if (request.hasNonNull("partition")) {
+                partition = new LinkedHashMap<>();
+                for (Map.Entry<String, JsonNode> e : request.get("partition").properties()) {
+                    partition.put(e.getKey(), e.getValue().asText());
+                }
+            }
+            List<String> paths = new ArrayList<>();
+            for (JsonNode p : request.path("paths")) {
+                paths.add(p.asText());
+            }
+            String table = request.hasNonNull("table") ? request.get("table").asText() : null;
+            return check(locks.planWrite(table, partition, paths, relation));
+        }
+        if (relation != null) {
+            return check(locks.planPlan(relation, strict));
+        }
+        if (request.hasNonNull("sql")) {
+            String sql = request.get("sql").asText();
+            return check(request.path("kind").asBoolean(false)
+                ? locks.planStatement(sql, strict) : locks.planSql(sql, strict));
+        }
+        throw new IllegalArgumentException("[ZKLOCK_INVALID] a zklock plan request needs sql,"
+            + " a relation, or a write target");
+    }
+
+    /** The planner's lines, or the exception a refusal line stands for. */
+    private static String check(String lines) {
+        if (lines.startsWith("ERROR\t")) {
+            throw new IllegalArgumentException("[ZKLOCK_REFUSED] " + lines.substring(6));
+        }
+        if (lines.startsWith("INVALID\t")) {
+            throw new IllegalArgumentException("[ZKLOCK_INVALID] " + lines.substring(8));
+        }
+        if (lines.startsWith("OBJECT\t")) {
+            throw new IllegalArgumentException("[ZKLOCK_OBJECT] " + lines.substring(7).strip());
+        }
+        return lines;
+    }
+
+    private static LogicalPlan rows(SparkSession session, String lines) {
+        List<Row> rows = new ArrayList<>();
+        for (String line : lines.split("\n")) {
+            if (line.startsWith("KIND\t")) {  // "" is no lock object: the statement's kind
+                rows.add(RowFactory.create("", line.substring(5)));
+            } else if (!line.isEmpty()) {
+                int tab = line.lastIndexOf('\t');
+                rows.add(RowFactory.create(line.substring(0, tab), line.substring(tab + 1)));
+            }
+        }
+        StructType schema = new StructType(new StructField[] {
+            DataTypes.createStructField("object", DataTypes.StringType, false),
+            DataTypes.createStructField("mode", DataTypes.StringType, false)});
+        return session.createDataFrame(rows, schema).logicalPlan();
+    }
+
+    private static LogicalPlan version(SparkSession session) {
+        List<Row> rows = new ArrayList<>();
+        rows.add(RowFactory.create(BUILD.getProperty("version", "unknown"), PROTOCOL,
+            BUILD.getProperty("build", "unknown"), BUILD.getProperty("spark", "unknown"),
+            session.version(), LockPlanner.nodeCount()));
+        StructType schema = new StructType(new StructField[] {
+            DataTypes.createStructField("plugin", DataTypes.StringType, false),
+            DataTypes.createStructField("protocol", DataTypes.IntegerType, false),
+            DataTypes.createStructField("build", DataTypes.StringType, false),
+            DataTypes.createStructField("built_for", DataTypes.StringType, false),
+            DataTypes.createStructField("spark", DataTypes.StringType, false),
+            DataTypes.createStructField("nodes", DataTypes.IntegerType, false)});
+        return session.createDataFrame(rows, schema).logicalPlan();
+    }
+}

@@ -1,0 +1,239 @@
+"""A local Spark Connect server with zklock's plugin, for development, demos and tests.
+
+``zklock spark connect-server start`` runs PySpark's own Spark Connect server
+(``org.apache.spark.sql.connect.service.SparkConnectServer`` through ``spark-submit``,
+as ``sbin/start-connect-server.sh`` does, but in the foreground of a process of its
+own so that its pid is the server's) with the plugin jar on its class path
+(``--jars``) and the plugin registered (``spark.connect.extensions.relation.classes``).
+Its pid, port, log and the jar it runs live in ``<state dir>/connect-server/``
+(``.zklock/`` by default), like the ZooKeeper of ``zklock server start``.
+
+An existing Connect server gets the plugin the same way: see docs/spark.md,
+"Spark Connect: the server side".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..errors import SparkConnectError
+from .connect_plugin import PLUGIN_CLASS, PLUGIN_SETTING, jar_info, plugin_jar
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+DEFAULT_PORT = 15002  # Spark Connect's own default
+
+
+def pyspark_home() -> Path:
+    """The Spark distribution PySpark ships (bin/spark-submit, jars/)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def spark_home_version(home: Path) -> Optional[str]:
+    """The Spark version of a distribution, from its spark-core jar's name; None if unknown."""
+    for jar in sorted((home / "jars").glob("spark-core_*.jar")):
+        name = jar.name[:-len(".jar")]
+        return name.split("-", 2)[-1] if name.count("-") >= 2 else None
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class ConnectServer:
+    """One Spark Connect server process with zklock's plugin, state under ``state_dir``."""
+
+    state_dir: Path
+    port: int = DEFAULT_PORT
+    host: str = "127.0.0.1"
+    warehouse: Optional[str] = None
+    conf: dict[str, str] = field(default_factory=dict)
+    spark_home: Optional[Path] = None
+    jar: Optional[Path] = None
+
+    def __post_init__(self) -> None:
+        self.state_dir = Path(self.state_dir).resolve() / "connect-server"
+
+    @property
+    def info_file(self) -> Path:
+        return self.state_dir / "connect-server.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.state_dir / "connect-server.log"
+
+    @property
+    def remote(self) -> str:
+        """The address a client gives ``SparkSession.builder.remote``."""
+        return f"sc://{self.host}:{self.port}"
+
+    # ---- state ------------------------------------------------------------------------
+    def info(self) -> dict:
+        """What ``start`` recorded (port, pid, jar, spark, log), or {} when nothing runs."""
+        try:
+            return json.loads(self.info_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def status(self) -> dict:
+        """running, port, pid, plugin jar, Spark version and log of the server started here."""
+        info = self.info()
+        pid = info.get("pid")
+        alive = bool(pid) and _pid_alive(int(pid))
+        port = int(info.get("port", self.port))
+        return {"running": alive and _port_open(info.get("host", self.host), port),
+                "pid": pid if alive else None, "port": port,
+                "remote": f"sc://{info.get('host', self.host)}:{port}",
+                "jar": info.get("jar"), "spark": info.get("spark"),
+                "log": str(self.log_file), "state_dir": str(self.state_dir)}
+
+    # ---- start / stop -------------------------------------------------------------------
+    def start(self, wait: float = 120.0) -> str:
+        """Start the server and return its ``sc://`` address once it accepts connections.
+
+        Raises :class:`~zklock.errors.SparkConnectError` (one line) when one already runs
+        here, the port is taken, the plugin was built for another Spark than the server's,
+        or the server exits or does not answer within ``wait`` seconds.
+        """
+        current = self.status()
+        if current["pid"]:
+            if current["running"]:
+                raise SparkConnectError(
+                    f"a Spark Connect server started from {self.state_dir} already runs (pid"
+                    f" {current['pid']}, {current['remote']}); stop it first")
+            raise SparkConnectError(
+                f"a Spark Connect server started from {self.state_dir} (pid {current['pid']})"
+                " is not answering; run `zklock spark connect-server stop` first")
+        if _port_open(self.host, self.port):
+            raise SparkConnectError(f"port {self.host}:{self.port} is already in use; pick"
+                                    " another with --port")
+        home = Path(self.spark_home) if self.spark_home else pyspark_home()
+        submit = home / "bin" / "spark-submit"
+        if not submit.exists():
+            raise SparkConnectError(f"no bin/spark-submit under {home}: not a Spark"
+                                    " distribution")
+        jar = Path(self.jar) if self.jar else plugin_jar()
+        built_for = jar_info(jar).get("spark")
+        if built_for is None:
+            raise SparkConnectError(f"{jar} is not zklock's Spark Connect plugin jar")
+        server_version = spark_home_version(home)
+        if server_version != built_for:
+            raise SparkConnectError(
+                f"zklock's plugin {jar.name} is built for Spark {built_for} but the Spark"
+                f" Connect server under {home} is Spark {server_version or 'of unknown version'};"
+                " build the plugin against that Spark's jars (a PySpark of the same version)")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [str(submit), "--class", SERVER_CLASS, "--name", "zklock Spark Connect server",
+               "--jars", str(jar),
+               "--conf", f"{PLUGIN_SETTING}={PLUGIN_CLASS}",
+               "--conf", f"spark.connect.grpc.binding.port={self.port}",
+               "--conf", f"spark.connect.grpc.binding.address={self.host}",
+               "--conf", "spark.ui.enabled=false"]
+        if self.warehouse:
+            cmd += ["--conf", f"spark.sql.warehouse.dir={Path(self.warehouse).resolve()}"]
+        for key, value in self.conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        env = dict(os.environ, SPARK_HOME=str(home), SPARK_CONNECT_MODE="0")
+        env.pop("SPARK_REMOTE", None)
+        try:
+            with open(self.log_file, "ab") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        cwd=self.state_dir, env=env)
+        except OSError as exc:
+            raise SparkConnectError(f"cannot run {submit}: {exc}") from None
+        self._proc = proc
+        self.info_file.write_text(json.dumps({
+            "pid": proc.pid, "port": self.port, "host": self.host, "jar": str(jar),
+            "spark": server_version, "warehouse": self.warehouse, "started_at": time.time()}))
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self._forget()
+                raise SparkConnectError(f"the Spark Connect server exited with code"
+                                        f" {proc.returncode}: {self._last_error()}"
+                                        f" (log: {self.log_file})")
+            if _port_open(self.host, self.port):
+                return self.remote
+            time.sleep(0.2)
+        self.stop()
+        raise SparkConnectError(f"the Spark Connect server did not listen on {self.remote}"
+                                f" within {wait:g}s; see {self.log_file}")
+
+    def stop(self, wait: float = 30.0) -> bool:
+        """Stop the server started here; False when none was running."""
+        pid = self.info().get("pid")
+        if not pid or not _pid_alive(int(pid)):
+            self._forget()
+            return False
+        pid = int(pid)
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        if not self._reap(pid, wait):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._reap(pid, 10)
+        self._forget()
+        return True
+
+    def _reap(self, pid: int, wait: float) -> bool:
+        proc = getattr(self, "_proc", None)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if proc is not None and proc.pid == pid:
+                if proc.poll() is not None:
+                    return True
+            elif not _pid_alive(pid):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _forget(self) -> None:
+        try:
+            self.info_file.unlink()
+        except OSError:
+            pass
+
+    def _last_error(self) -> str:
+        """The last line of the log that looks like an error (for a one-line message)."""
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return "no log"
+        for line in reversed(lines):
+            if "Exception" in line or "Error" in line or "error:" in line:
+                return line.strip()[:300]
+        return (lines[-1].strip()[:300] if lines else "no output")
