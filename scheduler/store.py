@@ -1,4 +1,11 @@
-"""SchedulerStore: the scheduler's state in ZooKeeper, and the only code that touches it.
+"""SchedulerStore: the scheduler's state in ZooKeeper: every read and write of its znodes.
+
+Three other places use the ZooKeeper client directly, for what is not the scheduler's
+state: the election (election.py) deletes its own candidate node on resignation and checks
+the connection, the service (service.py) listens to the connection state and removes its
+own executor node when it stops, and the views (views.py) list the namespaces under the
+scheduler root. Everything that reads or changes queries, executions, the queue or the
+leader's fenced writes goes through this module.
 
 Layout under ``<scheduler_root>/<namespace>``::
 
