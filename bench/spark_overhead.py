@@ -36,6 +36,93 @@ def median_ms(xs: list[float]) -> float:
     return statistics.median(xs) * 1000
 
 
+def connect_table(hosts: str, reps: int) -> str:
+    """The same two statements over Spark Connect: a bare Connect session against a
+    LockingSession wrapping it, paired; zklock's work is planning in the server's plugin,
+    the ZooKeeper acquire and release, and the operation tags."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from zklock.spark import LockingSession
+    from zklock.spark.connect_server import ConnectServer
+    from zklock.spark.statement import LockedStatement
+
+    state = Path(tempfile.mkdtemp(prefix="zklock-bench-connect-"))
+    from zklock.server import free_port
+
+    server = ConnectServer(state, port=free_port(), warehouse=str(state / "warehouse"),
+                           conf={"spark.sql.shuffle.partitions": "2"})
+    server.start()
+    cs = ConnectSession.builder.remote(server.remote).create()
+    try:
+        cs.sql("CREATE DATABASE benchc")
+        cs.sql("CREATE TABLE benchc.t (id INT, amt DOUBLE, ds STRING, hr INT) USING parquet"
+               " PARTITIONED BY (ds, hr)")
+        for hr in range(7):
+            cs.sql(f"INSERT INTO benchc.t PARTITION (ds='d0', hr={hr}) VALUES (1, 1.0)")
+        locking = LockingSession(cs, hosts=hosts, root="/bench-spark-connect", retries=0)
+        insert = "INSERT INTO benchc.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"
+        select = "SELECT count(*) FROM benchc.t WHERE ds = 'd0'"
+        cases = {
+            "INSERT INTO t PARTITION (ds, hr) VALUES": (
+                lambda i: cs.sql(insert.format(i=i)),
+                lambda i: locking.sql(insert.format(i=i)), insert.format(i=0)),
+            "SELECT count(*) ... WHERE ds = 'd0'": (
+                lambda i: cs.sql(select).collect(),
+                lambda i: locking.sql(select).collect(), select),
+        }
+        rows = []
+        for name, (bare, wrapped, sql) in cases.items():
+            for i in range(5):
+                bare(i)
+                wrapped(i)
+            times: dict[str, list[float]] = {k: [] for k in
+                                             ("bare", "wrapped", "diff", "plan", "zk", "tag")}
+            for i in range(reps):
+                pair = {}
+                order = (("bare", bare), ("wrapped", wrapped))
+                for kind, fn in order if i % 2 else order[::-1]:
+                    t0 = time.perf_counter()
+                    fn(i)
+                    pair[kind] = time.perf_counter() - t0
+                    times[kind].append(pair[kind])
+                times["diff"].append(pair["wrapped"] - pair["bare"])
+                t0 = time.perf_counter()
+                if sql.startswith("SELECT"):
+                    targets = locking.planner.plan_dataframe(cs.sql(sql))
+                else:
+                    targets = locking.planner.plan_sql(sql).targets
+                t1 = time.perf_counter()
+                lockset = locking.manager.acquire(targets)
+                t2 = time.perf_counter()
+                LockedStatement(cs, lockset, "bench", sql).run(lambda: None)
+                t3 = time.perf_counter()
+                lockset.release(wait=False)
+                t4 = time.perf_counter()
+                times["plan"].append(t1 - t0)
+                times["zk"].append((t2 - t1) + (t4 - t3))
+                times["tag"].append(t3 - t2)
+            m = {k: median_ms(v) for k, v in times.items()}
+            rows.append((name, len(targets), m))
+            print(f"connect {name}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in m.items()),
+                  file=sys.stderr)
+        locking.close()
+    finally:
+        cs.stop()
+        server.stop()
+    out = ["Spark Connect (a local Connect server with zklock's plugin; planning is a round"
+           " trip to it):", "",
+           "| statement | objects | bare ms | wrapped ms | paired difference ms (%) "
+           "| zklock work ms (%) = plan in the server + ZooKeeper + operation tags |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for name, n, m in rows:
+        work = m["plan"] + m["zk"] + m["tag"]
+        out.append(f"| `{name}` | {n} | {m['bare']:.1f} | {m['wrapped']:.1f} "
+                   f"| {m['diff']:+.1f} ({100 * m['diff'] / m['bare']:+.1f}%) "
+                   f"| {work:.1f} ({100 * work / m['bare']:.1f}%) = {m['plan']:.1f}"
+                   f" + {m['zk']:.1f} + {m['tag']:.1f} |")
+    return "\n".join(out)
+
+
 def zk_write_rtt(client, n: int = 200) -> float:
     """Median ms of one synchronous ZooKeeper write (a set) on ``client``'s connection."""
     path = "/bench-spark-rtt"
@@ -53,6 +140,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=40, help="runs per contender and statement")
     ap.add_argument("--out", help="append the Markdown table to this file")
+    ap.add_argument("--connect", action=argparse.BooleanOptionalAction, default=True,
+                    help="also measure a Spark Connect session (a local Connect server with"
+                         " zklock's plugin)")
     args = ap.parse_args()
 
     # ZooKeeper's default container sweep (60 s), as a production server has
@@ -143,7 +233,7 @@ def main() -> int:
         locking.close()
     finally:
         spark.stop()
-        if server is not None:
+        if server is not None and not args.connect:
             server.stop()
     table = [
         f"One ZooKeeper write round trip in this run: {rtt:.2f} ms (median of 200 sets).",
@@ -161,6 +251,12 @@ def main() -> int:
             f"| {m['diff']:+.1f} ({100 * m['diff'] / m['bare']:+.1f}%) "
             f"| {work:.1f} ({100 * work / m['bare']:.1f}%) = {m['walk']:.1f} + {m['zk']:.1f}"
             f" + {m['tag']:.1f} + {m['staging']:.1f} | {own:.1f} ms = {own / rtt:.2f}x |")
+    if args.connect:
+        try:
+            table += ["", connect_table(hosts, args.reps)]
+        finally:
+            if server is not None:
+                server.stop()
     text = "\n".join(table)
     print(text)
     if args.out:

@@ -13,7 +13,9 @@ is rebuilt on every run. Five PySpark jobs and a scheduler process run concurren
 4. ``report`` reads the whole fact table joined with the dimension: it waits for the
    backfill's X lock; ``schema`` adds a column to the dimension: it waits for the report;
 5. an operator takes a maintenance lease on the compacted table: the scheduled compaction
-   waits (``zklock waits`` shows on whom) until the lease is dropped.
+   waits (``zklock waits`` shows on whom) until the lease is dropped;
+6. ``connect`` runs the same kind of pipeline code over Spark Connect: a local Connect
+   server with zklock's plugin plans its locks, the client takes them.
 
 It prints `zklock show` and `zklock waits` snapshots taken during the run, a summary of
 grants, denials, retries and waits per job (from the lock event log), the
@@ -239,6 +241,14 @@ def main() -> int:
         show(hosts)  # the report holds S on the dimension; the schema change waits
         waits_cli(hosts)
         codes = [others[r].wait(300) for r in ("backfill", "ingest", "report", "schema")]
+        print("a sixth job does its work over Spark Connect (a local Connect server with"
+              " zklock's plugin) ...", flush=True)
+        connect = start_job("connect", hosts, warehouse)
+        jobs.append(connect)
+        others["connect"] = connect
+        wait_ready(connect, timeout=240)
+        go(connect)
+        codes.append(connect.wait(300))
         print("an operator takes a maintenance lease on sales.orders_compact; the scheduled"
               " compaction waits", flush=True)
         # wait_s: a compaction may be running right now; the operator waits for it to end

@@ -12,7 +12,10 @@ Roles:
 - ``ingest`` adds three new partitions, one after another;
 - ``report`` reads the whole fact table joined with the dimension (it waits
   for the backfill's X lock);
-- ``schema`` adds a column to the dimension (X on it: it waits for the report).
+- ``schema`` adds a column to the dimension (X on it: it waits for the report);
+- ``connect`` does its work over Spark Connect: it starts a local Connect server with
+  zklock's plugin, wraps a Connect session in a LockingSession, reads the fact table and
+  adds a partition, with the same locks a classic session takes.
 
 Each job prints a progress line per step and waits for "go" on stdin after
 Spark starts, so the demo can order them. Lock events go to the demo's event log.
@@ -63,8 +66,50 @@ SCHEDULED = [
 ]
 
 
+def connect_job(hosts: str, warehouse: str) -> int:
+    """The ``connect`` role: the same pipeline code over a Spark Connect session."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from zklock.server import free_port
+    from zklock.spark import LockingSession
+    from zklock.spark.connect_server import ConnectServer
+
+    role = "connect"
+    server = ConnectServer(Path(warehouse) / "_connect", port=free_port(),
+                           warehouse=f"{warehouse}/_catalog_connect",
+                           conf={"spark.sql.shuffle.partitions": "2",
+                                 "spark.driver.memory": "768m"})
+    server.start()
+    try:
+        spark = ConnectSession.builder.remote(server.remote).create()
+        for stmt in tables(warehouse):
+            spark.sql(stmt)
+        session = LockingSession(spark, hosts=hosts, root=ROOT, user=role, job=role,
+                                 retries=240, retry_interval=0.25,
+                                 event_log=f"{warehouse}/events.jsonl")
+        say(role, f"Spark Connect server with zklock's plugin at {server.remote}; ready")
+        sys.stdin.readline()
+        spark.sql("ALTER TABLE sales.orders RECOVER PARTITIONS")
+        spark.sql("REFRESH TABLE sales.orders")
+        n = session.table("sales.orders").count()  # S on the table and every partition
+        say(role, f"read {n} orders through Spark Connect (S locks for the action)")
+        plan = session.explain_locks("INSERT INTO sales.orders PARTITION (ds='2024-01-06')"
+                                     " SELECT id, id % 20, id * 1.0 FROM range(50)")
+        session.sql("INSERT INTO sales.orders PARTITION (ds='2024-01-06')"
+                    " SELECT id, id % 20, id * 1.0 FROM range(50)")
+        say(role, "added ds=2024-01-06 over Spark Connect, planned in the server: "
+                  + " ".join(f"{o}:{m}" for o, m in plan.rows()))
+        session.close()
+        spark.stop()
+    finally:
+        server.stop()
+    return 0
+
+
 def main() -> int:
     role, hosts, warehouse = sys.argv[1:4]
+    if role == "connect":
+        return connect_job(hosts, warehouse)
     from pyspark.sql import SparkSession
 
     from zklock.spark import LockingSession, configure

@@ -12,7 +12,7 @@
 // zklock/spark/nodes.py (and planner.py's sets of node names) when it builds the jar, so
 // nodes.py stays the one definition.
 // Reads are computed by PlanWalker.java, as for the classic planner. The parity test
-// (tests/test_spark_jvm_planner.py) runs both planners on every statement of the corpus.
+// (tests/spark/test_spark_jvm_planner.py) runs both planners on every statement of the corpus.
 package zklock;
 
 import java.io.BufferedReader;

@@ -10,7 +10,7 @@ same way as a plain ``INSERT``.
 A node that is a Catalyst ``Command`` (or looks like a write) and is *not* in
 this table is unknown, and the statement holding it is refused (or locked
 conservatively, when ``unknown_statements=lock``): a lock manager must never
-let a write through because it did not recognise it. tests/spark/test_nodes.py
+let a write through because it did not recognise it. tests/spark/test_spark_nodes.py
 enumerates the plan classes of the installed Spark's jars through the JVM and
 fails when one appears that is not classified here, so a Spark upgrade cannot
 open a hole silently.

@@ -23,7 +23,7 @@ from conftest import lock_nodes, wait_for
 from zklock.errors import UnsupportedStatement
 from zklock.locknode import LockNodeName
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "spark.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 BEGIN, END = "<!-- corpus:begin -->", "<!-- corpus:end -->"
 D = "db"  # how the test database is written in the document
 
