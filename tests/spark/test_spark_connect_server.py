@@ -494,3 +494,22 @@ def test_zklock_sql_over_connect(make_connect_locking, cdb):
     locking.sql(f"UNLOCK TABLE {cdb}.dim")
     assert granted.object == f"{cdb}.dim"
     assert locking.sql("SET zklock.lock.retries=3").collect()[0].value == "3"
+
+
+def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_manager,
+                                              zk_hosts, root):
+    other = make_manager()
+    with other.acquire([(f"{cdb}.dim", "S")], query_id="reader-c"):
+        locking = make_connect_locking()
+        rows = locking.sql("SELECT object, query_id FROM sysdb.locks").collect()
+        assert (f"{cdb}.dim", "reader-c") in [tuple(r) for r in rows]
+    admin = make_connect_locking(scheduler_root=f"{root}-sched", scheduler_admins="alice",
+                                 user="alice")
+    created = admin.sql("CREATE SCHEDULED QUERY nightly_c CRON '0 3 * * *' DISABLED AS"
+                        f" INSERT INTO {cdb}.dim VALUES (1, 'x')").collect()[0]
+    assert created.result == "created"
+    names = [r.schedule_name for r in admin.sql(
+        "SELECT schedule_name FROM sysdb.scheduled_queries").collect()]
+    assert "nightly_c" in names
+    with pytest.raises(InvalidArguments, match="does not parse"):
+        admin.sql("CREATE SCHEDULED QUERY bad_c CRON '0 3 * * *' AS SELEKT 1")

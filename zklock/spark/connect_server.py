@@ -160,7 +160,9 @@ class ConnectServer:
                "--conf", "spark.ui.enabled=false"]
         if self.warehouse:
             cmd += ["--conf", f"spark.sql.warehouse.dir={Path(self.warehouse).resolve()}"]
-        for key, value in self.conf.items():
+        from . import SPARK_DEFAULTS  # sysdb views need the global temp database "sysdb"
+
+        for key, value in {**SPARK_DEFAULTS, **self.conf}.items():
             cmd += ["--conf", f"{key}={value}"]
         env = dict(os.environ, SPARK_HOME=str(home), SPARK_CONNECT_MODE="0")
         env.pop("SPARK_REMOTE", None)
