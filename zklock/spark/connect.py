@@ -173,10 +173,22 @@ def _ask(session: Any, request: dict[str, Any]) -> list[Any]:
 
     payload = dict(request, protocol=PROTOCOL, client=_client())
     try:
-        rows = DataFrame(_request_plan(payload), session).collect()
+        frame = DataFrame(_request_plan(payload), session)
+        if request.get("op") != "plan":
+            return [tuple(r) for r in frame.collect()]
+        # a plan's answer is in the schema's metadata: Spark Connect's AnalyzePlan, no job
+        lines = frame.schema.fields[0].metadata.get("zklock", "")
     except Exception as exc:  # turned into zklock's errors, or re-raised as Spark's own
         raise _translate(exc, session) from None
-    return [tuple(r) for r in rows]
+    return [_row(line) for line in lines.split("\n") if line]
+
+
+def _row(line: str) -> tuple[str, str]:
+    """``object<TAB>mode``; ``KIND<TAB>command|query`` is the statement's kind ("" object)."""
+    if line.startswith("KIND\t"):
+        return ("", line[len("KIND\t"):])
+    obj, _, mode = line.rpartition("\t")
+    return (obj, mode)
 
 
 def _translate(exc: Exception, session: Any) -> Exception:

@@ -16,29 +16,8 @@ from typing import Any, Optional
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject
-from .connect import plan_locks
-from .extensions import tokenize
+from .connect import plan_locks, plan_statement
 from .planner import LockPlan
-
-#: Leading words of statements that are queries (lazy in Spark Connect's ``sql()``).
-QUERY_WORDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "FROM", "(", "MAP", "REDUCE"})
-
-
-def plan_statement(spark: Any, sql: str, unknown_statements: str,
-                   strict: bool = True) -> tuple[list[tuple[str, str]], bool]:
-    """(locks, runs as a command) of a statement of a Connect session.
-
-    Spark Connect runs a command when ``sql()`` is called and returns a lazy DataFrame for
-    a query; the plugin's answer gives the locks, and the statement counts as a command
-    unless it is a query by its leading word and takes no X lock (a multi-insert or
-    ``WITH ... INSERT`` takes X). The error is on the safe side: a statement taken for a
-    command holds its locks across ``sql()`` too.
-    """
-    rows = plan_locks(spark, sql=sql, unknown_statements=unknown_statements, strict=strict)
-    head = tokenize(sql, limit=1)
-    first = head[0].text.upper() if head else ""
-    is_command = first not in QUERY_WORDS or any(m == Mode.EXCLUSIVE.value for _, m in rows)
-    return rows, is_command
 
 
 class ConnectPlanner:
