@@ -107,9 +107,13 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
 
 def connect(port: int):
     """A Spark Connect session (the Connect builder: the process's classic Spark stays so)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession
 
-    return SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+    session = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+    # fail fast if the server dies: Spark Connect's default retries for about ten minutes
+    session.client.set_retry_policies([DefaultPolicy(max_retries=4, max_backoff=2000)])
+    return session
 
 
 def close(session) -> None:
@@ -336,24 +340,6 @@ def test_cli_start_twice_or_on_a_taken_port_is_one_clear_error(servers, tmp_path
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
 
-def test_cli_status_then_stop(servers):
-    """Last in the module: it stops the plugin's server."""
-    out = cli("--state-dir", servers["state"], "spark", "connect-server", "status", "--json")
-    assert out.returncode == 0, out.stderr
-    st = json.loads(out.stdout)
-    assert st["running"] and st["port"] == servers["port"] and st["pid"]
-    assert Path(st["jar"]).name.startswith(f"zklock-connect-{pyspark.__version__}-")
-    assert st["spark"] == pyspark.__version__
-    text = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
-    assert text.stdout.startswith(f"running, pid {st['pid']}; sc://127.0.0.1:{servers['port']}")
-    assert cli("--state-dir", servers["state"], "spark", "connect-server",
-               "stop").stdout.strip() == "stopped"
-    after = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
-    assert after.returncode == 1 and after.stdout.startswith("not running")
-    assert cli("--state-dir", servers["state"], "spark", "connect-server",
-               "stop").stdout.strip() == "not running"
-
-
 # ---- LockingSession over Spark Connect: the same locks, denials and loss handling ----------
 @pytest.fixture
 def make_connect_locking(cs, zk_hosts, root):
@@ -513,3 +499,22 @@ def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_ma
     assert "nightly_c" in names
     with pytest.raises(InvalidArguments, match="does not parse"):
         admin.sql("CREATE SCHEDULED QUERY bad_c CRON '0 3 * * *' AS SELEKT 1")
+
+
+# last: it stops the module's server
+def test_cli_status_then_stop(servers):
+    """Last in the module: it stops the plugin's server."""
+    out = cli("--state-dir", servers["state"], "spark", "connect-server", "status", "--json")
+    assert out.returncode == 0, out.stderr
+    st = json.loads(out.stdout)
+    assert st["running"] and st["port"] == servers["port"] and st["pid"]
+    assert Path(st["jar"]).name.startswith(f"zklock-connect-{pyspark.__version__}-")
+    assert st["spark"] == pyspark.__version__
+    text = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
+    assert text.stdout.startswith(f"running, pid {st['pid']}; sc://127.0.0.1:{servers['port']}")
+    assert cli("--state-dir", servers["state"], "spark", "connect-server",
+               "stop").stdout.strip() == "stopped"
+    after = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
+    assert after.returncode == 1 and after.stdout.startswith("not running")
+    assert cli("--state-dir", servers["state"], "spark", "connect-server",
+               "stop").stdout.strip() == "not running"
