@@ -191,7 +191,7 @@ def seq_before(a: int, b: int) -> bool:
 
 
 def blocks(requested: Mode, mine: int, sibling: LockNodeName) -> bool:
-    """Seed 001's grant rule: does this sibling deny my node with sequence ``mine``?
+    """The recipe's grant rule (Hive's): does this sibling deny my node with sequence ``mine``?
 
     S is denied by a lower-numbered ``write-``; X by any lower-numbered node.
     """

@@ -502,8 +502,9 @@ class LockManager:
                    include_expired: bool = False) -> list[Lease]:
         """Leases with a node at or below ``objs`` (all leases when None or empty).
 
-        As seed 000's ``end_utc >= now``, leases past their end are left out unless
-        ``include_expired`` (they stay until taken over, recovered or reaped).
+        As the lease API's SHOW LEASE does (``end_utc >= now``), leases past their end
+        are left out unless ``include_expired`` (they stay until taken over, recovered or
+        reaped).
         """
         return self.leases.list(objs or None, include_expired=include_expired)
 

@@ -93,7 +93,7 @@ def test_a_recipe_writer_blocks_zklock_and_is_listed(make_manager, raw, root, zk
 
 
 def test_grant_rule_holds_both_ways_with_recipe_nodes_on_both_sides(make_manager, raw, root):
-    """The recipe denies by deleting its node, as zklock does (seed 001)."""
+    """The recipe denies by deleting its node, as zklock does (Hive's deny-and-retry)."""
     mgr, other = make_manager(), make_manager()
     recipe = RecipeClient(raw, f"{root}/db/t")
     low_reader = recipe.lock("S")                        # below zklock's nodes

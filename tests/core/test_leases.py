@@ -76,7 +76,7 @@ def test_soft_limit_lets_a_contender_in_and_the_old_lease_cannot_extend(make_man
     new = b.grab_lease([("db.t", "X")], duration_s=30)  # past the soft limit: treated as absent
     with pytest.raises(LockLost, match="taken over"):
         a.extend_lease(old)
-    assert [x.lease_id for x in a.list_lease()] == [new]  # only live ones, as seed 000's
+    assert [x.lease_id for x in a.list_lease()] == [new]  # only live ones
     # the expired one stays until recovered or reaped
     assert {x.lease_id for x in a.list_lease(include_expired=True)} == {old, new}
 
