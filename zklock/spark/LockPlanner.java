@@ -1095,26 +1095,7 @@ public final class LockPlanner {
 
     private List<String> ident(LogicalPlan node) {
         String name = node.nodeName();
-        scala.collection.Seq<String> parts = null;
-        if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTable) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedTable) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedView) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedView) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) node)
-                .nameParts();
-        }
+        scala.collection.Seq<String> parts = PlanWalker.nameParts(node);
         if (parts != null) {
             return strings(parts);
         }

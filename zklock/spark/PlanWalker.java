@@ -104,28 +104,36 @@ public final class PlanWalker {
         return out.toString();
     }
 
-    /** The name parts (encoded, joined by '.') of a node naming a table or namespace. */
-    private static String identifier(LogicalPlan node) {
-        scala.collection.Seq<String> parts = null;
+    /**
+     * The name parts of a node naming a table, view or namespace (Unresolved*, or the
+     * identifier of a CREATE); null for any other node. LockPlanner.java reads names with it.
+     */
+    static scala.collection.Seq<String> nameParts(LogicalPlan node) {
         if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) node)
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) node)
                 .multipartIdentifier();
         } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTable) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedTable) node)
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTable) node)
                 .multipartIdentifier();
         } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) node)
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) node)
                 .multipartIdentifier();
         } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedView) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedView) node)
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedView) node)
                 .multipartIdentifier();
         } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) node)
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) node)
                 .nameParts();
         } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) {
-            parts = ((org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) node)
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) node)
                 .multipartIdentifier();
         }
+        return null;
+    }
+
+    /** The name parts (encoded, joined by '.') of a node naming a table or namespace. */
+    private static String identifier(LogicalPlan node) {
+        scala.collection.Seq<String> parts = nameParts(node);
         if (parts == null) {
             return "";
         }
