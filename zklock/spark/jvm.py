@@ -10,13 +10,17 @@ AnalysisException, ...), never as raw Py4JJavaError.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pyspark.errors.exceptions.captured import capture_sql_exception
 
 T = TypeVar("T")
-SEP = "\u0001"
+# Joins the items of a Scala collection rendered in one py4j call. Random per process, so
+# no name or partition value (text anyone may write) can contain it and split an item.
+SEP = f"\u0001{secrets.token_hex(8)}\u0001"
+ARROW = " -> "  # how a Scala Map renders an entry
 
 
 def option_text(text: str) -> str | None:
@@ -111,11 +115,11 @@ class SparkJvm:
 
         Option values come back as ``Some(v)``/``None``: see :func:`option_text`.
         """
-        out = {}
-        for entry in self.strings(scala_map):  # each entry renders as "key -> value"
-            key, _, value = entry.partition(" -> ")
-            out[key] = value
-        return out
+        entries = self.strings(scala_map)  # each entry renders as "key -> value"
+        if all(entry.count(ARROW) == 1 for entry in entries):
+            return dict(entry.split(ARROW) for entry in entries)
+        # A key or value holds " -> " itself: read keys and values apart (same order).
+        return dict(zip(self.strings(scala_map.keys()), self.strings(scala_map.values())))
 
     @staticmethod
     def option(opt: Any) -> Any:
