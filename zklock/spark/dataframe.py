@@ -194,12 +194,11 @@ def adopting(builder: Any, session: LockingSession) -> Any:
 
 
 # ---- writers --------------------------------------------------------------------
-class WriterLocks:
-    """``df.write`` that locks the target table in X and the sources in S; mixed into a
-    DataFrameWriter class first."""
+class PathOption:
+    """Remembers a writer's ``path`` option: where save() writes, or a table's location,
+    so the write also locks the catalog tables stored there. Shared by both writers."""
 
-    _zk_df: Any
-    _zk_path: Optional[str] = None  # a "path" option: where save() writes
+    _zk_path: Optional[str] = None
 
     def option(self, key: str, value: Any) -> Any:
         if key.lower() == "path":
@@ -211,6 +210,13 @@ class WriterLocks:
         for key, value in options.items():
             self.option(key, value)
         return self
+
+
+class WriterLocks(PathOption):
+    """``df.write`` that locks the target table in X and the sources in S; mixed into a
+    DataFrameWriter class first."""
+
+    _zk_df: Any
 
     def _locked(self, table: Optional[str], what: str, fn: Any,
                 path: Optional[str] = None) -> Any:
@@ -257,24 +263,12 @@ for _name in PATH_WRITES:
     setattr(WriterLocks, _name, _path_write(_name))
 
 
-class WriterV2Locks:
+class WriterV2Locks(PathOption):
     """``df.writeTo(table)`` that locks the table in X and the sources in S; mixed into a
     DataFrameWriterV2 class first."""
 
     _zk_df: Any
     _zk_table: str
-    _zk_path: Optional[str] = None  # a "path" option: the table's location
-
-    def option(self, key: str, value: Any) -> Any:
-        if key.lower() == "path":
-            self._zk_path = str(value)
-        super().option(key, value)  # type: ignore[misc]
-        return self
-
-    def options(self, **options: Any) -> Any:
-        for key, value in options.items():
-            self.option(key, value)
-        return self
 
     def _locked(self, what: str, fn: Any, partition: Optional[dict] = None) -> Any:
         session = self._zk_df._zk_session
