@@ -190,14 +190,19 @@ public final class ConnectLockPlugin implements RelationPlugin {
      * A plan's answer carried in the schema of an empty relation: one column, ``zklock``,
      * whose metadata holds the planner's lines. The client reads it with Spark Connect's
      * AnalyzePlan (``df.schema``), which runs no Spark job: executing a relation of rows
-     * cost about 40 ms a request, the analysis a few.
+     * cost about 40 ms a request, the analysis a few. The relation is built directly, not
+     * through createDataFrame, which would analyze it once more and build an encoder.
      */
+    @SuppressWarnings({"unchecked", "rawtypes"})
     private static LogicalPlan answer(SparkSession session, String lines) {
         org.apache.spark.sql.types.Metadata meta = new org.apache.spark.sql.types.MetadataBuilder()
             .putString("zklock", lines).build();
         StructType schema = new StructType(new StructField[] {
             new StructField("zklock", DataTypes.StringType, true, meta)});
-        return session.createDataFrame(new ArrayList<Row>(), schema).logicalPlan();
+        scala.collection.immutable.Seq attributes =
+            org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(schema);
+        return org.apache.spark.sql.catalyst.plans.logical.LocalRelation.fromExternalRows(
+            attributes, (scala.collection.immutable.Seq) scala.collection.immutable.Nil$.MODULE$);
     }
 
     private static LogicalPlan version(SparkSession session) {

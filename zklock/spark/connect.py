@@ -141,8 +141,7 @@ def _relation(session: Any, df: Any) -> str:
 
 
 def _client() -> dict[str, str]:
-    """This zklock's version and build (the plugin refuses a client of another build).
-    Computed for each request (about 0.5 ms): the node table is read as it is now."""
+    """This zklock's version and build (the plugin refuses a client of another build)."""
     return {"version": zklock_version(), "build": build_hash()}
 
 

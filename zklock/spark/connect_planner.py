@@ -42,6 +42,18 @@ class ConnectPlanner:
         # Spark Connect runs a command when sql() is called: it is run again from its text
         return LockPlan("connect", targets, is_command, text=sql)
 
+    def run(self, plan: LockPlan) -> Any:
+        """Run a planned statement (locks are the caller's). A command runs in ``sql()``,
+        as Spark Connect runs it. A query's DataFrame is built here, lazily, from its text:
+        that is the relation Connect's ``sql()`` would answer with after a round trip that
+        only parses and analyzes it again (the plugin just did, and raised its errors)."""
+        if plan.is_command or plan.text is None:
+            return self.spark.sql(plan.text or "")
+        from pyspark.sql.connect.dataframe import DataFrame
+        from pyspark.sql.connect.plan import SQL
+
+        return DataFrame(SQL(plan.text), self.spark)
+
     def plan_parsed(self, parsed: Any, strict: bool = True, lazy_queries: bool = False,
                     text: Optional[str] = None) -> LockPlan:
         """Re-plan a statement (after a wait): a Connect plan is its text."""

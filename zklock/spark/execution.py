@@ -141,13 +141,8 @@ class LockedExecution:
 
     # ---- pieces ----------------------------------------------------------------------
     def execute(self, plan: LockPlan) -> Any:
-        """Run a planned statement (no locks here): the very plan it was analyzed into."""
-        if plan.text is not None:  # a script or EXECUTE IMMEDIATE: Spark drives it
-            return self.spark.sql(plan.text)
-        if plan.qe is not None and self.planner.walker is not None:
-            return self.planner.jvm.run_query_execution(self.planner.walker, plan.qe)
-        return self.planner.jvm.run(plan.analyzed if plan.analyzed is not None
-                                    else plan.parsed)
+        """Run a planned statement (no locks here), as the session's planner runs it."""
+        return self.planner.run(plan)
 
     def commit_staging(self, lockset: LockSet) -> Any:
         """Around a locked statement: the commit staging of the tables it X-locked."""

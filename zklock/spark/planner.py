@@ -118,6 +118,15 @@ class LockPlanner:
         self.unknown_statements = unknown_statements
 
     # ---- entry points -------------------------------------------------------
+    def run(self, plan: LockPlan) -> Any:
+        """Run a planned statement (locks are the caller's): the very plan it was analyzed
+        into, so Spark does not parse and analyze it a second time."""
+        if plan.text is not None:  # a script or EXECUTE IMMEDIATE: Spark drives it
+            return self.jvm.spark.sql(plan.text)
+        if plan.qe is not None and self.walker is not None:
+            return self.jvm.run_query_execution(self.walker, plan.qe)
+        return self.jvm.run(plan.analyzed if plan.analyzed is not None else plan.parsed)
+
     def plan_sql(self, sql: str, lazy_queries: bool = False, strict: bool = True) -> LockPlan:
         """Parse and analyze ``sql`` (raising Spark's own errors) and plan its locks."""
         parsed = self.jvm.parse(sql)
