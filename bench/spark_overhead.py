@@ -87,10 +87,11 @@ def connect_table(hosts: str, reps: int) -> str:
                     times[kind].append(pair[kind])
                 times["diff"].append(pair["wrapped"] - pair["bare"])
                 t0 = time.perf_counter()
-                if sql.startswith("SELECT"):
-                    targets = locking.planner.plan_dataframe(cs.sql(sql))
-                else:
-                    targets = locking.planner.plan_sql(sql).targets
+                plan = locking.planner.plan_sql(sql, lazy_queries=True)
+                if plan.is_command:
+                    targets = plan.targets
+                else:  # what locking.sql(select).collect() plans: the statement, the action
+                    targets = locking.planner.plan_dataframe(locking.planner.run(plan))
                 t1 = time.perf_counter()
                 lockset = locking.manager.acquire(targets)
                 t2 = time.perf_counter()
@@ -136,17 +137,9 @@ def zk_write_rtt(client, n: int = 200) -> float:
     return median_ms(times)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=40, help="runs per contender and statement")
-    ap.add_argument("--out", help="append the Markdown table to this file")
-    ap.add_argument("--connect", action=argparse.BooleanOptionalAction, default=True,
-                    help="also measure a Spark Connect session (a local Connect server with"
-                         " zklock's plugin)")
-    args = ap.parse_args()
-
-    # ZooKeeper's default container sweep (60 s), as a production server has
-    hosts, server = start_zookeeper(container_check_ms=60000)
+def classic_table(hosts: str, reps: int) -> str:
+    """The two statements on a classic local SparkSession, wrapped against bare, paired,
+    with zklock's work step by step."""
     from pyspark.sql import SparkSession
 
     from zklock.spark import LockingSession, configure
@@ -190,7 +183,7 @@ def main() -> int:
                                              ("bare", "wrapped", "diff", "walk", "zk", "tag",
                                               "staging")}
             objects = len(locking.explain_locks(sql).targets)
-            for i in range(args.reps):
+            for i in range(reps):
                 pair = {}
                 order = (("bare", bare), ("wrapped", wrapped))
                 for kind, fn in order if i % 2 else order[::-1]:
@@ -233,8 +226,6 @@ def main() -> int:
         locking.close()
     finally:
         spark.stop()
-        if server is not None and not args.connect:
-            server.stop()
     table = [
         f"One ZooKeeper write round trip in this run: {rtt:.2f} ms (median of 200 sets).",
         "",
@@ -251,13 +242,32 @@ def main() -> int:
             f"| {m['diff']:+.1f} ({100 * m['diff'] / m['bare']:+.1f}%) "
             f"| {work:.1f} ({100 * work / m['bare']:.1f}%) = {m['walk']:.1f} + {m['zk']:.1f}"
             f" + {m['tag']:.1f} + {m['staging']:.1f} | {own:.1f} ms = {own / rtt:.2f}x |")
-    if args.connect:
-        try:
-            table += ["", connect_table(hosts, args.reps)]
-        finally:
-            if server is not None:
-                server.stop()
-    text = "\n".join(table)
+    return "\n".join(table)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=40, help="runs per contender and statement")
+    ap.add_argument("--out", help="append the Markdown table to this file")
+    ap.add_argument("--classic", action=argparse.BooleanOptionalAction, default=True,
+                    help="measure a classic local SparkSession")
+    ap.add_argument("--connect", action=argparse.BooleanOptionalAction, default=True,
+                    help="also measure a Spark Connect session (a local Connect server with"
+                         " zklock's plugin)")
+    args = ap.parse_args()
+
+    # ZooKeeper's default container sweep (60 s), as a production server has
+    hosts, server = start_zookeeper(container_check_ms=60000)
+    try:
+        tables = []
+        if args.classic:
+            tables.append(classic_table(hosts, args.reps))
+        if args.connect:
+            tables.append(connect_table(hosts, args.reps))
+    finally:
+        if server is not None:
+            server.stop()
+    text = "\n\n".join(tables)
     print(text)
     if args.out:
         with open(args.out, "a") as fh:

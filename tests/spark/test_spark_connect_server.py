@@ -400,6 +400,29 @@ def test_connect_session_denies_writes_and_leaves_the_table(make_connect_locking
     assert ccount(cs, f"{cdb}.dim") == before + 1
 
 
+def test_connect_query_is_planned_once_in_sql_and_again_by_its_action(
+        make_connect_locking, cs, cdb, make_manager):
+    """sql(query) over Connect builds the DataFrame on the client after the plugin planned
+    it: Spark's errors are still raised by sql(), and the action locks what it reads when it
+    runs (a temporary view redefined in between: the new definition's table)."""
+    from zklock import LockNotAcquired
+
+    locking = make_connect_locking()
+    with pytest.raises(AnalysisException):
+        locking.sql(f"SELECT * FROM {cdb}.no_such_table")
+    with pytest.raises(ParseException):
+        locking.sql("SELEC 1")
+    cs.sql(f"CREATE OR REPLACE TEMPORARY VIEW pick AS SELECT id FROM {cdb}.dim")
+    df = locking.sql("SELECT count(*) AS n FROM pick")
+    assert df.collect()[0].n == ccount(cs, f"{cdb}.dim")
+    cs.sql(f"CREATE OR REPLACE TEMPORARY VIEW pick AS SELECT id FROM {cdb}.staging")
+    other = make_manager()
+    with other.acquire([(f"{cdb}.staging", "X")], query_id="holder-q"):
+        with pytest.raises(LockNotAcquired, match="holder-q"):
+            df.collect()  # reads staging now: S on it is denied
+    assert df.collect()[0].n == ccount(cs, f"{cdb}.staging")
+
+
 def test_connect_session_takes_the_classic_locks(make_connect_locking, cdb, spark, shared_db):
     locking = make_connect_locking()
     classic = LockPlanner(spark)
