@@ -11,7 +11,6 @@ runs one member of a loopback ensemble (see zklock.testing.ensemble).
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -21,6 +20,7 @@ from typing import Optional
 
 from . import serverinfo
 from .errors import ServerError
+from .process import pid_alive, terminate
 
 JAR_DIR = Path(os.environ.get("ZKLOCK_ZK_JARS", "/usr/share/java"))
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -70,20 +70,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 @dataclass
@@ -243,25 +229,6 @@ class ZkServer:
         if not pid:
             self._forget()
             return False
-        try:
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        if not self._reap(pid, wait):
-            os.kill(pid, signal.SIGKILL)
-            self._reap(pid, 5)
+        terminate(pid, wait, getattr(self, "_proc", None))
         self._forget()
         return True
-
-    def _reap(self, pid: int, wait: float) -> bool:
-        proc = getattr(self, "_proc", None)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if proc is not None and proc.pid == pid:
-                if proc.poll() is not None:
-                    return True
-            elif not pid_alive(pid):
-                return True
-            time.sleep(0.05)
-        return False

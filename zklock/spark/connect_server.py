@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import SparkConnectError
+from ..process import pid_alive, terminate
 from .connect_plugin import PLUGIN_CLASS, PLUGIN_SETTING, jar_info, plugin_jar
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -44,20 +44,6 @@ def spark_home_version(home: Path) -> Optional[str]:
         name = jar.name[:-len(".jar")]
         return name.split("-", 2)[-1] if name.count("-") >= 2 else None
     return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -108,7 +94,7 @@ class ConnectServer:
         """running, port, pid, plugin jar, Spark version and log of the server started here."""
         info = self.info()
         pid = info.get("pid")
-        alive = bool(pid) and _pid_alive(int(pid))
+        alive = bool(pid) and pid_alive(int(pid))
         port = int(info.get("port", self.port))
         return {"running": alive and _port_open(info.get("host", self.host), port),
                 "pid": pid if alive else None, "port": port,
@@ -194,34 +180,12 @@ class ConnectServer:
     def stop(self, wait: float = 30.0) -> bool:
         """Stop the server started here; False when none was running."""
         pid = self.info().get("pid")
-        if not pid or not _pid_alive(int(pid)):
+        if not pid or not pid_alive(int(pid)):
             self._forget()
             return False
-        pid = int(pid)
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        if not self._reap(pid, wait):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._reap(pid, 10)
+        terminate(int(pid), wait, getattr(self, "_proc", None))
         self._forget()
         return True
-
-    def _reap(self, pid: int, wait: float) -> bool:
-        proc = getattr(self, "_proc", None)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if proc is not None and proc.pid == pid:
-                if proc.poll() is not None:
-                    return True
-            elif not _pid_alive(pid):
-                return True
-            time.sleep(0.1)
-        return False
 
     def _forget(self) -> None:
         try:

@@ -1,0 +1,57 @@
+"""Local server processes zklock starts (ZooKeeper, a Spark Connect server): alive, and stop.
+
+Both are started as children of the process that asks, or found again by the pid they
+recorded, so a stop works on a child (reaped with ``poll``) and on a process this one
+did not start (checked with signal 0 and ``/proc``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Optional
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, dead but not yet reaped, is not running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def wait_exit(pid: int, wait: float, proc: Optional[subprocess.Popen] = None) -> bool:
+    """Wait up to ``wait`` seconds for ``pid`` to end; ``proc`` when it is our child."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if proc is not None and proc.pid == pid:
+            if proc.poll() is not None:
+                return True
+        elif not pid_alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def terminate(pid: int, wait: float, proc: Optional[subprocess.Popen] = None) -> None:
+    """SIGTERM (after SIGCONT, in case it was paused), then SIGKILL after ``wait`` seconds."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+    if not wait_exit(pid, wait, proc):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        wait_exit(pid, 10, proc)
