@@ -207,7 +207,7 @@ class Executor:
         e = run.execution
         error: Optional[BaseException] = None
         try:
-            self._write_progress(run)  # records the fencing token before any work
+            self._first_progress(run)  # records the fencing token before any work
             if not run.fenced and not run.stopping:
                 self.runner.run(copy.copy(e), run.group)
         except BaseException as exc:  # the run's failure is data, not our crash
@@ -284,6 +284,22 @@ class Executor:
                     self._write_progress(run)
                 except Exception as exc:
                     log.warning("progress of %s not recorded: %s", run.execution.id, exc)
+
+    def _first_progress(self, run: Running) -> None:
+        """The run's first progress write, before any work: retried through a connection
+        loss (a ZooKeeper server failing over), as the progress loop retries later writes.
+        It ends written, or the run fenced (by the leader, or by ourselves once cut off
+        for longer than the leader would wait): a failover alone never fails a run."""
+        pause = max(0.05, min(0.5, self.settings.scheduler_progress_interval))
+        while True:
+            try:
+                self._write_progress(run)
+                return
+            except Exception as exc:
+                if run.stopping or self._stopped.is_set():
+                    raise
+                log.info("first progress of %s not recorded yet: %s", run.execution.id, exc)
+                time.sleep(pause)
 
     def _write_progress(self, run: Running) -> None:
         e = run.execution

@@ -121,6 +121,38 @@ def test_run_now_and_the_user_is_recorded(admin_session, make_scheduler, make_ma
     assert row["executor_query_id"].startswith("zklock-sq-")
 
 
+@pytest.fixture
+def zk_proxy(zk_hosts):
+    """A fault proxy in front of the test ZooKeeper; closed after the services using it
+    (request it before make_scheduler) have stopped."""
+    from zklock.testing.proxy import FaultProxy
+
+    host, port = zk_hosts.split(",")[0].rsplit(":", 1)
+    proxy = FaultProxy((host, int(port)))
+    yield proxy
+    proxy.close()
+
+
+def test_connection_loss_at_a_runs_first_progress_write_does_not_fail_it(
+        zk_proxy, admin_session, make_scheduler):
+    """The first progress write of a run (it records the fencing token) is cut off after
+    ZooKeeper applied it: the executor reconnects, finds its write landed, runs the
+    statement and records FINISHED; a failover alone never fails a run."""
+    import re
+
+    s = admin_session
+    s.sql("CREATE SCHEDULED QUERY once CRON '0 3 * * *' DISABLED AS SELECT 1")
+    make_scheduler(hosts=zk_proxy.connect)
+    time.sleep(0.5)
+    # the take writes EXECUTING with no token yet; the first progress write has one
+    zk_proxy.cut_when(lambda data: b'"state":"EXECUTING"' in data
+                      and re.search(rb'"fencing_token":[0-9]', data) is not None)
+    s.sql("ALTER SCHEDULED QUERY once EXECUTE")
+    assert wait_for(lambda: idle(s, "once") and states(s, "once") != [], timeout=30)
+    assert zk_proxy.cut_count == 1
+    assert states(s, "once") == ["FINISHED"]
+
+
 def test_end_to_end_insert_every_two_seconds(admin_session, make_scheduler, db):
     s = admin_session
     s.sql(f"CREATE SCHEDULED QUERY ingest EVERY 2 SECONDS AS"

@@ -13,6 +13,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Optional
 
 
@@ -28,7 +29,7 @@ class FaultProxy:
         self.address = self._listener.getsockname()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._lock = threading.Lock()
-        self._cut_marker: Optional[bytes] = None
+        self._cut_when: Optional[Callable[[bytes], bool]] = None
         self.cut_count = 0
         self.blackhole = False
         self.refuse = False
@@ -42,7 +43,12 @@ class FaultProxy:
 
     def cut_after(self, marker: bytes) -> None:
         """Drop the connection right after forwarding a client packet containing ``marker``."""
-        self._cut_marker = marker
+        self.cut_when(lambda data: marker in data)
+
+    def cut_when(self, matches: Callable[[bytes], bool]) -> None:
+        """Drop the connection right after forwarding the first client packet for which
+        ``matches(packet)`` is true (once)."""
+        self._cut_when = matches
 
     def drop_all(self) -> None:
         with self._lock:
@@ -92,9 +98,9 @@ class FaultProxy:
                         time.sleep(self.delay)
                     other = upstream if s is client else client
                     other.sendall(data)
-                    marker = self._cut_marker
-                    if s is client and marker and marker in data:
-                        self._cut_marker = None
+                    matches = self._cut_when
+                    if s is client and matches is not None and matches(data):
+                        self._cut_when = None
                         self.cut_count += 1
                         time.sleep(0.2)  # let the server apply it; the reply is never relayed
                         raise OSError("cut")
