@@ -127,7 +127,7 @@ def _schedule(cur: Cursor, first: Token) -> Schedule:
     n = 1
     tok = cur.take()
     if tok.kind == "number":
-        if not tok.text.isdigit() or int(tok.text) < 1:
+        if not (tok.text.isascii() and tok.text.isdigit()) or int(tok.text) < 1:
             raise InvalidArguments(f"EVERY needs a positive whole number at position"
                                    f" {tok.start}, got {tok.text!r}")
         n = int(tok.text)

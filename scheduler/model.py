@@ -184,4 +184,4 @@ def execution_id(name: str, trigger_ms: int) -> str:
 
 def trigger_of(exec_id: str) -> Optional[int]:
     _, _, tail = exec_id.rpartition("-")
-    return int(tail) if tail.isdigit() else None
+    return int(tail) if tail.isascii() and tail.isdigit() else None

@@ -454,7 +454,7 @@ def _parse_field(text: str, kind: str, pos: int, quartz: bool, expr: str) -> _Fi
         names = _MONTH_NAMES if kind == _MONTH else {}
 
     def value(txt: str) -> int:
-        if txt.isdigit():
+        if txt.isascii() and txt.isdigit():
             v = int(txt)
             if not lo <= v <= hi:
                 hint = " (Quartz numbers days 1=SUN..7=SAT)" if kind == _DOW and quartz else ""
@@ -511,7 +511,7 @@ def _parse_field(text: str, kind: str, pos: int, quartz: bool, expr: str) -> _Fi
         base, slash, step_txt = item.partition("/")
         step = 1
         if slash:
-            if not step_txt.isdigit() or int(step_txt) == 0:
+            if not (step_txt.isascii() and step_txt.isdigit()) or int(step_txt) == 0:
                 raise bad(f"'{item}': the step must be a positive number, got '{step_txt}'")
             step = int(step_txt)
         if base == "*":
@@ -605,7 +605,7 @@ def _parse_time(text: Any, clause: str) -> int:
     if t.endswith("ms"):
         raise InvalidArguments(f"bad time {text!r} in {clause}: fire times are whole seconds,"
                                " milliseconds are not accepted")
-    if t.isdigit():
+    if t.isascii() and t.isdigit():
         return int(t)
     dur = _DURATION.fullmatch(t)
     if t and dur:

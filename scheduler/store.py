@@ -221,7 +221,8 @@ class SchedulerStore:
         """Candidate node names, the leader first."""
         self.ensure()
         kids = self.client.get_children(self.leader, watch=watch)
-        kids = [k for k in kids if k.startswith("c-") and k[2:].isdigit()]  # ours only
+        kids = [k for k in kids  # ours only
+                if k.startswith("c-") and k[2:].isascii() and k[2:].isdigit()]
         return sorted(kids, key=lambda k: int(k[2:]))
 
     def leader_id(self) -> Optional[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 from conftest import lock_nodes
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from zklock.cli.main import cli
 from zklock.scheduler.ddl import parse_scheduled_ddl
@@ -87,6 +87,8 @@ def test_cron_expressions(expr, zone):
 @settings(max_examples=300, deadline=None)
 @given(st.integers(-5, 100), st.sampled_from(["SECOND", "MINUTES", "hour", "DAY", "WEEK", ""]),
        st.one_of(st.none(), NASTY, st.sampled_from(["00:05", "1h", "30s", "25:00", "500ms"])))
+@example(1, "SECOND", "\u00b2")  # a digit to str.isdigit() that int() refuses
+@example(1, "SECOND", "\u0663")  # an Arabic-Indic three
 def test_every_forms(n, unit, offset):
     TRIED["n"] += 1
     try:

@@ -79,7 +79,8 @@ def tokenize(sql: str, limit: Optional[int] = None) -> list[Token]:
             while j < n and not sql[j].isspace() and sql[j] not in _PUNCT + "'\"`":
                 j += 1
             text = sql[i:j]
-            kind = "number" if text.replace(".", "", 1).lstrip("+-").isdigit() else "word"
+            bare = text.replace(".", "", 1).lstrip("+-")
+            kind = "number" if bare.isascii() and bare.isdigit() else "word"
             out.append(Token(kind, text, i, j))
             i = j
     return out

@@ -861,7 +861,7 @@ def literal_value(sql: str) -> Optional[str]:
                 i += 1
         return "".join(out)
     digits = sql[:-1] if sql[-1:] in ("L", "S", "Y") else sql
-    if digits.lstrip("-").isdigit():
+    if digits.lstrip("-").isascii() and digits.lstrip("-").isdigit():
         return str(int(digits))
     return None
 

@@ -168,7 +168,7 @@ def set_option(session: LockingSession, ext: SetZkLock) -> Any:
             planner.unknown_statements = Settings.resolve(
                 {"unknown_statements": ext.value}).unknown_statements
         elif attr == "retries":
-            if not ext.value.isdigit():
+            if not (ext.value.isascii() and ext.value.isdigit()):
                 raise InvalidArguments(f"{ext.key} must be an integer >= 0")
             options.retries = int(ext.value)
         else:
