@@ -264,3 +264,23 @@ def make_scheduler(spark, sched_conf: dict):
 def admin_session(make_locking, sched_conf: dict):
     """A LockingSession of the scheduler admin (CREATE SCHEDULED QUERY ... works)."""
     return make_locking(**sched_conf)
+
+
+@pytest.fixture
+def without_nodes():
+    """``remove(*names)`` takes plan node classes out of zklock's node table for one test,
+    as an older or newer nodes.py would; the client's build (computed once per process,
+    and naming the plugin jar) is recomputed on the change and after the test."""
+    from zklock.spark import nodes
+    from zklock.spark.connect_plugin import build_hash
+
+    removed = {}
+
+    def remove(*names: str) -> None:
+        for name in names:
+            removed[name] = nodes.NODE_KINDS.pop(name)
+        build_hash.cache_clear()
+
+    yield remove
+    nodes.NODE_KINDS.update(removed)
+    build_hash.cache_clear()

@@ -116,10 +116,9 @@ def test_script_locks_the_union_of_its_statements_for_the_whole_script(locking, 
 
 
 def test_unknown_command_is_refused_by_default_and_locked_when_asked(
-        make_locking, db, spark, monkeypatch, zk, root, make_manager):
+        make_locking, db, spark, without_nodes, zk, root, make_manager):
     # pretend this Spark has a command zklock never classified: TRUNCATE TABLE's node
-    monkeypatch.delitem(nodes.NODE_KINDS, "TruncateTable")
-    monkeypatch.delitem(nodes.NODE_KINDS, "TruncateTableCommand")
+    without_nodes("TruncateTable", "TruncateTableCommand")
     strict = make_locking()
     before = count(spark, f"{db}.staging")
     with pytest.raises(UnsupportedStatement, match="TruncateTable.*zklock.unknown.statements"):

@@ -119,11 +119,10 @@ def test_use_and_temporary_views_resolve_the_same(python_planner, java_planner, 
 
 @pytest.mark.parametrize("policy", ["refuse", "lock"])
 def test_a_node_missing_from_nodes_py_is_refused_or_locked_the_same(spark, shared_db, policy,
-                                                                    monkeypatch):
+                                                                    without_nodes):
     """A command nodes.py does not know (TRUNCATE TABLE's, removed here) reaches the jar's
     table too: the same refusal, or the same conservative locks."""
-    monkeypatch.delitem(nodes.NODE_KINDS, "TruncateTable")
-    monkeypatch.delitem(nodes.NODE_KINDS, "TruncateTableCommand")
+    without_nodes("TruncateTable", "TruncateTableCommand")
     py_planner, java_planner = LockPlanner(spark, unknown_statements=policy), load(spark, policy)
     assert "TruncateTable\t" not in java_planner.node_table()
     for sql in [f"TRUNCATE TABLE {shared_db}.staging", f"CALL {shared_db}.p()",
