@@ -269,21 +269,14 @@ def test_planning_runs_nothing(cs, cdb):
     assert cs.table(f"{cdb}.dim").count() == before
 
 
-def test_a_client_whose_node_table_differs_is_refused(cs):
+def test_a_client_whose_node_table_differs_is_refused(cs, without_nodes):
     """Classic and Connect sessions must lock by the same rules: a client whose nodes.py
-    differs from the one built into the server's plugin is refused, in one line. (The
-    client computes its build once per process: the test recomputes it around the change.)"""
-    kind = nodes.NODE_KINDS.pop("TruncateTable")
-    build_hash.cache_clear()
-    try:
-        with pytest.raises(SparkConnectError, match=r"the zklock plugin of this Spark Connect"
-                           r" server is zklock .* \(build [0-9a-f]+\) and the client is") as err:
-            plan_locks(cs, sql="SELECT 1")
-        assert "\n" not in str(err.value)
-    finally:
-        nodes.NODE_KINDS["TruncateTable"] = kind
-        build_hash.cache_clear()
-    plan_locks(cs, sql="SELECT 1")
+    differs from the one built into the server's plugin is refused, in one line."""
+    without_nodes("TruncateTable")
+    with pytest.raises(SparkConnectError, match=r"the zklock plugin of this Spark Connect"
+                       r" server is zklock .* \(build [0-9a-f]+\) and the client is") as err:
+        plan_locks(cs, sql="SELECT 1")
+    assert "\n" not in str(err.value)
 
 
 def test_a_server_without_the_plugin_is_one_clear_error(servers):
@@ -466,6 +459,35 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
     killer.join()
     assert time.monotonic() - started < 25  # 30 s of work, interrupted
     assert ccount(cs, f"{cdb}.staging") == before
+
+
+def test_the_fencing_token_reaches_the_server_side_tasks(make_connect_locking, cs, cdb):
+    """Each locked operation's tag (its query id) and its fencing token (the tag
+    ``zklock-token-<n>``) are in the ``spark.job.tags`` of the jobs the Connect server runs
+    for it, as ``SparkConnect_SessionTag_User__Session_<id>_Tag_<tag>``: a task reads them."""
+    import re
+
+    def job_tags(_):
+        from pyspark import TaskContext
+
+        return TaskContext.get().getLocalProperty("spark.job.tags")
+
+    from pyspark.sql.types import StringType
+
+    cs.udf.register("zk_job_tags", job_tags, StringType())  # a Python UDF the server runs
+    locking = make_connect_locking()
+
+    def tokens() -> tuple[list[str], list[int]]:
+        (row,) = locking.table(f"{cdb}.dim").limit(1).selectExpr("zk_job_tags(id) AS t").collect()
+        tags = row.t.split(",")  # the server prefixes a client's tag with "..._Tag_"
+        return tags, [int(t.rsplit("_Tag_zklock-token-", 1)[1]) for t in tags
+                      if "_Tag_zklock-token-" in t]
+
+    tags, first = tokens()
+    assert len(first) == 1, tags
+    assert any(re.search(r"_Tag_zklock-[0-9a-f]{16}$", t) for t in tags), tags  # the query id
+    _, later = tokens()
+    assert len(later) == 1 and later[0] > first[0]  # a later operation, a later token
 
 
 def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_locking, cs,

@@ -101,7 +101,8 @@ class ConnectJobs:
     """A Spark Connect session's operations: tagged on the client (Connect's operation
     tags are per thread), interrupted on the server by tag. The fencing token travels as
     a second tag, ``zklock-token-<n>``: the server adds operation tags to its jobs' tags
-    (the ``spark.job.tags`` property every task sees)."""
+    (the ``spark.job.tags`` property every task sees), each as
+    ``SparkConnect_SessionTag_User__Session_<session id>_Tag_<tag>``."""
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
