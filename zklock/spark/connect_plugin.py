@@ -36,7 +36,7 @@ from ..errors import (
     UnsupportedStatement,
 )
 from . import nodes
-from .walker import compile_java
+from .walker import compile_java, jvm_class
 
 HERE = Path(__file__).parent
 SOURCES = [HERE / "PlanWalker.java", HERE / "LockPlanner.java", HERE / "ConnectLockPlugin.java"]
@@ -48,7 +48,6 @@ PLUGIN_CLASS = "zklock.ConnectLockPlugin"
 PLUGIN_SETTING = "spark.connect.extensions.relation.classes"
 #: The request format (ConnectLockPlugin.PROTOCOL): both sides must speak the same one.
 PROTOCOL = 1
-_CLASSES: dict[tuple, Any] = {}
 
 
 class PluginBuildError(SparkConnectError):
@@ -246,18 +245,10 @@ def parse_rows(text: str) -> list[tuple[str, str]]:
 
 def load(spark: Any, unknown_statements: str = "refuse") -> JvmLockPlanner:
     """LockPlanner.java in ``spark``'s JVM (a classic SparkSession), from the plugin jar."""
-    jar = plugin_jar()
     jvm = spark._jvm
     gateway = spark.sparkContext._gateway
     parent = spark._jsparkSession.getClass().getClassLoader()
-    # one class per JVM and jar: py4j caches methods by class name (see walker.load)
-    key = (id(gateway), str(jar))
-    cls = _CLASSES.get(key)
-    if cls is None:
-        urls = gateway.new_array(jvm.java.net.URL, 1)
-        urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
-        loader = jvm.java.net.URLClassLoader(urls, parent)
-        cls = _CLASSES[key] = jvm.java.lang.Class.forName("zklock.LockPlanner", True, loader)
+    cls = jvm_class(spark, plugin_jar(), "zklock.LockPlanner")
     types = gateway.new_array(jvm.java.lang.Class, 2)
     types[0] = jvm.java.lang.Class.forName("org.apache.spark.sql.classic.SparkSession", True,
                                            parent)

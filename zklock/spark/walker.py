@@ -83,6 +83,26 @@ def compile_java(name: str, sources: list[Path], spark_version: str) -> Optional
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def jvm_class(spark: Any, location: Path, name: str) -> Any:
+    """The class ``name`` from ``location`` (a class directory or a jar), loaded into
+    ``spark``'s JVM by its own URLClassLoader whose parent is Spark's class loader.
+
+    Loaded once per JVM and location: py4j caches methods by class name, so a second copy
+    of the class (from a second loader) would be called with the first one's methods.
+    """
+    jvm = spark._jvm
+    gateway = spark.sparkContext._gateway
+    key = (id(gateway), str(location), name)
+    cls = _CLASSES.get(key)
+    if cls is None:
+        urls = gateway.new_array(jvm.java.net.URL, 1)
+        urls[0] = jvm.java.io.File(str(location)).toURI().toURL()
+        parent = spark._jsparkSession.getClass().getClassLoader()
+        loader = jvm.java.net.URLClassLoader(urls, parent)
+        cls = _CLASSES[key] = jvm.java.lang.Class.forName(name, True, loader)
+    return cls
+
+
 def load(spark: Any) -> Optional[Any]:
     """A PlanWalker instance inside ``spark``'s JVM, or None (plan in Python)."""
     if os.environ.get("ZKLOCK_JVM_WALKER", "1").lower() in ("0", "false", "no", "off"):
@@ -94,15 +114,7 @@ def load(spark: Any) -> Optional[Any]:
         jvm = spark._jvm
         gateway = spark.sparkContext._gateway
         parent = spark._jsparkSession.getClass().getClassLoader()
-        # one class per JVM: py4j caches methods by class name, so a second copy of the
-        # class (from a second loader) would be called with the first one's methods
-        key = (id(gateway), str(classes))
-        cls = _CLASSES.get(key)
-        if cls is None:
-            urls = gateway.new_array(jvm.java.net.URL, 1)
-            urls[0] = jvm.java.io.File(str(classes)).toURI().toURL()
-            loader = jvm.java.net.URLClassLoader(urls, parent)
-            cls = _CLASSES[key] = jvm.java.lang.Class.forName("zklock.PlanWalker", True, loader)
+        cls = jvm_class(spark, classes, "zklock.PlanWalker")
         types = gateway.new_array(jvm.java.lang.Class, 1)
         types[0] = jvm.java.lang.Class.forName(
             "org.apache.spark.sql.catalyst.catalog.SessionCatalog", True, parent)
