@@ -1,10 +1,14 @@
-"""What every benchmark needs: a ZooKeeper, ZKLOCK_ZK's when set, else one of its own."""
+"""What every benchmark needs: a ZooKeeper (ZKLOCK_ZK's when set, else one of its own),
+timing helpers, a local SparkSession, and where the table goes."""
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,3 +25,54 @@ def start_zookeeper(**server_args: Any) -> tuple[str, Optional[ZkServer]]:
     server = ZkServer(Path(tempfile.mkdtemp(prefix="zklock-bench-")), port=free_port(),
                       **server_args)
     return server.start(), server
+
+
+def median_ms(xs: list[float]) -> float:
+    """The median of durations in seconds, in milliseconds."""
+    return statistics.median(xs) * 1000
+
+
+def timed(fn: Callable[[], Any], reps: int) -> list[float]:
+    """``reps`` durations of ``fn()`` in seconds."""
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def paired(contenders: dict[str, Callable[[int], Any]], i: int) -> dict[str, float]:
+    """One run of each contender (seconds), back to back, the order alternating with ``i``
+    so that neither always runs first: noise then hits both sides of a paired difference."""
+    order = list(contenders.items())
+    out = {}
+    for name, fn in order if i % 2 else order[::-1]:
+        t0 = time.perf_counter()
+        fn(i)
+        out[name] = time.perf_counter() - t0
+    return out
+
+
+def local_spark(prefix: str) -> Any:
+    """A local SparkSession (2 cores, no UI) configured for zklock, on a new warehouse."""
+    from pyspark.sql import SparkSession
+
+    from zklock.spark import configure
+
+    warehouse = tempfile.mkdtemp(prefix=prefix)
+    spark = configure(SparkSession.builder.master("local[2]")
+                      .config("spark.sql.warehouse.dir", warehouse)
+                      .config("spark.ui.enabled", "false")
+                      .config("spark.ui.showConsoleProgress", "false")
+                      .config("spark.sql.shuffle.partitions", "2")).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def report(text: str, out: Optional[str]) -> None:
+    """Print a benchmark's Markdown, and append it to ``out`` when given."""
+    print(text)
+    if out:
+        with open(out, "a") as fh:
+            fh.write(text + "\n")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import start_zookeeper  # noqa: E402
+from common import report, start_zookeeper  # noqa: E402
 from locks import interleaved, request  # noqa: E402
 
 from zklock import LockManager, LockNotAcquired  # noqa: E402
@@ -169,10 +169,7 @@ def main() -> int:
         if server:
             server.stop()
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "a") as fh:
-            fh.write(text + "\n")
+    report(text, args.out)
     return 0
 
 

@@ -15,28 +15,21 @@ SparkSession built with ``zklock.spark.configure``, then measures:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import start_zookeeper  # noqa: E402
-
-
-def median_ms(xs: list[float]) -> float:
-    return statistics.median(xs) * 1000
-
-
-def timed(fn, reps: int) -> list[float]:
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
+from common import (  # noqa: E402
+    local_spark,
+    median_ms,
+    paired,
+    report,
+    start_zookeeper,
+    timed,
+)
 
 
 def check_alone(spark, client, hosts: str, reps: int) -> list[tuple[int, float, float]]:
@@ -71,21 +64,22 @@ def write_with_and_without(spark, locking, reps: int) -> dict[str, float]:
     insert = "INSERT INTO bench.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"
     times: dict[str, list[float]] = {"fenced": [], "unfenced": [], "diff": []}
 
-    def run(kind: str, i: int) -> float:
-        LockedStatement._fence = fenced if kind == "fenced" else (lambda self: (None, None))
-        t0 = time.perf_counter()
-        locking.sql(insert.format(i=i))
-        return time.perf_counter() - t0
+    def contender(fence: Any) -> Callable[[int], None]:
+        def write(i: int) -> None:
+            LockedStatement._fence = fence
+            locking.sql(insert.format(i=i))
+        return write
+
+    contenders = {"fenced": contender(fenced),
+                  "unfenced": contender(lambda self: (None, None))}
     try:
         for i in range(5):
-            run("fenced", i)
-            run("unfenced", i)
+            for write in contenders.values():
+                write(i)
         for i in range(reps):
-            pair = {}
-            order = ("fenced", "unfenced")
-            for kind in order if i % 2 else order[::-1]:
-                pair[kind] = run(kind, i)
-                times[kind].append(pair[kind])
+            pair = paired(contenders, i)
+            for kind, t in pair.items():
+                times[kind].append(t)
             times["diff"].append(pair["fenced"] - pair["unfenced"])
     finally:
         LockedStatement._fence = fenced
@@ -99,17 +93,9 @@ def main() -> int:
     args = ap.parse_args()
 
     hosts, server = start_zookeeper(container_check_ms=60000)
-    from pyspark.sql import SparkSession
+    from zklock.spark import LockingSession
 
-    from zklock.spark import LockingSession, configure
-
-    warehouse = tempfile.mkdtemp(prefix="zklock-bench-wh-")
-    spark = configure(SparkSession.builder.master("local[2]")
-                      .config("spark.sql.warehouse.dir", warehouse)
-                      .config("spark.ui.enabled", "false")
-                      .config("spark.ui.showConsoleProgress", "false")
-                      .config("spark.sql.shuffle.partitions", "2")).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark("zklock-bench-wh-")
     try:
         spark.sql("CREATE DATABASE bench")
         spark.sql("CREATE TABLE bench.t (id INT, amt DOUBLE, ds STRING, hr INT) USING parquet"
@@ -135,11 +121,7 @@ def main() -> int:
         f" pairs: fenced {write['fenced']:.1f} ms, unfenced {write['unfenced']:.1f} ms,"
         f" paired difference {write['diff']:+.2f} ms (median).",
     ]
-    text = "\n".join(table)
-    print(text)
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(text + "\n")
+    report("\n".join(table), args.out)
     return 0
 
 

@@ -31,7 +31,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import start_zookeeper  # noqa: E402
+from common import report, start_zookeeper  # noqa: E402
 
 from zklock import LockManager  # noqa: E402
 from zklock.locknode import LockData  # noqa: E402
@@ -169,10 +169,7 @@ def main() -> int:
             table.append(f"| {n} | {z:.1f} | {f:.1f} | {fm:.1f} | {h:.1f} | {k:.1f} "
                          f"| {z / f:.2f}x | {z / fm:.2f}x | {h / z:.1f}x | {k / z:.1f}x |")
         text = "\n".join(table)
-        print(text)
-        if args.out:
-            with open(args.out, "a") as fh:
-                fh.write(text + "\n")
+        report(text, args.out)
         mgr.close()
         client.stop()
         client.close()

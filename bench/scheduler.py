@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import start_zookeeper  # noqa: E402
+from common import report, start_zookeeper  # noqa: E402
 from zklock.scheduler.admin import ScheduledQueries  # noqa: E402
 from zklock.scheduler.ddl import parse_scheduled_ddl  # noqa: E402
 from zklock.scheduler.leader import Leader  # noqa: E402
@@ -203,10 +203,7 @@ def main() -> None:
         f" {cpu['leader_cpu_pct']:.2f}% of one core (the executor process:"
         f" {cpu['executor_cpu_pct']:.1f}%).",
     ])
-    print(table)
-    if args.out:
-        with open(args.out, "a") as fh:
-            fh.write(table + "\n")
+    report(table, args.out)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ the removal of its application's commit staging under the table.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -29,11 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import start_zookeeper  # noqa: E402
-
-
-def median_ms(xs: list[float]) -> float:
-    return statistics.median(xs) * 1000
+from common import local_spark, median_ms, paired, report, start_zookeeper  # noqa: E402
 
 
 def connect_table(hosts: str, reps: int) -> str:
@@ -78,13 +73,9 @@ def connect_table(hosts: str, reps: int) -> str:
             times: dict[str, list[float]] = {k: [] for k in
                                              ("bare", "wrapped", "diff", "plan", "zk", "tag")}
             for i in range(reps):
-                pair = {}
-                order = (("bare", bare), ("wrapped", wrapped))
-                for kind, fn in order if i % 2 else order[::-1]:
-                    t0 = time.perf_counter()
-                    fn(i)
-                    pair[kind] = time.perf_counter() - t0
-                    times[kind].append(pair[kind])
+                pair = paired({"bare": bare, "wrapped": wrapped}, i)
+                for kind, t in pair.items():
+                    times[kind].append(t)
                 times["diff"].append(pair["wrapped"] - pair["bare"])
                 t0 = time.perf_counter()
                 plan = locking.planner.plan_sql(sql, lazy_queries=True)
@@ -140,17 +131,9 @@ def zk_write_rtt(client, n: int = 200) -> float:
 def classic_table(hosts: str, reps: int) -> str:
     """The two statements on a classic local SparkSession, wrapped against bare, paired,
     with zklock's work step by step."""
-    from pyspark.sql import SparkSession
+    from zklock.spark import LockingSession
 
-    from zklock.spark import LockingSession, configure
-
-    warehouse = tempfile.mkdtemp(prefix="zklock-bench-wh-")
-    spark = configure(SparkSession.builder.master("local[2]")
-                      .config("spark.sql.warehouse.dir", warehouse)
-                      .config("spark.ui.enabled", "false")
-                      .config("spark.ui.showConsoleProgress", "false")
-                      .config("spark.sql.shuffle.partitions", "2")).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark("zklock-bench-wh-")
     try:
         spark.sql("CREATE DATABASE bench")
         spark.sql("CREATE TABLE bench.t (id INT, amt DOUBLE, ds STRING, hr INT) USING parquet"
@@ -184,13 +167,9 @@ def classic_table(hosts: str, reps: int) -> str:
                                               "staging")}
             objects = len(locking.explain_locks(sql).targets)
             for i in range(reps):
-                pair = {}
-                order = (("bare", bare), ("wrapped", wrapped))
-                for kind, fn in order if i % 2 else order[::-1]:
-                    t0 = time.perf_counter()
-                    fn(i)
-                    pair[kind] = time.perf_counter() - t0
-                    times[kind].append(pair[kind])
+                pair = paired({"bare": bare, "wrapped": wrapped}, i)
+                for kind, t in pair.items():
+                    times[kind].append(t)
                 times["diff"].append(pair["wrapped"] - pair["bare"])
                 # zklock's own work on the same statement, step by step
                 if sql.startswith("SELECT"):
@@ -268,10 +247,7 @@ def main() -> int:
         if server is not None:
             server.stop()
     text = "\n\n".join(tables)
-    print(text)
-    if args.out:
-        with open(args.out, "a") as fh:
-            fh.write(text + "\n")
+    report(text, args.out)
     return 0
 
 
