@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import warnings
 import zipfile
@@ -554,6 +555,52 @@ def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_ma
 
 
 # last: it stops the module's server
+LOCAL_CONNECT = """
+import sys
+from pyspark.sql import SparkSession
+from zklock import LockManager, LockNotAcquired
+from zklock.spark import LockingSession, configure
+hosts, root, warehouse = sys.argv[1:4]
+spark = configure(SparkSession.builder.master("local[1]").config("spark.api.mode", "connect")
+                  .config("spark.sql.warehouse.dir", warehouse)
+                  .config("spark.ui.enabled", "false")).getOrCreate()
+print("session", type(spark).__module__)
+spark.sql("CREATE TABLE t (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
+locking = LockingSession(spark, hosts=hosts, root=root, retries=0)
+insert = "INSERT INTO t PARTITION (ds='a') VALUES (1)"
+print("locks", " ".join(f"{o}:{m}" for o, m in locking.explain_locks(insert).rows()))
+other = LockManager(hosts=hosts, root=root)
+with other.acquire([("default.t", "X")], query_id="holder"):
+    try:
+        locking.sql(insert)
+    except LockNotAcquired:
+        print("denied")
+locking.sql(insert)
+print("rows", locking.table("t").count())
+locking.close()
+other.close()
+spark.stop()
+"""
+
+
+def test_a_local_connect_session_built_with_configure_gets_the_plugin(zk_hosts, root,
+                                                                      tmp_path):
+    """The issue's first case: ``spark.api.mode=connect`` with a local master, where PySpark
+    starts the Connect server in the process. configure() adds zklock's plugin, so the
+    session plans, denies and writes as a classic one. (Its own process: a process with a
+    classic session would reuse that session's JVM, which has no plugin.)"""
+    out = subprocess.run([sys.executable, "-c", LOCAL_CONNECT, zk_hosts, root,
+                          str(tmp_path / "wh")], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    lines = [line for line in out.stdout.splitlines() if line.split(" ")[0] in
+             ("session", "locks", "denied", "rows")]
+    assert out.returncode == 0 and lines == [
+        "session pyspark.sql.connect.session",
+        "locks default:S default.t:S default.t/ds=a:X",
+        "denied",
+        "rows 1"], (out.stdout[-2000:], out.stderr[-3000:])
+
+
 def test_cli_status_then_stop(servers):
     """Last in the module: it stops the plugin's server."""
     out = cli("--state-dir", servers["state"], "spark", "connect-server", "status", "--json")
