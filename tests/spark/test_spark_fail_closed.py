@@ -13,7 +13,6 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 
 from zklock import LockNotAcquired
 from zklock.errors import UnsupportedStatement
-from zklock.spark import nodes
 
 
 def count(spark, table: str) -> int:
