@@ -30,6 +30,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from zklock import metrics
 from zklock.config import Settings
+from zklock.zk import CONNECTION_ERRORS
 
 from .model import Execution, State
 from .runner import Runner
@@ -295,7 +296,7 @@ class Executor:
             try:
                 self._write_progress(run)
                 return
-            except Exception as exc:
+            except CONNECTION_ERRORS as exc:  # anything else fails the run, with its cause
                 if run.stopping or self._stopped.is_set():
                     raise
                 log.info("first progress of %s not recorded yet: %s", run.execution.id, exc)

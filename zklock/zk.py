@@ -36,13 +36,16 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (
     EXCEPTIONS,
     ConnectionClosedError,
+    ConnectionLoss,
     KazooException,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionExpiredError,
     UnimplementedError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import (
     CheckVersion,
     Create,
@@ -64,6 +67,11 @@ from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from .errors import ZkLockError
+
+#: What a request raises when ZooKeeper could not be reached, or not in time (a server
+#: failing over, a network cut): worth retrying, unlike an error ZooKeeper answered with.
+CONNECTION_ERRORS = (ConnectionLoss, SessionExpiredError, ConnectionClosedError,
+                     KazooTimeoutError)
 
 PERSISTENT = 0
 EPHEMERAL = 1

@@ -142,7 +142,9 @@ def test_connection_loss_at_a_runs_first_progress_write_does_not_fail_it(
 
     s = admin_session
     s.sql("CREATE SCHEDULED QUERY once CRON '0 3 * * *' DISABLED AS SELECT 1")
-    make_scheduler(hosts=zk_proxy.connect)
+    # progress every 20 s: within the test only the run's first progress write has a token
+    make_scheduler(hosts=zk_proxy.connect, scheduler_progress_interval=20,
+                   scheduler_progress_timeout=60)
     time.sleep(0.5)
     # the take writes EXECUTING with no token yet; the first progress write has one
     zk_proxy.cut_when(lambda data: b'"state":"EXECUTING"' in data
