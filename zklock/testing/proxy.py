@@ -50,6 +50,21 @@ class FaultProxy:
         ``matches(packet)`` is true (once)."""
         self._cut_when = matches
 
+    def _cuts(self, data: bytes) -> bool:
+        """Is this client packet the one to cut after? (Once, across every connection.)"""
+        with self._lock:
+            matches = self._cut_when
+            if matches is None:
+                return False
+            try:
+                hit = bool(matches(data))
+            except Exception:  # a predicate that fails on a packet does not match it
+                return False
+            if hit:
+                self._cut_when = None
+                self.cut_count += 1
+            return hit
+
     def drop_all(self) -> None:
         with self._lock:
             pairs, self._pairs = self._pairs, []
@@ -98,10 +113,7 @@ class FaultProxy:
                         time.sleep(self.delay)
                     other = upstream if s is client else client
                     other.sendall(data)
-                    matches = self._cut_when
-                    if s is client and matches is not None and matches(data):
-                        self._cut_when = None
-                        self.cut_count += 1
+                    if s is client and self._cuts(data):
                         time.sleep(0.2)  # let the server apply it; the reply is never relayed
                         raise OSError("cut")
         except (OSError, ValueError):  # ValueError: closed by drop_all meanwhile
