@@ -51,7 +51,8 @@ def configure(builder: Any) -> Any:
         from .connect_plugin import PLUGIN_CLASS, PLUGIN_SETTING, plugin_jar
 
         jars.append(plugin_jar())
-        plugins = [p for p in str(options.get(PLUGIN_SETTING, "")).split(",") if p.strip()]
+        plugins = [p.strip() for p in str(options.get(PLUGIN_SETTING, "")).split(",")
+                   if p.strip()]
         if PLUGIN_CLASS not in plugins:
             builder = builder.config(PLUGIN_SETTING, ",".join([*plugins, PLUGIN_CLASS]))
     for jar in filter(None, jars):
@@ -62,7 +63,7 @@ def configure(builder: Any) -> Any:
 
 def _local_connect(options: dict, local_master: bool) -> bool:
     """Does this builder make a Spark Connect session whose server PySpark starts here?"""
-    remote = options.get("spark.remote")
+    remote = options.get("spark.remote", os.environ.get("SPARK_REMOTE"))
     if remote is not None:
         return str(remote).startswith("local")
     return local_master and str(options.get("spark.api.mode", "")).lower() == "connect"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..errors import InvalidArguments
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject
@@ -47,8 +48,11 @@ class ConnectPlanner:
         as Spark Connect runs it. A query's DataFrame is built here, lazily, from its text:
         that is the relation Connect's ``sql()`` would answer with after a round trip that
         only parses and analyzes it again (the plugin just did, and raised its errors)."""
-        if plan.is_command or plan.text is None:
-            return self.spark.sql(plan.text or "")
+        if plan.text is None:
+            raise InvalidArguments("a Spark Connect plan runs from its SQL text; this one has"
+                                   " none")
+        if plan.is_command:
+            return self.spark.sql(plan.text)
         from pyspark.sql.connect.dataframe import DataFrame
         from pyspark.sql.connect.plan import SQL
 

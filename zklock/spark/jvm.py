@@ -116,9 +116,9 @@ class SparkJvm:
         Option values come back as ``Some(v)``/``None``: see :func:`option_text`.
         """
         entries = self.strings(scala_map)  # each entry renders as "key -> value"
-        if all(entry.count(ARROW) == 1 for entry in entries):
+        if all(entry.count("->") == 1 for entry in entries):
             return dict(entry.split(ARROW) for entry in entries)
-        # A key or value holds " -> " itself: read keys and values apart (same order).
+        # A key or value holds "->" itself: read keys and values apart (same order).
         return dict(zip(self.strings(scala_map.keys()), self.strings(scala_map.values())))
 
     @staticmethod
