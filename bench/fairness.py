@@ -5,7 +5,7 @@ Run: ``.venv/bin/python bench/fairness.py`` (about three minutes). It starts its
 ZooKeeper (fsync on) unless ZKLOCK_ZK is set and prints Markdown tables (``--out``
 appends them to a file).
 
-1. Writer starvation (Hive's design names it; Hive has it): three readers loop on S of one
+1. Writer starvation (Hive's lock manager has it): three readers loop on S of one
    table, each holding ``--hold`` seconds, started a third of a hold apart, so one always
    holds. A writer asks for X, ``--samples`` times, at random phases; with intents off it
    gives up after ``--give-up`` seconds (reported as give-ups, their wait counted as the

@@ -465,7 +465,8 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
 def test_the_fencing_token_reaches_the_server_side_tasks(make_connect_locking, cs, cdb):
     """Each locked operation's tag (its query id) and its fencing token (the tag
     ``zklock-token-<n>``) are in the ``spark.job.tags`` of the jobs the Connect server runs
-    for it, as ``SparkConnect_SessionTag_User__Session_<id>_Tag_<tag>``: a task reads them."""
+    for it, as ``SparkConnect_SessionTag_User_<user id>_Session_<session id>_Tag_<tag>``: a
+    task reads them."""
     import re
 
     def job_tags(_):
@@ -554,7 +555,6 @@ def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_ma
         admin.sql("CREATE SCHEDULED QUERY bad_c CRON '0 3 * * *' AS SELEKT 1")
 
 
-# last: it stops the module's server
 LOCAL_CONNECT = """
 import sys
 from pyspark.sql import SparkSession
@@ -601,6 +601,7 @@ def test_a_local_connect_session_built_with_configure_gets_the_plugin(zk_hosts, 
         "rows 1"], (out.stdout[-2000:], out.stderr[-3000:])
 
 
+# last: it stops the module's server
 def test_cli_status_then_stop(servers):
     """Last in the module: it stops the plugin's server."""
     out = cli("--state-dir", servers["state"], "spark", "connect-server", "status", "--json")

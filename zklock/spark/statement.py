@@ -102,7 +102,7 @@ class ConnectJobs:
     tags are per thread), interrupted on the server by tag. The fencing token travels as
     a second tag, ``zklock-token-<n>``: the server adds operation tags to its jobs' tags
     (the ``spark.job.tags`` property every task sees), each as
-    ``SparkConnect_SessionTag_User__Session_<session id>_Tag_<tag>``."""
+    ``SparkConnect_SessionTag_User_<user id>_Session_<session id>_Tag_<tag>``."""
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
