@@ -15,7 +15,13 @@ import shutil
 import subprocess
 import sys
 
-from zklock.spark.commit import ATTEMPT_ID, SKIP_CLEANUP, commit_isolation, committer_jar
+from zklock.spark.commit import (
+    ATTEMPT_ID,
+    SETTLE_S,
+    SKIP_CLEANUP,
+    commit_isolation,
+    committer_jar,
+)
 
 COUNT = 8
 
@@ -66,6 +72,39 @@ def test_staging_is_removed_after_each_write_and_a_dropped_partition_stays_dropp
         assert not staging.exists()
     finally:
         spark.sql("DROP DATABASE IF EXISTS cw CASCADE")
+
+
+def test_a_failed_writes_staging_is_removed_again_once_its_tasks_settled(
+        locking, spark, tmp_path):
+    """Spark reports a job failed while its other tasks are still being cancelled, and such
+    a task may create its staging directories after the first removal (seen in CI as an
+    empty ``_temporary/<attempt>/_temporary``): a failed write's staging is removed again
+    after SETTLE_S seconds, or by settle() when the session stops."""
+    import time
+
+    import pytest
+
+    spark.sql("CREATE DATABASE IF NOT EXISTS cwf")
+    loc = tmp_path / "cwf_t"
+    spark.sql(f"CREATE TABLE cwf.t (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)"
+              f" LOCATION '{loc}'")
+    commits = locking.execution.commits
+    staging = loc / "_temporary" / str(commits.attempt_id)
+    try:
+        for settle in (commits.settle, lambda: time.sleep(SETTLE_S + 1.0)):
+            with pytest.raises(Exception, match="boom"):
+                locking.sql("INSERT INTO cwf.t PARTITION (ds='a')"
+                            " SELECT IF(id = 2, raise_error('boom'), id) FROM range(3)")
+            assert not staging.exists()
+            (staging / "_temporary").mkdir(parents=True)  # what a late cancelled task leaves
+            settle()
+            assert not staging.exists()
+        locking.sql("INSERT INTO cwf.t PARTITION (ds='b') SELECT id FROM range(3)")
+        (staging / "_temporary").mkdir(parents=True)
+        commits.settle()  # a write that succeeded leaves nothing to remove again
+        assert staging.exists()
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS cwf CASCADE")
 
 
 def test_the_users_own_commit_settings_are_kept(spark):

@@ -50,6 +50,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,6 +110,10 @@ def commit_isolation(spark: Any) -> CommitIsolation:
     return iso
 
 
+#: Seconds after a failed write before its staging is removed again (see ``writing``).
+SETTLE_S = 1.0
+
+
 class CommitIsolation:
     """One application's own staging directory, cleaned out of a table after each write."""
 
@@ -121,6 +126,8 @@ class CommitIsolation:
         # among them: a drop, a re-create elsewhere) makes it be looked up again
         self._locations: dict[tuple[str, str], Optional[str]] = {}
         self._lock = threading.Lock()
+        #: second removals after failed writes: (when, tables)
+        self._pending: list[tuple[float, list[tuple[str, str]]]] = []
 
     def apply(self, spark: Any) -> bool:
         """Set the two Hadoop settings on this SparkSession unless the user set them."""
@@ -167,7 +174,11 @@ class CommitIsolation:
         application's staging under each table it wrote, unless another write of the
         application is still running there. Emptied task directories left in it would
         otherwise be merged again by every later commit (and bring back the directory of
-        a partition dropped meanwhile)."""
+        a partition dropped meanwhile).
+
+        A failed statement's staging is removed again ``SETTLE_S`` seconds later (or at
+        :meth:`settle`): Spark reports a job failed while its other tasks are still being
+        cancelled, and a cancelled task may create its directories after the first removal."""
         tables = sorted({(o.db, o.table) for o in objects if o.table is not None})
         whole = [(o.db, o.table) for o in objects if o.table is not None and not o.partition]
         with self._lock:
@@ -175,10 +186,11 @@ class CommitIsolation:
                 self._locations.pop(t, None)
             for t in tables:
                 self._writing[t] = self._writing.get(t, 0) + 1
+        failed = True
         try:
             yield
+            failed = False
         finally:
-            idle = []
             with self._lock:
                 for t in whole:  # looked up after the statement, not before
                     self._locations.pop(t, None)
@@ -186,18 +198,49 @@ class CommitIsolation:
                     self._writing[t] -= 1
                     if not self._writing[t]:
                         del self._writing[t]
-                        idle.append(t)
-            self._remove(idle)
+            self._remove(tables)
+            if failed:
+                self._remove_later(tables)
+
+    def settle(self) -> None:
+        """Run the pending second removals now, once their tasks had ``SETTLE_S`` seconds
+        to stop (before the application stops: afterwards nothing can remove them)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for due, tables in pending:
+            time.sleep(max(0.0, due - time.monotonic()))
+            self._remove(tables)
+
+    def _remove_later(self, tables: list[tuple[str, str]]) -> None:
+        entry = (time.monotonic() + SETTLE_S, tables)
+        with self._lock:
+            self._pending.append(entry)
+
+        def run() -> None:
+            with self._lock:
+                if entry not in self._pending:
+                    return  # settle() ran it
+                self._pending.remove(entry)
+            self._remove(tables)
+        timer = threading.Timer(SETTLE_S, run)
+        timer.daemon = True
+        timer.start()
 
     def _remove(self, tables: list[tuple[str, str]]) -> None:
+        """Delete this application's staging under ``tables``, skipping a table that a
+        write of the application has entered meanwhile: the check and the delete hold the
+        lock a write takes to enter, so a write never has its staging deleted under it."""
         if self._jvm is None:
             return
         for db, table in tables:
-            try:
-                if (db, table) not in self._locations:
-                    self._locations[(db, table)] = self._jvm.table_location(db, table)
-                location = self._locations[(db, table)]
-                if location is not None:
-                    self._jvm.delete_path(f"{location}/_temporary/{self.attempt_id}")
-            except Exception as exc:  # a dropped table, a stopped context: clutter, not data
-                log.debug("could not remove staging of %s.%s: %s", db, table, exc)
+            with self._lock:
+                if (db, table) in self._writing:
+                    continue
+                try:
+                    if (db, table) not in self._locations:
+                        self._locations[(db, table)] = self._jvm.table_location(db, table)
+                    location = self._locations[(db, table)]
+                    if location is not None:
+                        self._jvm.delete_path(f"{location}/_temporary/{self.attempt_id}")
+                except Exception as exc:  # a dropped table, a stopped context: clutter
+                    log.debug("could not remove staging of %s.%s: %s", db, table, exc)

@@ -155,7 +155,11 @@ class LockingSession:
                 self._manager = None
 
     def stop(self) -> None:
+        """Close, then stop Spark, once failed writes' staging is removed for good."""
         self.close()
+        commits = self.execution.commits
+        if commits is not None:
+            commits.settle()
         self._spark.stop()
 
     def __enter__(self) -> LockingSession:
