@@ -64,6 +64,7 @@ from .objects import LockObject
 from .waits import Waits
 from .watcher import SessionWatcher, dispatch
 from .zk import (
+    CONNECTION_ERRORS,
     EPHEMERAL,
     PERSISTENT,
     SEQUENTIAL,
@@ -240,8 +241,7 @@ class LockManager:
                 req.leave_intents = will_retry and self.settings.intents
                 try:
                     outcome = self._attempt(req, pre_read)
-                except (ConnectionLoss, SessionExpiredError, KazooTimeoutError,
-                        RetryFailedError) as exc:
+                except (*CONNECTION_ERRORS, RetryFailedError) as exc:
                     raise ZooKeeperUnavailable(
                         f"lost ZooKeeper at {self.settings.connect_string()} while acquiring"
                         f" {', '.join(o for o, _ in wanted[:5])} ({type(exc).__name__});"
@@ -343,12 +343,11 @@ class LockManager:
             raise
         except ChunkedMultiFailed as exc:
             self._cleanup_attempt(paths, attempt_id)
-            if isinstance(exc.error, (NodeExistsError, NoNodeError, ConnectionLoss,
-                                      SessionExpiredError, KazooTimeoutError)):
+            if isinstance(exc.error, (NodeExistsError, NoNodeError, *CONNECTION_ERRORS)):
                 return Retry(f"a chunk of the create multi failed ({type(exc.error).__name__})",
                              pre_read=True)
             raise exc.error from None
-        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError) as exc:
+        except CONNECTION_ERRORS as exc:
             # The multi may or may not have been applied: find our own nodes by attempt id.
             self._cleanup_attempt(paths, attempt_id)
             return Retry(f"connection lost during the create multi ({type(exc).__name__})",
@@ -410,7 +409,7 @@ class LockManager:
         if existing:
             try:
                 post = prefetched() if prefetched is not None else None
-            except (ConnectionLoss, SessionExpiredError, KazooTimeoutError):
+            except CONNECTION_ERRORS:
                 post = None
             if post is None:
                 post = self.ops.with_retry(self.ops.children_many, existing)
@@ -439,7 +438,7 @@ class LockManager:
         does not know intents, or an older ticket. A node gone since was undone."""
         try:
             got = self.ops.get_many(c.holder_node for c in behind)
-        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError):
+        except CONNECTION_ERRORS:
             raise
         except Exception as exc:  # unreadable (another identity's ACL, say): fail closed
             log.debug("cannot read nodes behind our intents: %s", exc)

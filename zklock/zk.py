@@ -70,8 +70,7 @@ from .errors import ZkLockError
 
 #: What a request raises when ZooKeeper could not be reached, or not in time (a server
 #: failing over, a network cut): worth retrying, unlike an error ZooKeeper answered with.
-CONNECTION_ERRORS = (ConnectionLoss, SessionExpiredError, ConnectionClosedError,
-                     KazooTimeoutError)
+CONNECTION_ERRORS = (ConnectionLoss, SessionExpiredError, KazooTimeoutError)
 
 PERSISTENT = 0
 EPHEMERAL = 1
