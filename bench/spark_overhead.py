@@ -10,9 +10,10 @@ local SparkSession, then runs, interleaved wrapped/bare so noise hits both:
 
 and reports the median wall time of each, the median of the paired
 differences (wrapped minus bare, run back to back), and zklock's own work
-measured step by step on the same statement: the planner's walk of Spark's
-plans (Spark parses and analyzes anyway, and the wrapper executes the plan
-it analyzed, so parsing and analysis are not extra), the ZooKeeper acquire
+measured step by step on the same statement: planning (one JVM call into
+zklock's planner, and reading its answer; Spark parses and analyzes anyway,
+and the wrapper executes the plan it analyzed, so parsing and analysis are
+not extra), the ZooKeeper acquire
 plus the release send, the job tag and fencing-token property, and for a write
 the removal of its application's commit staging under the table.
 ``--out`` appends the Markdown table to a file.
@@ -36,9 +37,9 @@ def connect_table(hosts: str, reps: int) -> str:
     LockingSession wrapping it, paired; zklock's work is planning in the server's plugin,
     the ZooKeeper acquire and release, and the operation tags."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
+    from zklock.cli.connect_server import ConnectServer
 
     from zklock.spark import LockingSession
-    from zklock.spark.connect_server import ConnectServer
     from zklock.spark.statement import LockedStatement
 
     state = Path(tempfile.mkdtemp(prefix="zklock-bench-connect-"))
@@ -178,17 +179,17 @@ def classic_table(hosts: str, reps: int) -> str:
                     targets = planner.plan_dataframe(df)
                     times["walk"].append(time.perf_counter() - t0)
                 else:
-                    # plan_parsed analyzes too (Spark would anyway, and the wrapper runs the
-                    # plan it analyzed): its own work is its time minus that analysis
-                    parsed = planner.jvm.parse(sql)
+                    # planning parses and analyzes too (Spark would anyway, and the wrapper
+                    # runs the plan it analyzed): its own work is its time minus those
                     t0 = time.perf_counter()
-                    plan = planner.plan_parsed(parsed)
+                    plan = planner.plan_sql(sql)
+                    elapsed = time.perf_counter() - t0
                     targets = plan.targets
-                    times["walk"].append(time.perf_counter() - t0 - plan.analysis_s)
+                    times["walk"].append(elapsed - plan.handle.sparkNanos() / 1e9)
                 t0 = time.perf_counter()
                 lockset = locking.manager.acquire(targets)
                 t1 = time.perf_counter()
-                LockedStatement(spark, lockset, "bench", sql, planner.walker).run(lambda: None)
+                LockedStatement(spark, lockset, "bench", sql).run(lambda: None)
                 t2 = time.perf_counter()
                 with locking.execution.commit_staging(lockset):  # a write's staging clean-up
                     pass
@@ -209,8 +210,8 @@ def classic_table(hosts: str, reps: int) -> str:
         f"One ZooKeeper write round trip in this run: {rtt:.2f} ms (median of 200 sets).",
         "",
         "| statement | objects | bare ms | wrapped ms | paired difference ms (%) "
-        "| zklock work ms (%) = plan walk + ZooKeeper + job tag + staging clean-up "
-        "| own work (walk + tag + staging) / write RTT |",
+        "| zklock work ms (%) = planning + ZooKeeper + job tag + staging clean-up "
+        "| own work (planning + tag + staging) / write RTT |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, n, m in rows:

@@ -128,8 +128,9 @@ def with_spark_options(func: Any) -> Any:
 
 
 def locking_session(obj: Context, conf: Sequence[str], init_sql: Optional[str]) -> Any:
+    from zklock.cli.local import local_session, parse_conf
+
     from zklock.spark import LockingSession
-    from zklock.spark.local import local_session, parse_conf
 
     spark = local_session(parse_conf(conf), init_sql)
     session = LockingSession(spark, **{k: v for k, v in obj.overrides.items() if v})

@@ -269,10 +269,9 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
 
     Example: zklock scheduler run --executors 4 --quiet-period 0 --conf spark.master=local[4]
     """
+    from zklock.cli.local import local_session, parse_conf
     from zklock.scheduler.runner import SparkRunner
     from zklock.scheduler.service import SchedulerService
-
-    from zklock.spark.local import local_session, parse_conf
 
     if executors is not None and executors < 0:
         raise InvalidArguments("--executors must be 0 or more")

@@ -32,7 +32,7 @@ def plugin_jar() -> None:
 
     Example: zklock spark plugin-jar
     """
-    from zklock.spark.connect_plugin import plugin_jar as build
+    from zklock.spark.jvm import module_jar as build
 
     click.echo(str(build()))
 
@@ -50,8 +50,8 @@ def connect_server() -> None:
 def _server(obj: Context, port: Optional[int] = None, warehouse: Optional[str] = None,
             conf: Sequence[str] = (), spark_home: Optional[str] = None,
             jar: Optional[str] = None) -> Any:
-    from zklock.spark.connect_server import DEFAULT_PORT, ConnectServer
-    from zklock.spark.local import parse_conf
+    from zklock.cli.connect_server import DEFAULT_PORT, ConnectServer
+    from zklock.cli.local import parse_conf
 
     server = ConnectServer(Path(obj.settings.state_dir), port=port or DEFAULT_PORT,
                            warehouse=warehouse, conf=parse_conf(conf),

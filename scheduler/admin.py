@@ -189,7 +189,7 @@ class ScheduledQueries:
                 " impersonation is off (set scheduler_impersonation=true to allow it)")
 
     def _validate(self, statement: str) -> None:
-        from zklock.spark.extensions import parse_extension
+        from zklock.statements import parse_extension
 
         from .ddl import is_scheduled_ddl
 

@@ -69,10 +69,10 @@ SCHEDULED = [
 def connect_job(hosts: str, warehouse: str) -> int:
     """The ``connect`` role: the same pipeline code over a Spark Connect session."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
+    from zklock.cli.connect_server import ConnectServer
 
     from zklock.server import free_port
     from zklock.spark import LockingSession
-    from zklock.spark.connect_server import ConnectServer
 
     role = "connect"
     server = ConnectServer(Path(warehouse) / "_connect", port=free_port(),

@@ -266,21 +266,34 @@ def admin_session(make_locking, sched_conf: dict):
     return make_locking(**sched_conf)
 
 
-@pytest.fixture
-def without_nodes():
-    """``remove(*names)`` takes plan node classes out of zklock's node table for one test,
-    as an older or newer nodes.py would; the client's build (computed once per process,
-    and naming the plugin jar) is recomputed on the change and after the test."""
-    from zklock.spark import nodes
-    from zklock.spark.connect_plugin import build_hash
+def java_static(spark, cls: str, method: str, *args):
+    """Call the static method ``zklock.<cls>.<method>`` of zklock's JVM module in ``spark``'s
+    JVM (py4j reaches only the application's classes by name; the module has its loader)."""
+    from py4j.java_collections import ListConverter
 
-    removed = {}
+    from zklock.spark.jvm import module_class
+
+    for m in module_class(spark, cls).getMethods():
+        if str(m.getName()) == method and m.getParameterCount() == len(args):
+            gateway = spark.sparkContext._gateway
+            array = gateway.new_array(spark._jvm.java.lang.Object, len(args))
+            for i, arg in enumerate(args):
+                if isinstance(arg, list):  # py4j converts lists only when they are arguments
+                    arg = ListConverter().convert(arg, gateway._gateway_client)
+                array[i] = arg
+            return m.invoke(None, array)
+    raise AttributeError(f"zklock.{cls} has no static {method}/{len(args)}")
+
+
+@pytest.fixture
+def without_nodes(spark):
+    """``remove(*names)`` takes plan node classes out of zklock's node table (NodeKinds.java,
+    in this JVM) for one test: what a Spark with commands zklock never classified is like."""
+    removed = []
 
     def remove(*names: str) -> None:
-        for name in names:
-            removed[name] = nodes.NODE_KINDS.pop(name)
-        build_hash.cache_clear()
+        removed.append(java_static(spark, "NodeKinds", "unclassify", list(names)))
 
     yield remove
-    nodes.NODE_KINDS.update(removed)
-    build_hash.cache_clear()
+    for kinds in removed:
+        java_static(spark, "NodeKinds", "restore", kinds)

@@ -29,9 +29,6 @@ MAX_IDENTIFIER = 128  # Hive's limit on database, table and column names
 MAX_COMPONENT = 767  # Hive's limit on a partition name, per k=v component here
 MAX_DEPTH = 64
 
-# Hive's FileUtils.escapePathName character set.
-_HIVE_ESCAPED = set(chr(c) for c in range(1, 0x20)) | set("\"#%'*/:=?\\\x7f{[]^")
-
 
 def _zk_forbidden(ch: str) -> bool:
     """Characters ZooKeeper's PathUtils refuses (Java chars, so astral code points too)."""

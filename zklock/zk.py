@@ -254,9 +254,6 @@ class ZkOps:
     def delete_op(self, path: str, version: int = -1) -> Delete:
         return Delete(self._abs(path), version)
 
-    def check_op(self, path: str, version: int) -> CheckVersion:
-        return CheckVersion(self._abs(path), version)
-
     def set_op(self, path: str, data: bytes, version: int = -1) -> SetData:
         return SetData(self._abs(path), data, version)
 

@@ -20,7 +20,6 @@ from zklock.spark.commit import (
     SETTLE_S,
     SKIP_CLEANUP,
     commit_isolation,
-    committer_jar,
 )
 
 COUNT = 8
@@ -28,9 +27,7 @@ COUNT = 8
 
 def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(
         zk_hosts, root, tmp_path, spark):
-    # zklock's committers need a JDK (javac); without one only the success path is isolated
-    jdk = committer_jar() is not None
-    writers = ("w0", "w1", "bad") if jdk else ("w0", "w1", "w2")
+    writers = ("w0", "w1", "bad")
     procs = [subprocess.Popen([sys.executable, "-m", "zklock.testing.writers", zk_hosts, root,
                                str(tmp_path), name, str(len(writers)), str(COUNT), "true"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -43,9 +40,8 @@ def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(
         reports[report["name"]] = report
     good = [n for n in writers if n != "bad"]
     assert all(reports[n]["failures"] == [] for n in good)
-    if jdk:
-        assert len(reports["bad"]["failures"]) == COUNT  # every job of the bad writer failed
-        assert all(r["failures_isolated"] for r in reports.values())  # zklock's committers
+    assert len(reports["bad"]["failures"]) == COUNT  # every job of the bad writer failed
+    assert all(r["failures_isolated"] for r in reports.values())  # zklock's committers
     assert len({r["staging"] for r in reports.values()}) == len(writers)
     rows = spark.read.parquet(str(tmp_path / "t")).groupBy("ds").count().collect()
     assert sorted((r["ds"], r["count"]) for r in rows) == sorted(

@@ -25,8 +25,8 @@ import pytest
 from conftest import PROJECT, PYTHON, make_warehouse
 from pyspark.errors import AnalysisException, ParseException
 from test_spark_corpus import CORPUS, D, documented
-from test_spark_jvm_planner import dataframes
-from test_spark_planner import MORE, NO_LOCKS, SEED_ROWS
+from test_spark_planner import DATAFRAME_LOCKS, MORE, NO_LOCKS, SEED_ROWS, dataframes
+from zklock.cli.connect_server import SERVER_CLASS, pyspark_home
 
 from zklock.errors import (
     InvalidArguments,
@@ -35,11 +35,10 @@ from zklock.errors import (
     UnsupportedStatement,
 )
 from zklock.server import free_port
-from zklock.spark import nodes
+from zklock.spark import connect as connect_module
 from zklock.spark.connect import plan_locks, plan_statement, plugin_version
-from zklock.spark.connect_plugin import PROPERTIES, build_hash, plugin_jar, zklock_version
-from zklock.spark.connect_server import SERVER_CLASS, pyspark_home
-from zklock.spark.planner import LockPlanner
+from zklock.spark.jvm import PROPERTIES, build_hash, module_jar, zklock_version
+from zklock.spark.planner import ClassicPlanner
 
 MEMORY = "spark.driver.memory=768m"
 
@@ -152,11 +151,13 @@ def rows_of(sql_or_df, cs, **kw) -> str:
     return " ".join(f"{o}:{m}" for o, m in rows) or "none"
 
 
-def test_the_plugin_reports_its_version_and_spark(cs):
+def test_the_plugin_reports_its_version_and_spark(cs, spark):
+    from conftest import java_static
+
     v = plugin_version(cs)
     assert v == {"plugin": zklock_version(), "protocol": 1, "build": build_hash(),
                  "built_for": pyspark.__version__, "spark": pyspark.__version__,
-                 "nodes": len(nodes.NODE_KINDS)}
+                 "nodes": java_static(spark, "NodeKinds", "size")}
 
 
 def test_corpus_through_the_plugin_is_the_documented_lock_table(cs, cdb):
@@ -179,35 +180,48 @@ def test_planner_cases_through_the_plugin(cs, cdb, sql, expected):
 
 
 def test_the_plugin_says_which_statements_run_as_commands(cs, cdb, spark, shared_db):
-    classic = LockPlanner(spark)
+    classic = ClassicPlanner(spark)
     for sql in ["SELECT * FROM {d}.orders WHERE ds = '2024-01-01'", "VALUES (1)",
                 "INSERT INTO {d}.dim VALUES (1, 'a')", "SHOW TABLES", "CACHE TABLE {d}.dim",
                 "WITH c AS (SELECT * FROM {d}.staging) INSERT INTO {d}.dim SELECT id, 'w'"
                 " FROM c", "BEGIN SELECT 1; END"]:
-        plan = classic.plan_parsed(classic.jvm.parse(sql.format(d=shared_db)), strict=False)
+        plan = classic.plan_sql(sql.format(d=shared_db), strict=False)
         rows = [(o.replace(shared_db, cdb), m) for o, m in plan.rows()]
-        assert plan_statement(cs, sql.format(d=cdb), strict=False) == (rows, plan.is_command)
+        mine = plan_statement(cs, sql.format(d=cdb), strict=False)
+        assert ([(t.obj.name, t.mode.value) for t in mine.targets], mine.is_command) == (
+            rows, plan.is_command)
 
 
-def test_dataframes_lock_as_the_classic_planner_locks_them(cs, cdb, spark, shared_db):
-    classic = LockPlanner(spark)
-    for mine, theirs in zip(dataframes(cs, cdb), dataframes(spark, shared_db)):
-        expected = [(t.obj.name.replace(shared_db, cdb), t.mode.value)
-                    for t in classic.plan_dataframe(theirs)]
-        assert plan_locks(cs, df=mine) == expected
+def test_dataframes_lock_as_in_a_classic_session(cs, cdb):
+    for df, expected in zip(dataframes(cs, cdb), DATAFRAME_LOCKS):
+        assert [f"{o}:{m}" for o, m in plan_locks(cs, df=df)] == [e.format(d=cdb)
+                                                                  for e in expected]
 
 
-def test_dataframe_writes_lock_as_the_classic_planner_locks_them(cs, cdb, spark, shared_db):
-    classic = LockPlanner(spark)
+def test_dataframe_writes_lock_as_in_a_classic_session(cs, cdb, spark, shared_db):
+    from pyspark.sql import functions as F
+    from pyspark.sql.connect import functions as CF
+
+    classic = ClassicPlanner(spark)
     for table, partition in [("orders", {"ds": "2024-01-01", "hr": "01"}),
                              ("orders", {"hr": 1}), ("dim", None)]:
         expected = [(t.obj.name.replace(shared_db, cdb), t.mode.value)
-                    for t in classic.plan_table_write(f"{shared_db}.{table}",
-                                                      spark.table(f"{shared_db}.staging"),
-                                                      partition)]
+                    for t in classic.plan_write(f"{shared_db}.{table}",
+                                                spark.table(f"{shared_db}.staging"),
+                                                partition)]
         got = plan_locks(cs, df=cs.table(f"{cdb}.staging"), table=f"{cdb}.{table}",
                          partition=partition)
         assert got == expected
+    # writeTo(t).overwrite(cond) pins the partition over Connect too (it once took X on the
+    # whole table there, and the partition in a classic session)
+    pinned = connect_module.plan_write(cs, f"{cdb}.orders", cs.table(f"{cdb}.staging"),
+                                       condition=CF.col("ds") == "2024-01-01")
+    expected = classic.plan_write(f"{shared_db}.orders", spark.table(f"{shared_db}.staging"),
+                                  condition=F.col("ds") == "2024-01-01")
+    assert [t.obj.name.replace(cdb, "DB") for t in pinned.targets] == [
+        t.obj.name.replace(shared_db, "DB") for t in expected]
+    assert (f"{cdb}.orders/ds=2024-01-01", "X") in [(t.obj.name, t.mode.value)
+                                                    for t in pinned.targets]
     (location,) = [r.data_type for r in cs.sql(f"DESCRIBE TABLE EXTENDED {cdb}.events")
                    .collect() if r.col_name == "Location"]
     assert plan_locks(cs, df=cs.table(f"{cdb}.staging"), paths=[location + "/ds=1"]) == [
@@ -270,10 +284,10 @@ def test_planning_runs_nothing(cs, cdb):
     assert cs.table(f"{cdb}.dim").count() == before
 
 
-def test_a_client_whose_node_table_differs_is_refused(cs, without_nodes):
-    """Classic and Connect sessions must lock by the same rules: a client whose nodes.py
-    differs from the one built into the server's plugin is refused, in one line."""
-    without_nodes("TruncateTable")
+def test_a_client_of_another_build_is_refused(cs, monkeypatch):
+    """Classic and Connect sessions must lock by the same rules: a client whose zklock build
+    (its Java sources, its version) differs from the server's plugin is refused, in one line."""
+    monkeypatch.setattr(connect_module, "build_hash", lambda: "0" * 16)
     with pytest.raises(SparkConnectError, match=r"the zklock plugin of this Spark Connect"
                        r" server is zklock .* \(build [0-9a-f]+\) and the client is") as err:
         plan_locks(cs, sql="SELECT 1")
@@ -316,7 +330,7 @@ def test_a_classic_session_is_refused(spark):
 
 def test_cli_start_refuses_a_plugin_built_for_another_spark(servers, tmp_path):
     other = tmp_path / "zklock-connect-3.5.1.jar"
-    with zipfile.ZipFile(plugin_jar()) as src, zipfile.ZipFile(other, "w") as dst:
+    with zipfile.ZipFile(module_jar()) as src, zipfile.ZipFile(other, "w") as dst:
         for item in src.infolist():
             data = src.read(item)
             if item.filename == PROPERTIES:
@@ -419,7 +433,7 @@ def test_connect_query_is_planned_once_in_sql_and_again_by_its_action(
 
 def test_connect_session_takes_the_classic_locks(make_connect_locking, cdb, spark, shared_db):
     locking = make_connect_locking()
-    classic = LockPlanner(spark)
+    classic = ClassicPlanner(spark)
     for template in [
             "INSERT INTO {d}.orders PARTITION (ds='2024-01-01', hr=2) SELECT id, amt"
             " FROM {d}.staging",
@@ -608,7 +622,7 @@ def test_cli_status_then_stop(servers):
     assert out.returncode == 0, out.stderr
     st = json.loads(out.stdout)
     assert st["running"] and st["port"] == servers["port"] and st["pid"]
-    assert Path(st["jar"]).name.startswith(f"zklock-connect-{pyspark.__version__}-")
+    assert Path(st["jar"]).name.startswith(f"zklock-spark-{pyspark.__version__}-")
     assert st["spark"] == pyspark.__version__
     text = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
     assert text.stdout.startswith(f"running, pid {st['pid']}; sc://127.0.0.1:{servers['port']}")

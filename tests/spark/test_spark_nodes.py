@@ -2,7 +2,7 @@
 
 The test lists the classes in the Spark jars PySpark ships, loads each through the JVM and
 keeps the concrete ``LogicalPlan`` subclasses. Each must have a kind in
-zklock/spark/nodes.py; a Catalyst ``Command`` must not be classified as a query. When a new
+zklock/spark/NodeKinds.java; a Catalyst ``Command`` must not be classified as a query. When a new
 Spark brings a command or a write node, this test fails and names it, before any pipeline
 meets it (at run time such a node is refused: see ``unknown_statements``).
 """
@@ -13,9 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from zklock.spark import nodes
-from zklock.spark.nodes import NodeKind
+from conftest import java_static
 
 PACKAGE = "org/apache/spark/sql/"
 
@@ -57,19 +55,28 @@ def classes(spark) -> dict[str, bool]:
     return found
 
 
-def test_every_plan_class_is_classified(classes):
-    missing = sorted(n for n in classes if nodes.kind_of(n) is None)
+@pytest.fixture(scope="module")
+def table(spark) -> dict[str, str]:
+    """NodeKinds.java's table, as the planner in this JVM reads it."""
+    found = java_static(spark, "NodeKinds", "table")
+    return {str(k): str(found.get(k)) for k in found.keySet()}
+
+
+def test_every_plan_class_is_classified(classes, table):
+    missing = sorted(n for n in classes if n not in table)
     assert not missing, ("plan node classes zklock has never classified (add each to"
-                         f" zklock/spark/nodes.py with its lock rule): {missing}")
+                         f" zklock/spark/NodeKinds.java with its lock rule): {missing}")
 
 
-def test_no_command_is_classified_as_a_query(classes):
-    wrong = sorted(n for n, is_cmd in classes.items()
-                   if is_cmd and nodes.kind_of(n) is NodeKind.QUERY)
+def test_no_command_is_classified_as_a_query(classes, table):
+    wrong = sorted(n for n, is_cmd in classes.items() if is_cmd and table.get(n) == "QUERY")
     assert not wrong
 
 
-def test_unknown_names_are_treated_as_writes():
-    assert nodes.is_unknown_write("FancyNewCommand", is_command=True)
-    assert nodes.is_unknown_write("InsertIntoSomethingNew", is_command=False)
-    assert not nodes.is_unknown_write("Project", is_command=False)
+def test_unknown_names_are_treated_as_writes(spark):
+    def unknown_write(name: str, is_command: bool) -> bool:
+        return bool(java_static(spark, "NodeKinds", "isUnknownWrite", name, is_command))
+
+    assert unknown_write("FancyNewCommand", True)
+    assert unknown_write("InsertIntoSomethingNew", False)
+    assert not unknown_write("Project", False)

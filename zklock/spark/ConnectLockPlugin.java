@@ -1,30 +1,27 @@
 // zklock's Spark Connect plugin: plans a statement's or a DataFrame's locks where the plans
-// are, in the Spark Connect server, with LockPlanner.java (the rules of planner.py, the node
-// table of nodes.py). A Connect client has no Catalyst of its own, so it sends its request
-// as a relation extension and reads the answer as rows.
+// are, in the Spark Connect server, with LockPlanner.java, the one planner. A Connect client
+// has no Catalyst of its own, so it sends its request as a relation extension and reads the
+// answer from the relation's schema.
 //
 // The request is a google.protobuf.Any with zklock's own type URL (TYPE_URL) whose value is
 // a google.protobuf.StringValue holding a JSON object, so that no .proto file of zklock's has
 // to be compiled on either side:
 //   {"protocol": 1, "op": "plan", "sql": "...", "strict": true, "unknown_statements": "refuse"}
-//   {"protocol": 1, "op": "plan", "relation": "<base64 of a spark.connect.Relation>", ...,
-//    "table": "db.t", "partition": {"ds": "1"}, "paths": ["/data/x"]}   (the last three: a write)
+//   {"protocol": 1, "op": "plan", "relation": "<base64 of a spark.connect.Relation>", ...}
+//   {"protocol": 1, "op": "write", "table": "db.t", "partition": {"ds": "1"}, "paths": [...],
+//    "relation": "...", "condition": "<base64 relation: the table filtered by a condition>"}
 //   {"protocol": 1, "op": "version"}
 // A plan request also carries "client": {"version", "build"}: a client whose zklock build
-// (planner sources and node table) differs from the plugin's is refused, so that classic
+// differs from the plugin's is answered with a refusal of kind "incompatible", so that classic
 // and Connect sessions lock by the same rules.
-// A plan is answered with a LocalRelation (object STRING, mode STRING) in acquisition order
-// (with "kind": true, a SQL request's first row is ("", "command") or ("", "query"): whether
-// Spark runs the statement eagerly in sql(), as planner.py's LockPlan.is_command says);
-// a refusal fails the request with "[ZKLOCK_REFUSED] <message>" (planner.py's
-// UnsupportedStatement), "[ZKLOCK_INVALID] <message>" (InvalidArguments) or
-// "[ZKLOCK_OBJECT] [name, reason]" (JSON: InvalidLockObject); Spark's own errors
-// (ParseException, AnalysisException) reach the client as Spark raised them.
-// "version" is answered with one row: zklock's plugin version, its protocol, the build hash,
-// the Spark version it was compiled for and the one it runs in.
+// The answer is LockAnswer's JSON (the same document a classic session gets over py4j), in
+// the metadata of the one column of an empty relation; Spark's own errors (ParseException,
+// AnalysisException) reach the client as Spark raised them. "version" is answered with one
+// row: zklock's plugin version, its protocol, the build hash, the Spark version it was
+// compiled for and the one it runs in.
 //
 // Spark loads it by name: --conf spark.connect.extensions.relation.classes=zklock.ConnectLockPlugin
-// with the jar zklock.spark.connect_plugin.plugin_jar() builds on the server's class path.
+// with zklock's jar (zklock.spark.jvm.module_jar()) on the server's class path.
 package zklock;
 
 import java.io.IOException;
@@ -56,7 +53,7 @@ public final class ConnectLockPlugin implements RelationPlugin {
     /** The request format this plugin reads; the client refuses a plugin with another. */
     public static final int PROTOCOL = 1;
     /** What the build wrote about this jar: version, protocol, build hash, Spark version. */
-    public static final String PROPERTIES = "/zklock/connect-plugin.properties";
+    public static final String PROPERTIES = "/zklock/module.properties";
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Properties BUILD = new Properties();
@@ -88,64 +85,33 @@ public final class ConnectLockPlugin implements RelationPlugin {
                 .parseFrom(any.getValue()).getValue();
             request = JSON.readTree(text);
         } catch (IOException e) {
-            throw new IllegalArgumentException("[ZKLOCK_INVALID] unreadable zklock request: "
-                + e.getMessage());
+            throw new IllegalArgumentException("unreadable zklock request: " + e.getMessage());
         }
         SparkSession session = planner.session();
         String op = request.path("op").asText("plan");
         if (op.equals("version")) {
             return Optional.of(version(session));
         }
-        int protocol = request.path("protocol").asInt(-1);
-        if (protocol != PROTOCOL) {
-            throw new IllegalArgumentException("[ZKLOCK_PROTOCOL] the zklock plugin of this"
-                + " Spark Connect server speaks protocol " + PROTOCOL + ", the client "
-                + protocol + ": use the same zklock version on both sides");
-        }
-        String builtFor = BUILD.getProperty("spark");
-        if (builtFor != null && !builtFor.equals(session.version())) {
-            throw new IllegalArgumentException("[ZKLOCK_SPARK_VERSION] the zklock plugin was"
-                + " built for Spark " + builtFor + " and this Spark Connect server runs Spark "
-                + session.version() + ": build it for this Spark (zklock.spark.connect_plugin)");
-        }
-        String build = BUILD.getProperty("build", "unknown");
-        String clientBuild = request.path("client").path("build").asText("");
-        if (!clientBuild.isEmpty() && !clientBuild.equals(build)) {
-            throw new IllegalArgumentException("[ZKLOCK_VERSION] the zklock plugin of this Spark"
-                + " Connect server is zklock " + BUILD.getProperty("version", "unknown")
-                + " (build " + build + ") and the client is zklock "
-                + request.path("client").path("version").asText("unknown") + " (build "
-                + clientBuild + "): both must plan with the same rules; run the server with"
-                + " the client's plugin jar (zklock.spark.connect_plugin.plugin_jar())");
-        }
-        if (!op.equals("plan")) {
-            throw new IllegalArgumentException("[ZKLOCK_INVALID] unknown zklock request " + op);
-        }
-        return Optional.of(answer(session, plan(request, planner, session)));
+        return Optional.of(answer(plan(request, planner, session)));
     }
 
+    /** The request's answer (LockAnswer's JSON): the plan, or why there is none. */
     private static String plan(JsonNode request, SparkConnectPlanner planner,
                                SparkSession session) {
-        String policy = request.path("unknown_statements").asText("refuse");
-        if (!policy.equals("refuse") && !policy.equals("lock")) {
-            throw new IllegalArgumentException("[ZKLOCK_INVALID] unknown_statements is refuse"
-                + " or lock, not " + policy);
+        String mismatch = mismatch(request, session);
+        if (mismatch != null) {
+            return LockAnswer.refused(new LockAnswer.Refusal("incompatible", mismatch)).toJson();
+        }
+        String op = request.path("op").asText("plan");
+        LockPlanner locks;
+        try {
+            locks = new LockPlanner(session, request.path("unknown_statements").asText("refuse"));
+        } catch (IllegalArgumentException e) {
+            return LockAnswer.refused(LockAnswer.invalidArguments(e.getMessage())).toJson();
         }
         boolean strict = request.path("strict").asBoolean(true);
-        LockPlanner locks = new LockPlanner(session, policy);
-        LogicalPlan relation = null;
-        if (request.hasNonNull("relation")) {
-            org.apache.spark.connect.proto.Relation rel;
-            try {
-                rel = org.apache.spark.connect.proto.Relation.parseFrom(
-                    Base64.getDecoder().decode(request.get("relation").asText()));
-            } catch (IOException | IllegalArgumentException e) {
-                throw new IllegalArgumentException("[ZKLOCK_INVALID] unreadable relation in the"
-                    + " zklock request: " + e.getMessage());
-            }
-            relation = planner.transformRelation(rel);
-        }
-        if (request.hasNonNull("table") || request.hasNonNull("paths")) {
+        LogicalPlan relation = relation(request, "relation", planner);
+        if (op.equals("write")) {
             Map<String, String> partition = null;
             if (request.hasNonNull("partition")) {
                 partition = new LinkedHashMap<>();
@@ -158,45 +124,78 @@ public final class ConnectLockPlugin implements RelationPlugin {
                 paths.add(p.asText());
             }
             String table = request.hasNonNull("table") ? request.get("table").asText() : null;
-            return check(locks.planWrite(table, partition, paths, relation));
+            return locks.planWrite(table, partition, paths, relation,
+                relation(request, "condition", planner));
+        }
+        if (!op.equals("plan")) {
+            return LockAnswer.refused(LockAnswer.invalidArguments("unknown zklock request " + op))
+                .toJson();
         }
         if (relation != null) {
-            return check(locks.planPlan(relation, strict));
+            return locks.planPlan(relation, strict);
         }
         if (request.hasNonNull("sql")) {
-            String sql = request.get("sql").asText();
-            return check(request.path("kind").asBoolean(false)
-                ? locks.planStatement(sql, strict) : locks.planSql(sql, strict));
+            return locks.planSql(request.get("sql").asText(), strict);
         }
-        throw new IllegalArgumentException("[ZKLOCK_INVALID] a zklock plan request needs sql,"
-            + " a relation, or a write target");
+        return LockAnswer.refused(LockAnswer.invalidArguments("a zklock plan request needs sql"
+            + " or a relation")).toJson();
     }
 
-    /** The planner's lines, or the exception a refusal line stands for. */
-    private static String check(String lines) {
-        if (lines.startsWith("ERROR\t")) {
-            throw new IllegalArgumentException("[ZKLOCK_REFUSED] " + lines.substring(6));
+    /** Why this plugin cannot answer this client (another protocol, Spark or build); null
+     *  when it can. */
+    private static String mismatch(JsonNode request, SparkSession session) {
+        int protocol = request.path("protocol").asInt(-1);
+        if (protocol != PROTOCOL) {
+            return "the zklock plugin of this Spark Connect server speaks protocol " + PROTOCOL
+                + ", the client " + protocol + ": use the same zklock version on both sides";
         }
-        if (lines.startsWith("INVALID\t")) {
-            throw new IllegalArgumentException("[ZKLOCK_INVALID] " + lines.substring(8));
+        String builtFor = BUILD.getProperty("spark");
+        if (builtFor != null && !builtFor.equals(session.version())) {
+            return "the zklock plugin was built for Spark " + builtFor + " and this Spark"
+                + " Connect server runs Spark " + session.version() + ": build it for this Spark"
+                + " (zklock spark plugin-jar)";
         }
-        if (lines.startsWith("OBJECT\t")) {
-            throw new IllegalArgumentException("[ZKLOCK_OBJECT] " + lines.substring(7).strip());
+        String build = BUILD.getProperty("build", "unknown");
+        String clientBuild = request.path("client").path("build").asText("");
+        if (!clientBuild.isEmpty() && !clientBuild.equals(build)) {
+            return "the zklock plugin of this Spark Connect server is zklock "
+                + BUILD.getProperty("version", "unknown") + " (build " + build + ") and the"
+                + " client is zklock " + request.path("client").path("version").asText("unknown")
+                + " (build " + clientBuild + "): both must plan with the same rules; run the"
+                + " server with the client's jar (zklock spark plugin-jar)";
         }
-        return lines;
+        return null;
+    }
+
+    /** The request's relation {@code key} as the plan Spark Connect builds from it; null when
+     *  the request has none. */
+    private static LogicalPlan relation(JsonNode request, String key,
+                                        SparkConnectPlanner planner) {
+        if (!request.hasNonNull(key)) {
+            return null;
+        }
+        org.apache.spark.connect.proto.Relation rel;
+        try {
+            rel = org.apache.spark.connect.proto.Relation.parseFrom(
+                Base64.getDecoder().decode(request.get(key).asText()));
+        } catch (IOException | IllegalArgumentException e) {
+            throw new IllegalArgumentException("unreadable relation in the zklock request: "
+                + e.getMessage());
+        }
+        return planner.transformRelation(rel);
     }
 
     /**
      * A plan's answer carried in the schema of an empty relation: one column, ``zklock``,
-     * whose metadata holds the planner's lines. The client reads it with Spark Connect's
+     * whose metadata holds the answer. The client reads it with Spark Connect's
      * AnalyzePlan (``df.schema``), which runs no Spark job: executing a relation of rows
      * cost about 40 ms a request, the analysis a few. The relation is built directly, not
      * through createDataFrame, which would analyze it once more and build an encoder.
      */
     @SuppressWarnings({"unchecked", "rawtypes"})
-    private static LogicalPlan answer(SparkSession session, String lines) {
+    private static LogicalPlan answer(String json) {
         org.apache.spark.sql.types.Metadata meta = new org.apache.spark.sql.types.MetadataBuilder()
-            .putString("zklock", lines).build();
+            .putString("zklock", json).build();
         StructType schema = new StructType(new StructField[] {
             new StructField("zklock", DataTypes.StringType, true, meta)});
         scala.collection.immutable.Seq attributes =
@@ -209,7 +208,7 @@ public final class ConnectLockPlugin implements RelationPlugin {
         List<Row> rows = new ArrayList<>();
         rows.add(RowFactory.create(BUILD.getProperty("version", "unknown"), PROTOCOL,
             BUILD.getProperty("build", "unknown"), BUILD.getProperty("spark", "unknown"),
-            session.version(), LockPlanner.nodeCount()));
+            session.version(), NodeKinds.size()));
         StructType schema = new StructType(new StructField[] {
             DataTypes.createStructField("plugin", DataTypes.StringType, false),
             DataTypes.createStructField("protocol", DataTypes.IntegerType, false),

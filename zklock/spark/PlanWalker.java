@@ -1,16 +1,20 @@
-// zklock's plan walker, run inside Spark's JVM: one py4j call per plan instead of 20 to 30.
-// zklock/spark/walker.py compiles it against the installed Spark's jars on first use and
-// falls back to the Python walk in planner.py when no javac is available. Both produce
-// the same locks; tests run both.
+// The walks of a Catalyst plan that LockPlanner.java needs: every node it holds (the census),
+// and what it reads (S on each permanent view, table and scanned partition).
+//
+// A read of a partitioned table takes S on each partition it scans, as Hive does: partitions
+// pinned by '=' or IN on partition columns, in filters that provably apply to the scan
+// (through projections, aliases, views, inner joins and other filters), are locked one by one,
+// existing or not; otherwise every existing partition matching the pinned prefix is locked.
+// Anything else falls back to the conservative answer, which locks more, never less.
 package zklock;
 
-import java.net.URLEncoder;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
@@ -24,6 +28,7 @@ import org.apache.spark.sql.catalyst.expressions.EqualTo;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.In;
 import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -33,125 +38,53 @@ import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.StructField;
 
-public final class PlanWalker {
-    private static final Set<String> TRANSPARENT = Set.of(
+final class PlanWalker {
+    /** Nodes through which a parent's filter still constrains what a scan below reads. */
+    static final Set<String> FILTER_TRANSPARENT = Set.of(
         "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
         "Repartition", "ResolvedHint", "Distinct");
+    /** Literal types a pin is read from. */
     private static final Set<String> PIN_TYPES = Set.of(
         "string", "integer", "long", "short", "byte");
-    private static final int MAX_PINNED = 1000;
+    /** Spark's integral type names: a partition value on them is stored as a number. */
+    private static final Set<String> INTEGRAL = Set.of("byte", "short", "integer", "long");
+    /** Above this many pinned partitions, lock what exists instead of the cross product. */
+    static final int MAX_PINNED = 1000;
+
+    /** One node of a plan: its class's simple name, whether it is a Command, and the name
+     *  parts of the table or namespace it names (null when it names none). */
+    static final class Node {
+        final String name;
+        final boolean command;
+        final List<String> parts;
+
+        Node(String name, boolean command, List<String> parts) {
+            this.name = name;
+            this.command = command;
+            this.parts = parts;
+        }
+    }
 
     private final SessionCatalog catalog;
 
-    public PlanWalker(SessionCatalog catalog) {
+    PlanWalker(SessionCatalog catalog) {
         this.catalog = catalog;
     }
 
-    /** One line per finding: V (view), T (v2 table), R (catalog relation, with pins). */
-    public String locks(LogicalPlan plan, boolean partitions, boolean command) {
-        StringBuilder out = new StringBuilder();
-        boolean inner = plan.containsPattern(TreePattern$.MODULE$.PLAN_EXPRESSION());
-        visit(plan, new ArrayList<>(), out, partitions, inner, command);
-        return out.toString();
-    }
+    // ---- the census ------------------------------------------------------------------------
 
-    /** {@link #locks} for a DataFrame's analyzed plan (Spark caches it per DataFrame). */
-    public String dataFrameLocks(org.apache.spark.sql.classic.Dataset<?> ds) {
-        return locks(ds.queryExecution().analyzed(), true, false);
-    }
-
-    /** What spark.sql would return, from the QueryExecution zklock planned (no re-analysis). */
-    public org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row> run(
-            org.apache.spark.sql.execution.QueryExecution qe) {
-        org.apache.spark.sql.classic.SparkSession$.MODULE$.setActiveSession(qe.sparkSession());
-        qe.assertAnalyzed();
-        return new org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row>(
-            qe, org.apache.spark.sql.catalyst.encoders.RowEncoder$.MODULE$.encoderFor(
-                qe.analyzed().schema()));
-    }
-
-    /**
-     * Tag the thread's next jobs with the statement's query id and fencing token, and tell
-     * zklock's committers which lock nodes must still exist at job commit (CommitFence.java;
-     * null when there are none).
-     */
-    public void enter(org.apache.spark.api.java.JavaSparkContext jsc, String tag, String token,
-                      String zookeeper, String nodes) {
-        org.apache.spark.SparkContext sc = jsc.sc();
-        sc.addJobTag(tag);
-        sc.setLocalProperty("zklock.fencing.token", token);
-        sc.setLocalProperty("zklock.fence.zookeeper", zookeeper);
-        sc.setLocalProperty("zklock.fence.nodes", nodes);
-    }
-
-    public void exit(org.apache.spark.api.java.JavaSparkContext jsc, String tag) {
-        org.apache.spark.SparkContext sc = jsc.sc();
-        sc.removeJobTag(tag);
-        sc.setLocalProperty("zklock.fencing.token", null);
-        sc.setLocalProperty("zklock.fence.zookeeper", null);
-        sc.setLocalProperty("zklock.fence.nodes", null);
-    }
-
-    /**
-     * Every node of {@code plan}, one line each: its class's simple name, TAB, C for a
-     * Catalyst Command or P for any other plan. The walk goes through children, inner
-     * children (a command's query, a script's statements) and subquery expressions, so a
-     * write nested anywhere is seen. The planner checks each name against its table.
-     */
-    public static String census(LogicalPlan plan) {
-        StringBuilder out = new StringBuilder();
+    /** Every node of {@code plan}: children, inner children (a command's query, a script's
+     *  statements) and subquery expressions, so that a write nested anywhere is seen. */
+    static List<Node> census(LogicalPlan plan) {
+        List<Node> out = new ArrayList<>();
         census(plan, out);
-        return out.toString();
+        return out;
     }
 
-    /**
-     * The name parts of a node naming a table, view or namespace (Unresolved*, or the
-     * identifier of a CREATE); null for any other node. LockPlanner.java reads names with it.
-     */
-    static scala.collection.Seq<String> nameParts(LogicalPlan node) {
-        if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTable) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTable) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedView) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedView) node)
-                .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) node)
-                .nameParts();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) node)
-                .multipartIdentifier();
-        }
-        return null;
-    }
-
-    /** The name parts (encoded, joined by '.') of a node naming a table or namespace. */
-    private static String identifier(LogicalPlan node) {
+    private static void census(LogicalPlan node, List<Node> out) {
         scala.collection.Seq<String> parts = nameParts(node);
-        if (parts == null) {
-            return "";
-        }
-        List<String> encoded = new ArrayList<>();
-        for (int i = 0; i < parts.size(); i++) {
-            encoded.add(enc(parts.apply(i)));
-        }
-        return String.join(".", encoded);
-    }
-
-    private static void census(LogicalPlan node, StringBuilder out) {
-        String name = node.getClass().getSimpleName();
-        if (name.endsWith("$")) {
-            name = name.substring(0, name.length() - 1);
-        }
-        out.append(name).append('\t')
-           .append(node instanceof org.apache.spark.sql.catalyst.plans.logical.Command ? 'C' : 'P')
-           .append('\t').append(identifier(node)).append('\n');
+        out.add(new Node(nodeName(node), node instanceof Command,
+            parts == null ? null : strings(parts)));
         if (node instanceof org.apache.spark.sql.catalyst.plans.logical.SingleStatement) {
             // a script's statement reports its statement's children as its own: walk the
             // statement itself
@@ -176,42 +109,58 @@ public final class PlanWalker {
         }
     }
 
-    /**
-     * The target of an analyzed file-source INSERT as "qualifiedName TAB col:type,... TAB
-     * k=v,..." (static partition values), or "" for any other plan.
-     */
-    public String insertTarget(LogicalPlan plan) {
-        if (!(plan instanceof org.apache.spark.sql.execution.datasources
-                .InsertIntoHadoopFsRelationCommand)) {
-            return "";
+    /** A plan node's class name as the node table writes it (a case object loses its '$'). */
+    static String nodeName(LogicalPlan plan) {
+        String name = plan.getClass().getSimpleName();
+        while (name.endsWith("$")) {
+            name = name.substring(0, name.length() - 1);
         }
-        org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand cmd =
-            (org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand) plan;
-        if (cmd.catalogTable().isEmpty()) {
-            return "";
-        }
-        CatalogTable table = cmd.catalogTable().get();
-        List<String> cols = new ArrayList<>();
-        for (StructField f : table.partitionSchema().fields()) {
-            cols.add(enc(f.name()) + ":" + enc(f.dataType().typeName()));
-        }
-        List<String> spec = new ArrayList<>();
-        scala.collection.Iterator<scala.Tuple2<String, String>> it =
-            cmd.staticPartitions().iterator();
-        while (it.hasNext()) {
-            scala.Tuple2<String, String> kv = it.next();
-            spec.add(enc(kv._1()) + "=" + enc(kv._2()));
-        }
-        return enc(table.qualifiedName()) + "\t" + String.join(",", cols) + "\t"
-            + String.join(",", spec);
+        return name;
     }
 
-    private void visit(LogicalPlan node, List<Expression> conds, StringBuilder out,
-                      boolean partitions, boolean inner, boolean root) {
+    /** The name parts of a node naming a table, view or namespace (Unresolved*); null for any
+     *  other node. */
+    static scala.collection.Seq<String> nameParts(LogicalPlan node) {
+        if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) {
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTable) {
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTable) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) {
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedView) {
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedView) node)
+                .multipartIdentifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) {
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) node)
+                .nameParts();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) {
+            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) node)
+                .multipartIdentifier();
+        }
+        return null;
+    }
+
+    // ---- reads -----------------------------------------------------------------------------
+
+    /** S on every permanent view, table and scanned partition an analyzed plan reads.
+     *  {@code partitions} false: tables only (a view's definition); {@code command}: the plan
+     *  is a command, whose query is in its inner children (CTAS, CREATE VIEW, CACHE TABLE). */
+    List<LockAnswer.Target> reads(LogicalPlan plan, boolean partitions, boolean command) {
+        List<LockAnswer.Target> out = new ArrayList<>();
+        boolean inner = plan.containsPattern(TreePattern$.MODULE$.PLAN_EXPRESSION());
+        visit(plan, new ArrayList<>(), out, partitions, inner, command);
+        return out;
+    }
+
+    private void visit(LogicalPlan node, List<Expression> conds, List<LockAnswer.Target> out,
+                       boolean partitions, boolean inner, boolean root) {
         String name = node.nodeName();
         if (node instanceof LogicalRelation) {
             scala.Option<CatalogTable> t = ((LogicalRelation) node).catalogTable();
-            if (t.isDefined()) {
+            if (t.isDefined()) {  // a path, not a catalog table: nothing to lock
                 relation(t.get(), node.output(), conds, out, partitions);
             }
             return;
@@ -224,16 +173,14 @@ public final class PlanWalker {
             scala.Option<org.apache.spark.sql.connector.catalog.Identifier> id =
                 ((DataSourceV2Relation) node).identifier();
             if (id.isDefined()) {
-                out.append("T\t").append(enc(String.join(".", id.get().namespace())))
-                   .append('\t').append(enc(id.get().name())).append('\n');
+                String[] ns = id.get().namespace();
+                out.add(new LockAnswer.Target(ns.length > 0 ? ns[ns.length - 1]
+                    : catalog.getCurrentDatabase(), id.get().name(), List.of(), "S"));
             }
             return;
         }
         if (node instanceof View && !((View) node).isTempView()) {
-            CatalogTable desc = ((View) node).desc();
-            scala.Option<String> db = desc.identifier().database();
-            out.append("V\t").append(enc(db.isDefined() ? db.get() : ""))
-               .append('\t').append(enc(desc.identifier().table())).append('\n');
+            out.add(table(((View) node).desc(), "S"));
         }
         List<Expression> next;
         if (node instanceof Filter) {
@@ -245,7 +192,7 @@ public final class PlanWalker {
             if (c.isDefined()) {
                 next.add(c.get());
             }
-        } else if (TRANSPARENT.contains(name)) {
+        } else if (FILTER_TRANSPARENT.contains(name)) {
             next = conds;
         } else {
             next = new ArrayList<>();
@@ -265,62 +212,145 @@ public final class PlanWalker {
         }
     }
 
+    /** A catalog table (or view) as a lock target. */
+    LockAnswer.Target table(CatalogTable table, String mode) {
+        scala.Option<String> db = table.identifier().database();
+        return new LockAnswer.Target(db.isDefined() ? db.get() : catalog.getCurrentDatabase(),
+            table.identifier().table(), List.of(), mode);
+    }
+
     private void relation(CatalogTable table, scala.collection.Seq<Attribute> output,
-                          List<Expression> conds, StringBuilder out, boolean partitions) {
-        out.append("R\t").append(enc(table.qualifiedName())).append('\t');
-        StructField[] fields = table.partitionSchema().fields();
-        List<String> cols = new ArrayList<>();
-        for (StructField f : fields) {
-            cols.add(enc(f.name()) + ":" + enc(f.dataType().typeName()));
-        }
-        out.append(String.join(",", cols)).append('\t');
-        if (!partitions || fields.length == 0) {
-            out.append("\t-\n");
+                          List<Expression> conds, List<LockAnswer.Target> out,
+                          boolean partitions) {
+        LockAnswer.Target whole = table(table, "S");
+        out.add(whole);
+        List<String[]> columns = partitionColumns(table);
+        if (!partitions || columns.isEmpty()) {
             return;
         }
         Map<Long, String> ids = new HashMap<>();
         for (int i = 0; i < output.size(); i++) {
             Attribute a = output.apply(i);
-            for (StructField f : fields) {
-                if (f.name().equalsIgnoreCase(a.name())) {
-                    ids.put(a.exprId().id(), f.name().toLowerCase());
+            for (String[] c : columns) {
+                if (c[0].equalsIgnoreCase(a.name())) {
+                    ids.put(a.exprId().id(), c[0].toLowerCase(Locale.ROOT));
                 }
             }
         }
-        List<String> parts = new ArrayList<>();
-        Map<String, Integer> sizes = new HashMap<>();
+        Map<String, String> types = new HashMap<>();
+        for (String[] c : columns) {
+            types.put(c[0].toLowerCase(Locale.ROOT), c[1]);
+        }
+        Map<String, Set<String>> pins = new HashMap<>();
         for (Expression cond : conds) {
             for (Expression conj : conjuncts(cond)) {
-                String[] got = pin(conj, ids);
-                if (got != null) {
-                    parts.add(got[0]);
-                    int n = Integer.parseInt(got[1]);
-                    sizes.merge(got[2], n, Math::min);
+                pin(conj, ids, types, pins);
+            }
+        }
+        for (List<String[]> spec : partitionsToLock(table, columns, pins)) {
+            out.add(new LockAnswer.Target(whole.db, whole.table, spec, "S"));
+        }
+    }
+
+    /** Every pinned combination, else the existing partitions that match the pins. */
+    List<List<String[]>> partitionsToLock(CatalogTable table, List<String[]> columns,
+                                          Map<String, Set<String>> pins) {
+        List<List<String[]>> out = new ArrayList<>();
+        if (allPinned(columns, pins)) {
+            out.add(new ArrayList<>());
+            for (String[] c : columns) {
+                List<List<String[]>> longer = new ArrayList<>();
+                for (List<String[]> prefix : out) {
+                    for (String v : new TreeSet<>(pins.get(c[0].toLowerCase(Locale.ROOT)))) {
+                        List<String[]> spec = new ArrayList<>(prefix);
+                        spec.add(new String[] {c[0], v});
+                        longer.add(spec);
+                    }
+                }
+                out = longer;
+            }
+            return out;
+        }
+        for (Map<String, String> spec : existingPartitions(table)) {
+            List<String[]> pairs = new ArrayList<>();
+            boolean match = true;
+            for (String[] c : columns) {
+                String v = spec.get(c[0].toLowerCase(Locale.ROOT));
+                if (v == null) {
+                    break;
+                }
+                pairs.add(new String[] {c[0], v});
+                Set<String> pinned = pins.get(c[0].toLowerCase(Locale.ROOT));
+                if (pinned != null && !pinned.contains(v)) {
+                    match = false;
                 }
             }
-        }
-        long combos = 1;
-        boolean all = true;
-        for (StructField f : fields) {
-            Integer n = sizes.get(f.name().toLowerCase());
-            if (n == null) {
-                all = false;
-            } else {
-                combos *= Math.max(1, n);
+            if (match) {
+                out.add(pairs);
             }
         }
-        out.append(String.join(",", parts)).append('\t');
-        if (all && combos <= MAX_PINNED) {
-            out.append("-\n");
-            return;
+        return out;
+    }
+
+    private static boolean allPinned(List<String[]> columns, Map<String, Set<String>> pins) {
+        long combos = 1;
+        for (String[] c : columns) {
+            Set<String> values = pins.get(c[0].toLowerCase(Locale.ROOT));
+            if (values == null) {
+                return false;
+            }
+            combos *= values.size();
         }
+        return combos <= MAX_PINNED;
+    }
+
+    /** The partitions of a table as (lower-case column -> value) maps, unescaped by Spark. */
+    List<Map<String, String>> existingPartitions(CatalogTable table) {
+        List<Map<String, String>> out = new ArrayList<>();
         scala.collection.Seq<String> names =
             catalog.listPartitionNames(table.identifier(), scala.Option.empty());
-        List<String> listed = new ArrayList<>();
         for (int i = 0; i < names.size(); i++) {
-            listed.add(enc(names.apply(i)));
+            Map<String, String> spec = new HashMap<>();
+            scala.collection.Iterator<scala.Tuple2<String, String>> it =
+                org.apache.spark.sql.execution.datasources.PartitioningUtils
+                    .parsePathFragment(names.apply(i)).iterator();
+            while (it.hasNext()) {
+                scala.Tuple2<String, String> kv = it.next();
+                spec.put(kv._1().toLowerCase(Locale.ROOT), kv._2());
+            }
+            out.add(spec);
         }
-        out.append("+").append(String.join(",", listed)).append('\n');
+        return out;
+    }
+
+    /** (name, type name) of a catalog table's partition columns, in order. */
+    static List<String[]> partitionColumns(CatalogTable table) {
+        List<String[]> out = new ArrayList<>();
+        for (StructField f : table.partitionSchema().fields()) {
+            out.add(new String[] {f.name(), f.dataType().typeName()});
+        }
+        return out;
+    }
+
+    /** A partition value as Spark stores it for a column of {@code type} ({@code hr='01'} on
+     *  an int column is hr=1); null when it is no value of that type, which ends a static
+     *  prefix or drops a pin (locking more, never less). */
+    static String normalizeValue(String value, String type) {
+        if (!INTEGRAL.contains(type)) {
+            return value;
+        }
+        String text = value.strip();
+        int start = text.startsWith("-") || text.startsWith("+") ? 1 : 0;
+        if (start == text.length()) {
+            return null;
+        }
+        for (int i = start; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (c < '0' || c > '9') {  // ASCII digits only, as Spark's own cast reads them
+                return null;
+            }
+        }
+        return new java.math.BigInteger(text).toString();
     }
 
     private static List<Expression> conjuncts(Expression e) {
@@ -334,10 +364,12 @@ public final class PlanWalker {
         return out;
     }
 
-    /** One conjunct's pin as {"col=v|v", count, col}, or null when it pins nothing. */
-    private static String[] pin(Expression e, Map<Long, String> ids) {
+    /** Records the pin of {@code col = literal} or {@code col IN (literals)} on a partition
+     *  column, intersected with earlier pins of the same column. */
+    static void pin(Expression e, Map<Long, String> ids, Map<String, String> types,
+                    Map<String, Set<String>> pins) {
         String col;
-        List<String> values = new ArrayList<>();
+        List<Expression> literals = new ArrayList<>();
         if (e instanceof EqualTo || e instanceof EqualNullSafe) {
             Expression l = ((BinaryComparison) e).left();
             Expression r = ((BinaryComparison) e).right();
@@ -347,29 +379,33 @@ public final class PlanWalker {
                 r = t;
             }
             col = column(l, ids);
-            String v = literal(r);
-            if (col == null || v == null) {
-                return null;
-            }
-            values.add(enc(v));
+            literals.add(r);
         } else if (e instanceof In) {
             col = column(((In) e).value(), ids);
-            if (col == null) {
-                return null;
-            }
             scala.collection.Seq<Expression> list = ((In) e).list();
             for (int i = 0; i < list.size(); i++) {
-                String v = literal(list.apply(i));
-                if (v == null) {
-                    return null;
-                }
-                values.add(enc(v));
+                literals.add(list.apply(i));
             }
         } else {
-            return null;
+            return;
         }
-        return new String[] {enc(col) + "=" + String.join("|", values),
-                             Integer.toString(values.size()), col};
+        if (col == null) {
+            return;
+        }
+        Set<String> values = new TreeSet<>();
+        for (Expression lit : literals) {
+            String v = literal(lit);
+            String normal = v == null ? null : normalizeValue(v, types.get(col));
+            if (normal == null) {
+                return;  // not a pin zklock can read: the column stays unpinned
+            }
+            values.add(normal);
+        }
+        Set<String> prior = pins.get(col);
+        if (prior != null) {
+            values.retainAll(prior);
+        }
+        pins.put(col, values);
     }
 
     private static String column(Expression e, Map<Long, String> ids) {
@@ -379,6 +415,7 @@ public final class PlanWalker {
         return ids.get(((AttributeReference) e).exprId().id());
     }
 
+    /** A string or integral literal's value; null for anything else. */
     private static String literal(Expression e) {
         if (!(e instanceof Literal) || ((Literal) e).value() == null) {
             return null;
@@ -386,10 +423,14 @@ public final class PlanWalker {
         if (!PIN_TYPES.contains(e.dataType().typeName())) {
             return null;
         }
-        return e.sql();
+        return ((Literal) e).value().toString();
     }
 
-    private static String enc(String s) {
-        return URLEncoder.encode(s, StandardCharsets.UTF_8);
+    static List<String> strings(scala.collection.Seq<?> seq) {
+        List<String> out = new ArrayList<>();
+        for (int i = 0; i < seq.size(); i++) {
+            out.add(String.valueOf(seq.apply(i)));
+        }
+        return out;
     }
 }

@@ -1,9 +1,9 @@
 """zklock for PySpark: implicit S/X locks for every statement a pipeline runs.
 
 ``from zklock.spark import LockingSession`` and wrap the pipeline's
-SparkSession once. Needs PySpark 4. On a classic session the lock planner
-reads Spark's own parser and analyzer through py4j; on a Spark Connect
-session it runs in the Connect server as zklock's plugin (connect_plugin.py).
+SparkSession once. Needs PySpark 4. The lock planner runs inside Spark, in
+zklock's JVM module (jvm.py): a classic session calls it through py4j, a
+Spark Connect session asks zklock's plugin in the server (connect.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from .dataframe import LockingDataFrame
-from .planner import LockPlan, LockPlanner
+from .planner import LockPlan
 from .session import LockingSession
 
 SPARK_DEFAULTS = {
@@ -25,9 +25,11 @@ SPARK_DEFAULTS = {
 def configure(builder: Any) -> Any:
     """Apply the static Spark settings zklock relies on to a SparkSession builder.
 
-    Also puts zklock's output committers on the application's class path (appended to
-    the builder's ``spark.jars``), so that a failing write cannot remove the staged
-    files of other applications writing the same table (see zklock/spark/commit.py).
+    Also puts zklock's JVM module on the application's class path (appended to the
+    builder's ``spark.jars``): its output committers, which Spark loads by name, keep a
+    failing write from removing the staged files of other applications writing the same
+    table (see zklock/spark/commit.py). Raises JvmModuleError when the module cannot be
+    built (no JDK).
 
     A builder of a local Spark Connect session (``spark.api.mode=connect`` with a local
     master, or ``remote("local")``), whose Connect server PySpark starts itself, also gets
@@ -36,7 +38,8 @@ def configure(builder: Any) -> Any:
     session it created: the server has it already.) A remote server is started by its
     operator with the plugin: see docs/spark.md.
     """
-    from .commit import committer_jar
+    from .connect import PLUGIN_CLASS, PLUGIN_SETTING
+    from .jvm import module_jar
 
     for key, value in SPARK_DEFAULTS.items():
         builder = builder.config(key, value)
@@ -46,18 +49,15 @@ def configure(builder: Any) -> Any:
         # a local application's Python workers run the driver's interpreter, the one that
         # has PySpark's packages (pyarrow for Arrow UDFs), not whatever python3 is on PATH
         builder = builder.config("spark.pyspark.python", sys.executable)
-    jars = [committer_jar()]
     if _local_connect(options, local):
-        from .connect_plugin import PLUGIN_CLASS, PLUGIN_SETTING, plugin_jar
-
-        jars.append(plugin_jar())
         plugins = [p.strip() for p in str(options.get(PLUGIN_SETTING, "")).split(",")
                    if p.strip()]
         if PLUGIN_CLASS not in plugins:
             builder = builder.config(PLUGIN_SETTING, ",".join([*plugins, PLUGIN_CLASS]))
-    for jar in filter(None, jars):
-        existing = getattr(builder, "_options", {}).get("spark.jars")
-        builder = builder.config("spark.jars", f"{existing},{jar}" if existing else str(jar))
+    jar = str(module_jar())
+    existing = getattr(builder, "_options", {}).get("spark.jars")
+    if jar not in str(existing or "").split(","):
+        builder = builder.config("spark.jars", f"{existing},{jar}" if existing else jar)
     return builder
 
 
@@ -69,4 +69,4 @@ def _local_connect(options: dict, local_master: bool) -> bool:
     return local_master and str(options.get("spark.api.mode", "")).lower() == "connect"
 
 
-__all__ = ["LockPlan", "LockPlanner", "LockingDataFrame", "LockingSession", "configure"]
+__all__ = ["LockPlan", "LockingDataFrame", "LockingSession", "configure"]

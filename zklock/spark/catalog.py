@@ -20,7 +20,7 @@ from ..errors import UnsupportedStatement
 from ..mode import Mode
 
 if TYPE_CHECKING:
-    from .session import LockingSession
+    from .context import SessionContext
 
 #: Methods that read the catalog or change only this session's state: no lock.
 PASS_THROUGH = frozenset({
@@ -50,7 +50,7 @@ CREATES_TABLE = frozenset({"createTable", "createExternalTable"})
 class LockingCatalog:
     """The wrapped session's Catalog, with locks on every method that changes tables."""
 
-    def __init__(self, session: LockingSession) -> None:
+    def __init__(self, session: SessionContext) -> None:
         self._session = session
         self._catalog = session.spark.catalog
 
@@ -74,7 +74,7 @@ class LockingCatalog:
         def call(*args: Any, **kwargs: Any) -> Any:
             target = str(args[0] if args else kwargs[first])
             if name in CREATES_TABLE:
-                targets = session.planner.plan_table_write(target)
+                targets = session.planner.plan_write(target)
             else:
                 targets = session.planner.plan_sql(AS_STATEMENT[name].format(target),
                                                    strict=False).targets

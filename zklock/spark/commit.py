@@ -47,19 +47,14 @@ FileOutputCommitter (S3A's) have their own rules.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import threading
 import time
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Optional
 
 from ..objects import LockObject
-from .jvm import SparkJvm
-from .walker import compile_java
 
 log = logging.getLogger(__name__)
 
@@ -72,29 +67,6 @@ COMMITTERS = {
          "org.apache.parquet.hadoop.ParquetOutputCommitter"),
     "spark.sql.sources.outputCommitterClass": ("zklock.IsolatedFileOutputCommitter", None),
 }
-SOURCES = [Path(__file__).with_name("IsolatedFileOutputCommitter.java"),
-           Path(__file__).with_name("IsolatedParquetOutputCommitter.java"),
-           Path(__file__).with_name("CommitFence.java")]
-
-
-def committer_jar() -> Optional[Path]:
-    """A jar of zklock's committers for ``spark.jars``, compiled on first use; None
-    without a JDK. (A committer is loaded by name by Spark and Hadoop, so it must be on
-    the application's class path from the start: it cannot be added to a running one.)"""
-    import pyspark
-
-    classes = compile_java("committers", SOURCES, pyspark.__version__)
-    if classes is None:
-        return None
-    jar = classes.parent / f"{classes.name}.jar"  # keyed like its classes: version, hash
-    if not jar.exists():
-        tmp = classes.parent / f"{classes.name}.{os.getpid()}.tmp"
-        with zipfile.ZipFile(tmp, "w") as z:
-            for f in sorted(classes.rglob("*.class")):
-                z.write(f, f.relative_to(classes).as_posix())
-        tmp.replace(jar)
-    return jar
-
 _APPS: dict[str, CommitIsolation] = {}
 _APPS_LOCK = threading.Lock()
 
@@ -120,7 +92,7 @@ class CommitIsolation:
     def __init__(self) -> None:
         self.attempt_id = 1 + secrets.randbelow(2**31 - 2)
         self.failures_isolated = False  # zklock's committers in use (see _use_committers)
-        self._jvm: Optional[SparkJvm] = None
+        self._files: Optional[TableFiles] = None
         self._writing: dict[tuple[str, str], int] = {}  # writes in flight per table
         # table -> location, looked up once; a statement X-locking the whole table (DDL
         # among them: a drop, a re-create elsewhere) makes it be looked up again
@@ -142,8 +114,8 @@ class CommitIsolation:
                 return False
         for key, value in mine.items():
             spark.conf.set(key, value)
-        if self._jvm is None:
-            self._jvm = SparkJvm(spark)
+        if self._files is None:
+            self._files = TableFiles(spark)
         self.failures_isolated = self._use_committers(spark)
         return True
 
@@ -230,7 +202,7 @@ class CommitIsolation:
         """Delete this application's staging under ``tables``, skipping a table that a
         write of the application has entered meanwhile: the check and the delete hold the
         lock a write takes to enter, so a write never has its staging deleted under it."""
-        if self._jvm is None:
+        if self._files is None:
             return
         for db, table in tables:
             with self._lock:
@@ -238,9 +210,32 @@ class CommitIsolation:
                     continue
                 try:
                     if (db, table) not in self._locations:
-                        self._locations[(db, table)] = self._jvm.table_location(db, table)
+                        self._locations[(db, table)] = self._files.location(db, table)
                     location = self._locations[(db, table)]
                     if location is not None:
-                        self._jvm.delete_path(f"{location}/_temporary/{self.attempt_id}")
+                        self._files.delete(f"{location}/_temporary/{self.attempt_id}")
                 except Exception as exc:  # a dropped table, a stopped context: clutter
                     log.debug("could not remove staging of %s.%s: %s", db, table, exc)
+
+
+class TableFiles:
+    """A catalog table's location, and deleting a directory under it (Hadoop's FileSystem)."""
+
+    def __init__(self, spark: Any) -> None:
+        self._jvm = spark._jvm
+        self._catalog = spark._jsparkSession.sessionState().catalog()
+        self._hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def location(self, db: str, table: str) -> Optional[str]:
+        """The table's storage location URI; None for a missing table or one without."""
+        ident = self._jvm.org.apache.spark.sql.catalyst.TableIdentifier(
+            table, self._jvm.scala.Option.apply(db))
+        if not self._catalog.tableExists(ident):
+            return None
+        uri = self._catalog.getTableMetadata(ident).storage().locationUri()
+        return str(uri.get().toString()) if uri.isDefined() else None
+
+    def delete(self, path: str) -> bool:
+        """Delete a directory tree (False: it was not there)."""
+        target = self._jvm.org.apache.hadoop.fs.Path(path)
+        return bool(target.getFileSystem(self._hadoop_conf).delete(target, True))

@@ -1,47 +1,41 @@
 """zklock's lock planner for Spark Connect sessions: ask the server, where the plans are.
 
 A Spark Connect client (``SparkSession.builder.remote("sc://host")``) has no parser,
-analyzer or catalog of its own, so the classic planner (which reads them through py4j)
-cannot run there. The Connect server runs zklock's plugin (ConnectLockPlugin.java, built
-by :mod:`zklock.spark.connect_plugin`), which plans with LockPlanner.java: the rules of
-``planner.py``, the node table of ``nodes.py``. This module sends it a request as a
-relation extension and reads the answer::
+analyzer or catalog of its own. The Connect server runs zklock's plugin
+(ConnectLockPlugin.java, in zklock's JVM module), which plans with LockPlanner.java, the
+one planner. This module sends it a request as a relation extension and reads its answer,
+the same document a classic session gets over py4j (:mod:`.answer`)::
 
     from zklock.spark.connect import plan_locks
     plan_locks(spark, sql="INSERT INTO sales.orders PARTITION (ds='1') SELECT * FROM s")
     plan_locks(spark, df=spark.table("sales.orders").where("ds = '1'"))
     plan_locks(spark, df=df, table="sales.orders", partition={"ds": "1"})   # a df write
 
-The answer is the list ``LockPlanner.plan_sql(sql).rows()`` (or ``plan_dataframe``)
-gives in a classic session. A statement zklock refuses raises UnsupportedStatement, as
-there; Spark's own errors (ParseException, AnalysisException) are raised as Spark raised
-them. A server without the plugin, with another version of it, or out of reach raises
-:class:`~zklock.errors.SparkConnectError`, one line. An unreachable server is retried
-by the session's own retry policy before that error (Spark Connect's default keeps
-trying for about ten minutes).
+A statement zklock refuses raises UnsupportedStatement; Spark's own errors
+(ParseException, AnalysisException) are raised as Spark raised them. A server without the
+plugin, with another build of it, or out of reach raises
+:class:`~zklock.errors.SparkConnectError`, one line. An unreachable server is retried by
+the session's own retry policy before that error (Spark Connect's default keeps trying for
+about ten minutes).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ..errors import InvalidArguments, SparkConnectError, UnsupportedStatement
-from .connect_plugin import (
-    PLUGIN_CLASS,
-    PLUGIN_SETTING,
-    PROTOCOL,
-    build_hash,
-    invalid_object,
-    zklock_version,
-)
+from ..errors import InvalidArguments, SparkConnectError
+from . import answer
+from .answer import PlannedLocks
+from .jvm import PROTOCOL, build_hash, zklock_version
 
 #: The type URL of zklock's requests (ConnectLockPlugin.TYPE_URL).
 TYPE_URL = "type.googleapis.com/zklock.LockRequest"
-_MARKER = re.compile(r"\[(ZKLOCK_[A-Z_]+)\] ?(.*)")
+#: The class Spark Connect loads (spark.connect.extensions.relation.classes).
+PLUGIN_CLASS = "zklock.ConnectLockPlugin"
+PLUGIN_SETTING = "spark.connect.extensions.relation.classes"
 #: How Spark Connect says no plugin took an extension (error class, then its message).
 _NO_PLUGIN = ("NO_HANDLER_FOR_EXTENSION", "No handler found for extension")
 
@@ -61,51 +55,58 @@ def plan_locks(session: Any, sql: Optional[str] = None, df: Any = None,
     ``unknown_statements`` is ``refuse`` (a command without a lock rule raises
     UnsupportedStatement) or ``lock`` (X on every table it names).
     """
-    _require_connect(session)
-    if unknown_statements not in ("refuse", "lock"):
-        raise InvalidArguments(f"unknown_statements is refuse or lock, not {unknown_statements!r}")
     if sql is not None and df is not None:
         raise InvalidArguments("plan_locks takes sql or df, not both")
     if isinstance(paths, str):
         raise InvalidArguments("paths is a list of paths, not a string")
-    if sql is None and df is None and table is None and not paths:
-        raise InvalidArguments("plan_locks needs sql, df, or a write target (table, paths)")
-    request: dict[str, Any] = {"op": "plan", "unknown_statements": unknown_statements,
-                               "strict": bool(strict)}
-    if sql is not None:
-        if table is not None or paths:
+    if table is not None or paths:
+        if sql is not None:
             raise InvalidArguments("a write target (table, paths) goes with df, not sql")
-        request["sql"] = str(sql)
-    if df is not None:
-        request["relation"] = _relation(session, df)
-    if table is not None:
-        request["table"] = str(table)
-        if partition:
-            # a None value ends the static prefix, as in LockPlanner.plan_table_write
-            request["partition"] = {str(k): str(v) for k, v in partition.items()
-                                    if v is not None}
-    if paths:
-        request["paths"] = [str(p) for p in paths]
-    rows = _ask(session, request)
-    return [(str(r[0]), str(r[1])) for r in rows]
+        planned = plan_write(session, table, df, partition, paths,
+                             unknown_statements=unknown_statements)
+    elif sql is not None:
+        planned = plan_statement(session, sql, unknown_statements, strict=strict)
+    elif df is not None:
+        planned = plan_dataframe(session, df, unknown_statements)
+    else:
+        raise InvalidArguments("plan_locks needs sql, df, or a write target (table, paths)")
+    return [(t.obj.name, t.mode.value) for t in planned.targets]
 
 
 def plan_statement(session: Any, sql: str, unknown_statements: str = "refuse", *,
-                   strict: bool = True) -> tuple[list[tuple[str, str]], bool]:
-    """(locks, runs as a command) of a statement of a Spark Connect ``session``: the locks
-    :func:`plan_locks` gives, and whether Spark runs the statement eagerly in ``sql()``
-    (DDL, DML, scripts...) rather than lazily as a query, as the classic planner's
-    ``LockPlan.is_command`` says. Raises as :func:`plan_locks` does."""
-    _require_connect(session)
-    if unknown_statements not in ("refuse", "lock"):
-        raise InvalidArguments(f"unknown_statements is refuse or lock, not {unknown_statements!r}")
-    rows = _ask(session, {"op": "plan", "sql": str(sql), "kind": True, "strict": bool(strict),
-                          "unknown_statements": unknown_statements})
-    kind = [r[1] for r in rows if r[0] == ""]
-    if kind != ["command"] and kind != ["query"]:
-        raise SparkConnectError("the zklock plugin of the Spark Connect server did not say"
-                                " whether the statement is a command: an older plugin?")
-    return [(str(r[0]), str(r[1])) for r in rows if r[0] != ""], kind == ["command"]
+                   strict: bool = True) -> PlannedLocks:
+    """The locks of a statement of a Spark Connect ``session``, and whether Spark runs it
+    as a command (eagerly, in ``sql()``) rather than lazily as a query."""
+    return ask(session, {"op": "plan", "sql": str(sql), "strict": bool(strict),
+                         "unknown_statements": unknown_statements})
+
+
+def plan_dataframe(session: Any, df: Any, unknown_statements: str = "refuse"
+                   ) -> PlannedLocks:
+    """The locks of a Connect DataFrame: S on what an action on it reads (or, when its plan
+    holds a command, that command's locks)."""
+    return ask(session, {"op": "plan", "relation": _relation(session, df),
+                         "unknown_statements": unknown_statements})
+
+
+def plan_write(session: Any, table: Optional[str], df: Any = None,
+               partition: Optional[dict[str, Any]] = None, paths: Sequence[str] = (),
+               condition: Any = None, unknown_statements: str = "refuse") -> PlannedLocks:
+    """A DataFrame write's locks: X on ``table`` (its static ``partition`` prefix, or the
+    partition the Column ``condition`` pins), X on the catalog tables at, above or below
+    ``paths``, and the locks of ``df``."""
+    request: dict[str, Any] = {"op": "write", "unknown_statements": unknown_statements,
+                               "paths": [str(p) for p in paths]}
+    if table is not None:
+        request["table"] = str(table)
+        if partition:  # a None value ends the static prefix
+            request["partition"] = {str(k): str(v) for k, v in partition.items()
+                                    if v is not None}
+        if condition is not None:
+            request["condition"] = _relation(session, session.table(table).where(condition))
+    if df is not None:
+        request["relation"] = _relation(session, df)
+    return ask(session, request)
 
 
 def plugin_version(session: Any) -> dict[str, Any]:
@@ -113,21 +114,8 @@ def plugin_version(session: Any) -> dict[str, Any]:
     version), ``protocol``, ``build`` (hash of its planner and node table), ``built_for``
     (the Spark it was compiled for), ``spark`` (the server's Spark) and ``nodes`` (how many
     plan node classes its table knows). Raises SparkConnectError without the plugin."""
-    _require_connect(session)
-    (row,) = _ask(session, {"op": "version"})
+    (row,) = _rows(session, {"op": "version"})
     return dict(zip(["plugin", "protocol", "build", "built_for", "spark", "nodes"], row))
-
-
-def _require_connect(session: Any) -> None:
-    try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-    except ImportError as exc:  # pyspark without its connect extras (grpcio, pandas, pyarrow)
-        raise SparkConnectError(f"Spark Connect's client is not installed ({exc}): install"
-                                " zklock[connect]") from None
-    if not isinstance(session, ConnectSession):
-        raise InvalidArguments(
-            "zklock.spark.connect plans for a Spark Connect session (SparkSession.builder"
-            ".remote(...)); a classic session plans with zklock.spark.LockPlanner")
 
 
 def _relation(session: Any, df: Any) -> str:
@@ -138,11 +126,6 @@ def _relation(session: Any, df: Any) -> str:
         raise InvalidArguments(f"df must be a Spark Connect DataFrame, not {type(df).__name__}")
     relation = df._plan.plan(session.client)
     return base64.b64encode(relation.SerializeToString()).decode("ascii")
-
-
-def _client() -> dict[str, str]:
-    """This zklock's version and build (the plugin refuses a client of another build)."""
-    return {"version": zklock_version(), "build": build_hash()}
 
 
 def _request_plan(payload: dict[str, Any]) -> Any:
@@ -166,50 +149,60 @@ def _request_plan(payload: dict[str, Any]) -> Any:
     return LockRequest()
 
 
-def _ask(session: Any, request: dict[str, Any]) -> list[Any]:
-    """Send one request to the plugin and return its rows (as tuples)."""
+def ask(session: Any, request: dict[str, Any]) -> PlannedLocks:
+    """Send one plan request to the plugin and read its answer (raising its refusal)."""
     from pyspark.sql.connect.dataframe import DataFrame
 
-    payload = dict(request, protocol=PROTOCOL, client=_client())
+    _require_connect(session)
+    frame = DataFrame(_request_plan(_with_client(request)), session)
     try:
-        frame = DataFrame(_request_plan(payload), session)
-        if request.get("op") != "plan":
-            return [tuple(r) for r in frame.collect()]
-        # a plan's answer is in the schema's metadata: Spark Connect's AnalyzePlan, no job
-        lines = frame.schema.fields[0].metadata.get("zklock", "")
-    except Exception as exc:  # turned into zklock's errors, or re-raised as Spark's own
+        # the answer is in the schema's metadata: Spark Connect's AnalyzePlan, no job
+        text = frame.schema.fields[0].metadata.get("zklock", "")
+    except Exception as exc:  # a missing plugin, an unreachable server; else Spark's own
         raise _translate(exc, session) from None
-    return [_row(line) for line in lines.split("\n") if line]
+    return answer.read(text)
 
 
-def _row(line: str) -> tuple[str, str]:
-    """``object<TAB>mode``; ``KIND<TAB>command|query`` is the statement's kind ("" object)."""
-    if line.startswith("KIND\t"):
-        return ("", line[len("KIND\t"):])
-    obj, _, mode = line.rpartition("\t")
-    return (obj, mode)
+def _rows(session: Any, request: dict[str, Any]) -> list[tuple]:
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    _require_connect(session)
+    try:
+        return [tuple(r) for r in DataFrame(_request_plan(_with_client(request)),
+                                            session).collect()]
+    except Exception as exc:
+        raise _translate(exc, session) from None
+
+
+def _require_connect(session: Any) -> None:
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as exc:  # pyspark without its connect extras (grpcio, pandas, pyarrow)
+        raise SparkConnectError(f"Spark Connect's client is not installed ({exc}): install"
+                                " zklock[connect]") from None
+    if not isinstance(session, ConnectSession):
+        raise InvalidArguments(
+            "zklock.spark.connect plans for a Spark Connect session (SparkSession.builder"
+            ".remote(...)); a classic session plans through LockingSession.planner")
+
+
+def _with_client(request: dict[str, Any]) -> dict[str, Any]:
+    """The request with the protocol and this zklock's version and build (the plugin
+    refuses a client of another build)."""
+    return dict(request, protocol=PROTOCOL,
+                client={"version": zklock_version(), "build": build_hash()})
 
 
 def _translate(exc: Exception, session: Any) -> Exception:
-    """zklock's error for a refusal, a missing or mismatched plugin, an unreachable server;
-    otherwise Spark's own exception unchanged."""
+    """zklock's error for a missing plugin or an unreachable server; otherwise Spark's own
+    exception unchanged."""
     text = _message(exc)
-    found = _MARKER.search(text)
-    if found:
-        kind, message = found.group(1), found.group(2).strip()
-        if kind == "ZKLOCK_REFUSED":
-            return UnsupportedStatement(message)
-        if kind == "ZKLOCK_INVALID":
-            return InvalidArguments(message)
-        if kind == "ZKLOCK_OBJECT":
-            return invalid_object(message)
-        return SparkConnectError(message)
     where = _address(session)
     if any(hint in text for hint in _NO_PLUGIN) and TYPE_URL in text:
         return SparkConnectError(
             f"the Spark Connect server {where} has no zklock plugin: start it with --jars"
-            f" <zklock-connect jar> --conf {PLUGIN_SETTING}={PLUGIN_CLASS} (docs/spark.md,"
-            " 'Spark Connect: the server side')")
+            f" \"$(zklock spark plugin-jar)\" --conf {PLUGIN_SETTING}={PLUGIN_CLASS}"
+            " (docs/spark.md, 'Spark Connect: the server side')")
     status = _unreachable(exc)
     if status:
         return SparkConnectError(f"the Spark Connect server {where} cannot be reached"

@@ -25,7 +25,7 @@ from .dataframe import (
 )
 
 if TYPE_CHECKING:
-    from .session import LockingSession
+    from .context import SessionContext
 
 
 class LockingConnectWriter(WriterLocks, DataFrameWriter):
@@ -51,7 +51,7 @@ class LockingConnectDataFrame(LockAware, _ConnectDataFrame):
     _zk_writer = LockingConnectWriter
     _zk_writer_v2 = LockingConnectWriterV2
 
-    def __init__(self, df: _ConnectDataFrame, session: LockingSession) -> None:
+    def __init__(self, df: _ConnectDataFrame, session: SessionContext) -> None:
         super().__init__(df._plan, session.spark)
         self._zk_session = session
 
@@ -59,7 +59,7 @@ class LockingConnectDataFrame(LockAware, _ConnectDataFrame):
 install(LockingConnectDataFrame, _ConnectDataFrame)
 
 
-def adopt_connect(value: Any, session: LockingSession) -> Any:
+def adopt_connect(value: Any, session: SessionContext) -> Any:
     """:func:`~zklock.spark.dataframe.adopt` for Spark Connect values."""
     if isinstance(value, _ConnectDataFrame):
         return LockingConnectDataFrame(value, session)

@@ -39,7 +39,7 @@ from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWr
 from ..errors import UnsupportedStatement
 
 if TYPE_CHECKING:
-    from .session import LockingSession
+    from .context import SessionContext
 
 ACTIONS = frozenset({
     "collect", "count", "show", "toPandas", "take", "first", "head", "tail", "foreach",
@@ -56,13 +56,13 @@ PATH_WRITES = ("parquet", "csv", "json", "orc", "text", "xml", "jdbc")
 class LockAware:
     """What makes a PySpark DataFrame lock-aware; mixed into a DataFrame class first."""
 
-    _zk_session: LockingSession
+    _zk_session: SessionContext
     #: the writer classes of this kind of session (set by the concrete class)
     _zk_writer: type
     _zk_writer_v2: type
 
     @property
-    def sparkSession(self) -> LockingSession:
+    def sparkSession(self) -> SessionContext:
         """The LockingSession: ``df.sparkSession.sql(...)`` locks like the session does."""
         return self._zk_session
 
@@ -136,7 +136,7 @@ def _transform(base: type, name: str) -> Any:
     return method
 
 
-def adopt(value: Any, session: LockingSession) -> Any:
+def adopt(value: Any, session: SessionContext) -> Any:
     """Make DataFrames (and groupings of them) coming out of Spark lock-aware."""
     if isinstance(value, LockAware):
         return value
@@ -182,7 +182,7 @@ class Adopting:
         return call
 
 
-def adopting(builder: Any, session: LockingSession) -> Any:
+def adopting(builder: Any, session: SessionContext) -> Any:
     """A PySpark builder (a stream reader, ...) whose every step stays wrapped and whose
     DataFrames come out lock-aware."""
     def step(out: Any) -> Any:
@@ -224,7 +224,7 @@ class WriterLocks(PathOption):
         written path (a write inside a table's location is a write to that table)."""
         session = self._zk_df._zk_session
         paths = tuple(p for p in (path, self._zk_path) if p)  # saveAsTable's "path" too
-        return session.execution.write(self._zk_df, table, None, what, fn, paths=paths)
+        return session.execution.write(self._zk_df, table, what, fn, paths=paths)
 
     def insertInto(self, tableName: str, overwrite: Optional[bool] = None) -> None:
         parent = super().insertInto  # type: ignore[misc]
@@ -270,19 +270,19 @@ class WriterV2Locks(PathOption):
     _zk_df: Any
     _zk_table: str
 
-    def _locked(self, what: str, fn: Any, partition: Optional[dict] = None) -> Any:
+    def _locked(self, what: str, fn: Any, condition: Any = None) -> Any:
         session = self._zk_df._zk_session
         paths = (self._zk_path,) if self._zk_path else ()
-        return session.execution.write(self._zk_df, self._zk_table, partition,
-                                       f"writeTo {self._zk_table} {what}", fn, paths=paths)
+        return session.execution.write(self._zk_df, self._zk_table,
+                                       f"writeTo {self._zk_table} {what}", fn, paths=paths,
+                                       condition=condition)
 
     def append(self) -> None:
         return self._locked("append", super().append)  # type: ignore[misc]
 
     def overwrite(self, condition: Any) -> None:
         parent = super().overwrite  # type: ignore[misc]
-        pins = self._zk_df._zk_session.planner.column_pins(self._zk_table, condition)
-        return self._locked("overwrite", lambda: parent(condition), partition=pins)
+        return self._locked("overwrite", lambda: parent(condition), condition=condition)
 
     def overwritePartitions(self) -> None:
         return self._locked("overwritePartitions",
@@ -316,8 +316,8 @@ class LockingMerge(Adopting):
 
     def merge(self) -> None:
         session = self._df._zk_session
-        return session.execution.write(self._df, self._table, None,
-                                       f"mergeInto {self._table}", self._inner.merge)
+        return session.execution.write(self._df, self._table, f"mergeInto {self._table}",
+                                       self._inner.merge)
 
 
 # ---- PySpark's classic classes ------------------------------------------------------
@@ -344,7 +344,7 @@ class LockingDataFrame(LockAware, _ClassicDataFrame):
     _zk_writer = LockingWriter
     _zk_writer_v2 = LockingWriterV2
 
-    def __init__(self, df: _ClassicDataFrame, session: LockingSession) -> None:
+    def __init__(self, df: _ClassicDataFrame, session: SessionContext) -> None:
         super().__init__(df._jdf, session.spark)
         self._zk_session = session
 
@@ -355,7 +355,7 @@ install(LockingDataFrame, _ClassicDataFrame)
 class LockingReader(DataFrameReader):
     """``session.read``: every DataFrame it returns is lock-aware (tables lock; paths do not)."""
 
-    def __init__(self, session: LockingSession) -> None:
+    def __init__(self, session: SessionContext) -> None:
         super().__init__(session.spark)
         self._zk_session = session
 

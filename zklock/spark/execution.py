@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import LockNotAcquired
-from ..lockrequest import LockTarget, normalize
+from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
 from ..mode import Mode
-from .planner import LockPlan, LockPlanner
+from .planner import LockPlan, Planner
 from .statement import LockedStatement, covered, in_locked_statement, new_query_id
 
 #: How often a statement granted after waiting is re-planned before giving up.
@@ -48,7 +48,7 @@ class SessionOptions:
 class LockedExecution:
     """Runs statements, actions and writes of one LockingSession under their locks."""
 
-    def __init__(self, spark: Any, planner: LockPlanner, manager: Callable[[], LockManager],
+    def __init__(self, spark: Any, planner: Planner, manager: Callable[[], LockManager],
                  options: SessionOptions, commits: Any = None) -> None:
         self.spark = spark
         self.planner = planner
@@ -69,13 +69,12 @@ class LockedExecution:
             lockset = self._acquire(plan.targets, query_id, sql)
             try:
                 if lockset.attempts > 1:
-                    fresh = self.planner.plan_parsed(plan.parsed, text=plan.text)
+                    fresh = self.planner.replan(plan)
                     if not covered(lockset, fresh.targets):
                         plan = fresh
                         continue
                     plan = fresh
-                statement = LockedStatement(self.spark, lockset, query_id, sql,
-                                            self.planner.walker)
+                statement = LockedStatement(self.spark, lockset, query_id, sql)
                 with self.commit_staging(lockset):
                     return statement.run(lambda p=plan: self.execute(p))
             finally:
@@ -94,8 +93,7 @@ class LockedExecution:
         what = describe(action, targets)
         lockset = self._acquire(targets, query_id, what)
         try:
-            return LockedStatement(self.spark, lockset, query_id, what,
-                                   self.planner.walker).run(fn)
+            return LockedStatement(self.spark, lockset, query_id, what).run(fn)
         finally:
             lockset.release(wait=False)
 
@@ -103,21 +101,14 @@ class LockedExecution:
         """S locks on what ``df`` reads, held across an iteration (``toLocalIterator``)."""
         return HeldRead(self, df, action)
 
-    def write(self, df: Any, table: Optional[str], partition: Optional[dict], what: str,
-              fn: Callable[[], Any], paths: tuple[str, ...] = ()) -> Any:
-        """Run a DataFrame write ``fn``: X on ``table`` (or its static ``partition``
-        prefix) and on every catalog table stored at or around ``paths``, S on what
-        ``df`` reads."""
+    def write(self, df: Any, table: Optional[str], what: str, fn: Callable[[], Any],
+              paths: tuple[str, ...] = (), condition: Any = None) -> Any:
+        """Run a DataFrame write ``fn``: X on ``table`` (or on the partition ``condition``
+        pins) and on every catalog table stored at or around ``paths``, S on what ``df``
+        reads."""
         if not self.options.concurrency or in_locked_statement():
             return fn()
-        if table is not None:
-            targets = self.planner.plan_table_write(table, df, partition)
-        else:
-            targets = self.planner.plan_dataframe(df)
-        written = [(obj, Mode.EXCLUSIVE) for path in paths
-                   for obj in self.planner.tables_at(path)]
-        if written:
-            targets = normalize([(t.obj, t.mode) for t in targets] + written)
+        targets = self.planner.plan_write(table, df, paths=paths, condition=condition)
         return self.locked(targets, what, fn)
 
     def locked(self, targets: list[LockTarget], what: str, fn: Callable[[], Any]) -> Any:
@@ -129,8 +120,7 @@ class LockedExecution:
         lockset = self._acquire(targets, query_id, what)
         try:
             with self.commit_staging(lockset):
-                return LockedStatement(self.spark, lockset, query_id, what,
-                                       self.planner.walker).run(fn)
+                return LockedStatement(self.spark, lockset, query_id, what).run(fn)
         finally:
             lockset.release(wait=False)
 
@@ -183,7 +173,7 @@ class HeldRead:
             yield from make()
             return
         statement = LockedStatement(self.execution.spark, self.lockset, self.query_id,
-                                    self.action, self.execution.planner.walker)
+                                    self.action)
         with statement:  # the iterator's serving thread inherits the job tag and token
             rows = make()
         try:

@@ -1,190 +1,187 @@
-"""Spark's JVM as zklock needs it: the parser, the analyzer and Catalyst plans, via py4j.
+"""zklock's JVM module: the one jar of Java that zklock runs inside Spark.
 
-This is the one module that knows Spark's internal class names. Every call
-crosses py4j (about 0.1 ms each), so helpers fetch a whole Scala collection
-in one call (``mkString``) instead of element by element. Errors raised by
-Spark reach the caller as PySpark's own exceptions (ParseException,
-AnalysisException, ...), never as raw Py4JJavaError.
+It holds the lock planner (``LockPlanner``, ``PlanWalker``, ``NodeKinds``, ``LockAnswer``),
+the Spark Connect plugin (``ConnectLockPlugin``), the commit fence and the isolated
+committers (``CommitFence``, ``Isolated*OutputCommitter``) and the job-tag helpers
+(``JobTags``): every ``*.java`` beside this file. It is compiled once per Spark version
+with the machine's ``javac`` against the installed PySpark's jars and cached as
+``zklock-spark-<spark version>-<build>.jar`` (the build hashes the sources and zklock's
+version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
+
+Without a JDK the Spark layer refuses to run, in one line (:class:`JvmModuleError`): there
+is no second planner to fall back to, and falling back to fewer locks is never an option.
+
+In a classic session the jar is loaded by one class loader per JVM (:func:`module_class`);
+where :func:`zklock.spark.configure` already put it on the application's class path (the
+committers must be there from the start), that loader finds the classes there first, so
+each class exists once.
 """
 
 from __future__ import annotations
 
-import json
-import secrets
-from collections.abc import Callable
-from typing import Any, TypeVar
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
 
-from pyspark.errors.exceptions.captured import capture_sql_exception
+from ..errors import ZkLockError
 
-T = TypeVar("T")
-# Joins the items of a Scala collection rendered in one py4j call. Random per process, so
-# no name or partition value (text anyone may write) can contain it and split an item.
-SEP = f"\u0001{secrets.token_hex(8)}\u0001"
-ARROW = " -> "  # how a Scala Map renders an entry
-
-
-def option_text(text: str) -> str | None:
-    """``Some(v)`` -> v, ``None`` -> None (a Scala Option rendered by ``mkString``)."""
-    if text.startswith("Some(") and text.endswith(")"):
-        return text[5:-1]
-    return None
-
-
-def captured(func: Callable[..., T]) -> Callable[..., T]:
-    """Raise Spark's exceptions as PySpark exceptions (what ``spark.sql`` does)."""
-    return capture_sql_exception(func)  # type: ignore[no-any-return]
+HERE = Path(__file__).parent
+#: Every Java source of the module (one jar, built from one tree).
+SOURCES = sorted(HERE.glob("*.java"))
+#: What the build writes into the jar: zklock's version, the protocol, the build, the Spark.
+PROPERTIES = "zklock/module.properties"
+#: The request format of the Connect plugin (ConnectLockPlugin.PROTOCOL).
+PROTOCOL = 1
 
 
-class SparkJvm:
-    """Handles on one SparkSession's JVM side."""
+class JvmModuleError(ZkLockError):
+    """zklock's JVM module cannot be built or loaded here (no JDK, no PySpark jars, a
+    compile error): the Spark layer refuses to run rather than lock less."""
 
-    def __init__(self, spark: Any) -> None:
-        self.spark = spark
-        self.jss = spark._jsparkSession
-        self.jvm = spark._jvm
-        state = self.jss.sessionState()
-        self.parser = state.sqlParser()
-        self.state = state
-        self.catalog = state.catalog()
-        jvm = self.jvm
-        modes = getattr(jvm.org.apache.spark.sql.execution,
-                        "CommandExecutionMode$").__getattr__("MODULE$")
-        self._skip, self._all = modes.SKIP(), modes.ALL()
-        patterns = getattr(jvm.org.apache.spark.sql.catalyst.trees, "TreePattern$")
-        self.plan_expression = patterns.__getattr__("MODULE$").PLAN_EXPRESSION()
-        logical = jvm.org.apache.spark.sql.catalyst.plans.logical
-        self._logical_plan = logical.LogicalPlan._java_lang_class
-        self._command = logical.Command._java_lang_class
-        self._dataset = jvm.org.apache.spark.sql.classic.Dataset
-        # py4j resolves a dotted class name one package per round trip: resolve once.
-        self._option = jvm.scala.Option
-        self._none = self._option.apply(None)
-        self._table_identifier = jvm.org.apache.spark.sql.catalyst.TableIdentifier
-        self._converters = jvm.scala.jdk.javaapi.CollectionConverters
-        self._path: Any = None  # Hadoop's Path class, resolved on first delete_path
-        self._hadoop_conf: Any = None
 
-    # ---- parse, analyze, run ----------------------------------------------
-    @captured
-    def parse(self, sql: str) -> Any:
-        return self.parser.parsePlan(sql)
+@functools.cache
+def zklock_version() -> str:
+    """The installed zklock's version."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    @captured
-    def analyze(self, plan: Any) -> Any:
-        """The analyzed plan, without executing commands (they run in :meth:`run`)."""
-        return self.state.executePlan(plan, self._skip).analyzed()
+    try:
+        return version("zklock")
+    except PackageNotFoundError:
+        return "0+unknown"
 
-    @captured
-    def query_execution(self, plan: Any) -> tuple[Any, Any]:
-        """(QueryExecution, analyzed plan): analysis runs now, commands only when run."""
-        qe = self.state.executePlan(plan, self._all)
-        return qe, qe.analyzed()
 
-    @captured
-    def run_query_execution(self, walker: Any, qe: Any) -> Any:
-        """Execute through PlanWalker.run, reusing the analysis zklock planned from."""
-        from pyspark.sql.classic.dataframe import DataFrame
+@functools.cache
+def build_hash() -> str:
+    """What the jar is built from: its Java sources and zklock's version (computed once per
+    process: the installed sources do not change under a running client)."""
+    digest = hashlib.sha256()
+    for src in SOURCES:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    digest.update(zklock_version().encode())
+    return digest.hexdigest()[:16]
 
-        return DataFrame(walker.run(qe), self.spark)
 
-    @captured
-    def run(self, analyzed: Any) -> Any:
-        """Execute an analyzed plan as ``spark.sql`` would (commands run eagerly here)."""
-        from pyspark.sql.classic.dataframe import DataFrame
+def spark_version() -> str:
+    """The version of the installed PySpark, whose jars the module is compiled against."""
+    import pyspark
 
-        return DataFrame(self._dataset.ofRows(self.jss, analyzed), self.spark)
+    return str(pyspark.__version__)
 
-    def is_command(self, plan: Any) -> bool:
-        return bool(self._command.isInstance(plan))
 
-    def is_logical_plan(self, obj: Any) -> bool:
-        return bool(self._logical_plan.isInstance(obj))
+def _spark_jars() -> Path:
+    from pyspark.find_spark_home import _find_spark_home
 
-    # ---- Scala values -------------------------------------------------------
-    def strings(self, seq: Any) -> list[str]:
-        """A Scala Seq of strings (or of anything, by ``toString``) in one call."""
-        text = seq.mkString(SEP)
-        return text.split(SEP) if text else []
+    jars = Path(_find_spark_home()) / "jars"
+    if not jars.is_dir():
+        raise JvmModuleError(f"zklock's JVM module needs PySpark's jars; {jars} is missing")
+    return jars
 
-    @staticmethod
-    def items(seq: Any) -> list[Any]:
-        return [seq.apply(i) for i in range(seq.size())]
 
-    def mapping(self, scala_map: Any) -> dict[str, str]:
-        """A Scala Map of strings as a dict, in one call (iterating py4j's JavaMap is slow).
+def _javac() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "javac").exists():
+        return str(Path(home) / "bin" / "javac")
+    found = shutil.which("javac")
+    if found is None:
+        raise JvmModuleError("zklock's JVM module (its lock planner) is compiled on first use"
+                             " and needs a JDK: install one with javac 17+ (apt-get install"
+                             " openjdk-17-jdk-headless) or set JAVA_HOME")
+    return found
 
-        Option values come back as ``Some(v)``/``None``: see :func:`option_text`.
-        """
-        entries = self.strings(scala_map)  # each entry renders as "key -> value"
-        if all(entry.count("->") == 1 for entry in entries):
-            return dict(entry.split(ARROW) for entry in entries)
-        # A key or value holds "->" itself: read keys and values apart (same order).
-        return dict(zip(self.strings(scala_map.keys()), self.strings(scala_map.values())))
 
-    @staticmethod
-    def option(opt: Any) -> Any:
-        return opt.get() if opt.isDefined() else None
+_BUILD_LOCK = threading.Lock()
 
-    # ---- catalog --------------------------------------------------------------
-    def current_database(self) -> str:
-        return str(self.catalog.getCurrentDatabase())
 
-    def is_temp_view(self, name: str) -> bool:
-        return bool(self.catalog.getTempView(name).isDefined())
+def module_jar() -> Path:
+    """The module's jar for the installed Spark, built on first use (raises
+    :class:`JvmModuleError` when it cannot be)."""
+    version, build = spark_version(), build_hash()
+    cache = Path(os.environ.get("ZKLOCK_CACHE_DIR", Path.home() / ".cache" / "zklock"))
+    jar = cache / f"zklock-spark-{version}-{build}.jar"
+    with _BUILD_LOCK:
+        if jar.exists():
+            return jar
+        cache.mkdir(parents=True, exist_ok=True)
+        classes = Path(tempfile.mkdtemp(prefix="zklock-classes-", dir=cache))
+        try:
+            try:
+                proc = subprocess.run([_javac(), "-nowarn", "-cp", f"{_spark_jars()}/*",
+                                       "-d", str(classes), *map(str, SOURCES)],
+                                      capture_output=True, text=True, timeout=600)
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise JvmModuleError(f"zklock's JVM module could not be compiled: {exc}"
+                                     ) from None
+            if proc.returncode != 0:
+                first = next((ln for ln in proc.stderr.splitlines() if "error" in ln),
+                             proc.stderr.strip()[:300])
+                raise JvmModuleError(f"zklock's JVM module does not compile against Spark"
+                                     f" {version}: {first}")
+            tmp = cache / f"{jar.name}.{os.getpid()}.tmp"
+            props = (f"version={zklock_version()}\nprotocol={PROTOCOL}\nbuild={build}\n"
+                     f"spark={version}\n")
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: zklock\n")
+                for f in sorted(classes.rglob("*.class")):
+                    z.write(f, f.relative_to(classes).as_posix())
+                z.writestr(PROPERTIES, props)
+            tmp.replace(jar)  # atomic: a concurrent builder's copy is the same jar
+        finally:
+            shutil.rmtree(classes, ignore_errors=True)
+    return jar
 
-    def table_identifier(self, db: str, table: str) -> Any:
-        return self._table_identifier(table, self._option.apply(db))
 
-    def partition_schema(self, catalog_table: Any) -> list[tuple[str, str]]:
-        """(name, type) of a catalog table's partition columns, in order."""
-        fields = json.loads(catalog_table.partitionSchema().json())["fields"]
-        return [(f["name"], f["type"] if isinstance(f["type"], str) else "complex")
-                for f in fields]
+def jar_info(jar: Path) -> dict[str, str]:
+    """What :func:`module_jar` wrote into ``jar`` (version, protocol, build, spark); empty for
+    a jar that is not zklock's."""
+    try:
+        with zipfile.ZipFile(jar) as z:
+            text = z.read(PROPERTIES).decode()
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return {}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
-    def table_metadata(self, db: str, table: str) -> Any:
-        return self.catalog.getTableMetadata(self.table_identifier(db, table))
 
-    def table_location(self, db: str, table: str) -> str | None:
-        """The table's storage location URI; None for a missing table or one without."""
-        ident = self.table_identifier(db, table)
-        if not self.catalog.tableExists(ident):
-            return None
-        uri = self.catalog.getTableMetadata(ident).storage().locationUri()
-        return str(uri.get().toString()) if uri.isDefined() else None
+_LOADERS: dict[tuple[int, str], Any] = {}
+_LOADERS_LOCK = threading.Lock()
 
-    def delete_path(self, path: str) -> bool:
-        """Delete a file or directory tree through Hadoop's FileSystem (False: not there)."""
-        if self._path is None:
-            self._path = self.jvm.org.apache.hadoop.fs.Path
-            self._hadoop_conf = self.spark.sparkContext._jsc.hadoopConfiguration()
-        target = self._path(path)
-        return bool(target.getFileSystem(self._hadoop_conf).delete(target, True))
 
-    def qualify(self, path: str) -> str:
-        """``path`` as its file system's fully qualified URI (``/x`` -> ``file:/x``)."""
-        if self._path is None:
-            self._path = self.jvm.org.apache.hadoop.fs.Path
-            self._hadoop_conf = self.spark.sparkContext._jsc.hadoopConfiguration()
-        target = self._path(path)
-        return str(target.getFileSystem(self._hadoop_conf).makeQualified(target).toString())
+def module_class(spark: Any, name: str) -> Any:
+    """The class ``zklock.<name>`` of the module in a classic ``spark``'s JVM.
 
-    def table_locations(self) -> list[tuple[str, str, str]]:
-        """(database, table, qualified location) of every catalog table that has one: one
-        metastore listing per database."""
-        external = self.catalog.externalCatalog()
-        out = []
-        for db in self.strings(external.listDatabases()):
-            names = external.listTables(db)
-            if names.isEmpty():
-                continue
-            for table in self.items(external.getTablesByName(db, names)):
-                uri = table.storage().locationUri()
-                if uri.isDefined():
-                    out.append((db, str(table.identifier().table()),
-                                self.qualify(str(uri.get().toString()))))
-        return out
+    One class loader per JVM and jar, whose parent is Spark's (so a jar already on the
+    application's class path is used from there): py4j caches methods by class name, so a
+    second copy of a class would be called with the first one's methods.
+    """
+    jvm = spark._jvm
+    gateway = spark.sparkContext._gateway
+    jar = module_jar()
+    key = (id(gateway), str(jar))
+    with _LOADERS_LOCK:
+        loader = _LOADERS.get(key)
+        if loader is None:
+            urls = gateway.new_array(jvm.java.net.URL, 1)
+            urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+            parent = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+            loader = _LOADERS[key] = jvm.java.net.URLClassLoader(urls, parent)
+    return jvm.java.lang.Class.forName(f"zklock.{name}", True, loader)
 
-    def partition_names(self, catalog_table: Any) -> list[str]:
-        """Every partition of a table as Hive's escaped ``k=v/k=v`` name."""
-        return self.strings(self.catalog.listPartitionNames(catalog_table.identifier(),
-                                                             self._none))
+
+def new_instance(spark: Any, name: str, types: list[str], args: list[Any]) -> Any:
+    """``new zklock.<name>(args)`` in ``spark``'s JVM (constructor picked by parameter types)."""
+    jvm = spark._jvm
+    gateway = spark.sparkContext._gateway
+    loader = spark._jsparkSession.getClass().getClassLoader()
+    jtypes = gateway.new_array(jvm.java.lang.Class, len(types))
+    for i, t in enumerate(types):
+        jtypes[i] = jvm.java.lang.Class.forName(t, True, loader)
+    jargs = gateway.new_array(jvm.java.lang.Object, len(args))
+    for i, a in enumerate(args):
+        jargs[i] = a
+    return module_class(spark, name).getConstructor(jtypes).newInstance(jargs)

@@ -38,7 +38,7 @@ from .catalog import LockingCatalog
 from .commit import commit_isolation
 from .dataframe import LockingReader, adopt, adopting
 from .execution import LockedExecution, SessionOptions
-from .planner import LockPlan, LockPlanner
+from .planner import ClassicPlanner, LockPlan, Planner
 from .statement import is_connect
 
 SYSTEM_DATABASE = "sysdb"
@@ -80,14 +80,14 @@ class LockingSession:
         for name, build in registry.views().items():
             self._system_views[name] = functools.partial(build, self)
 
-    def _make_planner(self, spark: Any) -> Any:
+    def _make_planner(self, spark: Any) -> Planner:
         policy = self.settings.unknown_statements
         if self.connect:  # PySpark's Connect client, which needs packages of its own
             from . import connect_frames  # noqa: F401  (makes Connect DataFrames lock-aware)
             from .connect_planner import ConnectPlanner
 
             return ConnectPlanner(spark, unknown_statements=policy)
-        return LockPlanner(spark, unknown_statements=policy)
+        return ClassicPlanner(spark, unknown_statements=policy)
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -105,8 +105,8 @@ class LockingSession:
         return self._spark
 
     @property
-    def planner(self) -> Any:
-        """The lock planner of this session (LockPlanner, or ConnectPlanner over Connect)."""
+    def planner(self) -> Planner:
+        """The lock planner of this session (ClassicPlanner, or ConnectPlanner over Connect)."""
         return self._planner
 
     @property
@@ -220,16 +220,12 @@ class LockingSession:
     def explain_locks(self, sql: str) -> LockPlan:
         """The locks ``sql`` would take, in acquisition order, without taking anything."""
         if zklock_sql.recognises(sql):
-            return LockPlan("zklock", [])
+            return LockPlan(sql, [], is_command=True)
         return self._planner.plan_sql(sql, strict=False)
 
     def show_locks(self, obj: Optional[LockObject] = None, extended: bool = False) -> Any:
         records = self.manager.show(obj, extended=extended)
         return adopt(zklock_sql.lock_rows(self, records, extended), self)
-
-    def register_system_view(self, name: str, build: Callable[[], Any]) -> None:
-        """Serve ``sysdb.<name>`` from ``build()`` (a DataFrame), refreshed on every reference."""
-        self._system_views[name.lower()] = build
 
     def validate_statement(self, statement: str) -> None:
         """Raise InvalidArguments with Spark's parse error when ``statement`` does not parse

@@ -16,8 +16,7 @@ from ..config import Settings, parse_bool, parse_duration
 from ..errors import InvalidArguments, LeaseNotFound
 from ..listing import LockRecord, hive_rows
 from ..objects import LockObject
-from . import registry
-from .extensions import (
+from ..statements import (
     DropForceLease,
     ExplainLocks,
     LockTable,
@@ -29,9 +28,11 @@ from .extensions import (
     UnlockTable,
     parse_extension,
 )
+from . import registry
+from .planner import quoted_name, write_target
 
 if TYPE_CHECKING:
-    from .session import LockingSession
+    from .context import SessionContext
 
 #: Columns of SHOW LOCKS, then the extra ones of SHOW LOCKS EXTENDED and sysdb.locks.
 LOCK_COLUMNS = "object STRING, mode STRING"
@@ -65,7 +66,7 @@ def recognises(sql: str) -> bool:
     return parse_extension(sql) is not None
 
 
-def run(session: LockingSession, sql: str) -> Any:
+def run(session: SessionContext, sql: str) -> Any:
     """Run one of zklock's statements; a DataFrame of its result."""
     ext = parse_extension(sql)
     if isinstance(ext, ShowLocks):
@@ -96,7 +97,7 @@ HANDLER = registry.StatementHandler("zklock SQL", recognises=recognises, run=run
 
 
 # ---- the statements ------------------------------------------------------------------
-def show_locks(session: LockingSession, ext: ShowLocks) -> Any:
+def show_locks(session: SessionContext, ext: ShowLocks) -> Any:
     obj = target_object(session, ext.target)
     records = session.manager.show(obj, extended=ext.extended)
     if session.options.show_locks_format == "hive":
@@ -105,13 +106,13 @@ def show_locks(session: LockingSession, ext: ShowLocks) -> Any:
     return lock_rows(session, records, ext.extended)
 
 
-def lock_rows(session: LockingSession, records: list[LockRecord], extended: bool) -> Any:
+def lock_rows(session: SessionContext, records: list[LockRecord], extended: bool) -> Any:
     """SHOW LOCKS' rows (and sysdb.locks'), in zklock's columns."""
     rows = [_lock_row(r, extended) for r in records]
     return session.spark.createDataFrame(rows, EXTENDED_COLUMNS if extended else LOCK_COLUMNS)
 
 
-def lock_table(session: LockingSession, ext: LockTable) -> Any:
+def lock_table(session: SessionContext, ext: LockTable) -> Any:
     obj = target_object(session, ext.target, strict=True)
     seconds = ext.seconds if ext.seconds is not None else DEFAULT_LEASE_S
     # held by this process's lease holder (user@host:pid:random, or lease_holder)
@@ -120,7 +121,7 @@ def lock_table(session: LockingSession, ext: LockTable) -> Any:
                                          "lease_id BIGINT, object STRING, mode STRING")
 
 
-def unlock_table(session: LockingSession, ext: UnlockTable) -> Any:
+def unlock_table(session: SessionContext, ext: UnlockTable) -> Any:
     obj = target_object(session, ext.target, strict=True)
     manager = session.manager
     holder = manager.lease_holder  # only this process's own leases
@@ -134,14 +135,14 @@ def unlock_table(session: LockingSession, ext: UnlockTable) -> Any:
                                          "lease_id BIGINT, object STRING")
 
 
-def show_lease(session: LockingSession, ext: ShowLease) -> Any:
+def show_lease(session: SessionContext, ext: ShowLease) -> Any:
     objs = [target_object(session, t) for t in ext.targets] or None
     rows = [(x.lease_id, x.holder, x.user, " ".join(f"{o}:{m.upper()}" for o, m in x.objects),
              _ts(x.start_ms), _ts(x.end_ms)) for x in session.manager.list_lease(objs)]
     return session.spark.createDataFrame(rows, LEASE_COLUMNS)
 
 
-def set_option(session: LockingSession, ext: SetZkLock) -> Any:
+def set_option(session: SessionContext, ext: SetZkLock) -> Any:
     """SET zklock.<key>[=<value>] (and Hive's names): change or show a session option."""
     key = ext.key.lower()
     attr = SESSION_KEYS.get(key)
@@ -181,7 +182,7 @@ def set_option(session: LockingSession, ext: SetZkLock) -> Any:
                       str(current).lower() if isinstance(current, bool) else str(current))
 
 
-def target_object(session: LockingSession, ext: Target,
+def target_object(session: SessionContext, ext: Target,
                   strict: bool = False) -> Optional[LockObject]:
     """The object a zklock statement names (None: all). ``strict`` (UNLOCK, DROP FORCE
     LEASE) refuses a partition spec that does not match the table's partition columns
@@ -190,20 +191,21 @@ def target_object(session: LockingSession, ext: Target,
         return LockObject(ext.database)
     if ext.table is None:
         return None
-    obj = session.planner.table_object(ext.table)
+    name = quoted_name(ext.table)
+    obj = write_target(session.planner, name)
     if obj is None:
         raise InvalidArguments(f"{'.'.join(ext.table)} is a temporary view, not a table")
     if not ext.partition:
         return obj
-    found = session.planner.static_prefix(obj, ext.partition)
-    if strict and len(found.partition) != len(ext.partition):
+    found = write_target(session.planner, name, ext.partition)
+    if found is None or (strict and len(found.partition) != len(ext.partition)):
         raise InvalidArguments(
             f"PARTITION ({', '.join(ext.partition)}) does not name a partition of"
             f" {obj.name} (keys must be its partition columns, leading ones first)")
     return found
 
 
-def _key_value(session: LockingSession, key: str, value: str) -> Any:
+def _key_value(session: SessionContext, key: str, value: str) -> Any:
     return session.spark.createDataFrame([(key, value)], "key STRING, value STRING")
 
 

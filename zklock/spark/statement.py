@@ -28,6 +28,7 @@ from typing import Any, Optional, TypeVar
 from ..errors import LockLost
 from ..lockset import LockSet
 from ..mode import Mode
+from .jvm import new_instance
 
 T = TypeVar("T")
 
@@ -69,29 +70,26 @@ def in_locked_statement() -> bool:
 
 class ClassicJobs:
     """A classic session's jobs: a SparkContext job tag, and the fencing token and the
-    committers' fence as local properties of the thread's jobs."""
+    committers' fence as local properties of the thread's jobs (JobTags.java: one JVM call
+    each way)."""
 
-    def __init__(self, spark: Any, walker: Any = None) -> None:
+    _TAGS: dict[int, Any] = {}
+
+    def __init__(self, spark: Any) -> None:
         self.sc = spark.sparkContext
-        self.walker = walker  # PlanWalker.java: tag and token in one JVM call each way
+        key = id(self.sc._jsc)
+        tags = self._TAGS.get(key)
+        if tags is None:
+            tags = self._TAGS[key] = new_instance(
+                spark, "JobTags", ["org.apache.spark.api.java.JavaSparkContext"], [self.sc._jsc])
+        self.tags = tags
 
     def enter(self, tag: str, token: str, zookeeper: Optional[str],
               nodes: Optional[str]) -> None:
-        if self.walker is not None:
-            self.walker.enter(self.sc._jsc, tag, token, zookeeper, nodes)
-            return
-        self.sc.addJobTag(tag)
-        self.sc.setLocalProperty(FENCING_TOKEN, token)
-        self.sc.setLocalProperty(FENCE_ZOOKEEPER, zookeeper)
-        self.sc.setLocalProperty(FENCE_NODES, nodes)
+        self.tags.enter(tag, token, zookeeper, nodes)
 
     def exit(self, tag: str) -> None:
-        if self.walker is not None:
-            self.walker.exit(self.sc._jsc, tag)
-            return
-        self.sc.removeJobTag(tag)
-        for key in (FENCING_TOKEN, FENCE_ZOOKEEPER, FENCE_NODES):
-            self.sc.setLocalProperty(key, None)
+        self.tags.exit(tag)
 
     def cancel(self, tag: str) -> None:
         self.sc.cancelJobsWithTag(tag)
@@ -125,11 +123,11 @@ class ConnectJobs:
         self.spark.interruptTag(tag)
 
 
-def jobs_of(spark: Any, walker: Any = None) -> ClassicJobs | ConnectJobs:
+def jobs_of(spark: Any) -> ClassicJobs | ConnectJobs:
     """How a session's work is tagged, fenced and cancelled: classic or Spark Connect."""
     if is_connect(spark):
         return ConnectJobs(spark)
-    return ClassicJobs(spark, walker)
+    return ClassicJobs(spark)
 
 
 def is_connect(spark: Any) -> bool:
@@ -140,9 +138,8 @@ def is_connect(spark: Any) -> bool:
 class LockedStatement:
     """Runs ``fn`` with ``lockset`` held: own job tag, fencing token, cancel on loss."""
 
-    def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str,
-                 walker: Any = None) -> None:
-        self.jobs = jobs_of(spark, walker)
+    def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str) -> None:
+        self.jobs = jobs_of(spark)
         self.lockset = lockset
         self.query_id = query_id
         self.description = description[:200]

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InvalidArguments
-from .extensions import tokenize
+from zklock.errors import InvalidArguments
+from zklock.sqltext import split_statements
 
 QUIET = {
     "spark.ui.showConsoleProgress": "false",
@@ -32,23 +32,12 @@ def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def split_statements(text: str) -> list[str]:
-    """Statements of a SQL script, split at top-level ';' (not inside quotes or comments)."""
-    out, start = [], 0
-    for tok in tokenize(text):
-        if tok.kind == "punct" and tok.text == ";":
-            out.append(text[start:tok.start])
-            start = tok.end
-    out.append(text[start:])
-    return [s.strip() for s in out if s.strip()]
-
-
 def local_session(conf: Optional[dict[str, str]] = None, init_sql: Optional[str] = None,
                   app_name: str = "zklock") -> Any:
     """Get (or create) a SparkSession with zklock's static settings and ``conf`` applied."""
     from pyspark.sql import SparkSession
 
-    from . import configure
+    from zklock.spark import configure
 
     builder = SparkSession.builder.appName(app_name)
     conf = dict(conf or {})

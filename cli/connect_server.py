@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..errors import SparkConnectError
-from ..process import pid_alive, terminate
-from .connect_plugin import PLUGIN_CLASS, PLUGIN_SETTING, jar_info, plugin_jar
+from zklock.errors import SparkConnectError
+from zklock.process import pid_alive, terminate
+from zklock.spark.connect import PLUGIN_CLASS, PLUGIN_SETTING
+from zklock.spark.jvm import jar_info, module_jar
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -127,7 +128,7 @@ class ConnectServer:
         if not submit.exists():
             raise SparkConnectError(f"no bin/spark-submit under {home}: not a Spark"
                                     " distribution")
-        jar = Path(self.jar) if self.jar else plugin_jar()
+        jar = Path(self.jar) if self.jar else module_jar()
         built_for = jar_info(jar).get("spark")
         if built_for is None:
             raise SparkConnectError(f"{jar} is not zklock's Spark Connect plugin jar")
@@ -146,7 +147,7 @@ class ConnectServer:
                "--conf", "spark.ui.enabled=false"]
         if self.warehouse:
             cmd += ["--conf", f"spark.sql.warehouse.dir={Path(self.warehouse).resolve()}"]
-        from . import SPARK_DEFAULTS  # sysdb views need the global temp database "sysdb"
+        from zklock.spark import SPARK_DEFAULTS  # sysdb views need the global temp database "sysdb"
 
         for key, value in {**SPARK_DEFAULTS, **self.conf}.items():
             cmd += ["--conf", f"{key}={value}"]

@@ -1,0 +1,127 @@
+// The one answer zklock's planner gives, the same over py4j (a classic session) and over
+// Spark Connect (the plugin): a versioned JSON document that zklock/spark/answer.py reads.
+//
+//   {"version": 1, "kind": "command" | "query",
+//    "targets": [{"db": "sales", "table": "orders", "partition": [["ds", "1"]], "mode": "X"}],
+//    "notes": ["..."]}
+//   {"version": 1, "kind": "refused", "refusal": "unsupported" | "invalid_arguments",
+//    "message": "..."}
+//
+// Targets are what the statement needs, as Spark names them (table null for a database,
+// partition values unescaped): the Python side validates them as lock objects (a bad name is
+// the third refusal, "invalid object"), adds parents in S and orders them, each with its one
+// definition (objects.py, lockrequest.py). Spark's own errors (ParseException,
+// AnalysisException) are thrown, never answered.
+package zklock;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+public final class LockAnswer {
+    /** The answer's format; answer.py refuses any other. */
+    public static final int VERSION = 1;
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** One lock a statement needs: an object as Spark names it, and S or X. */
+    public static final class Target {
+        final String db;
+        final String table;                // null: the database itself
+        final List<String[]> partition;    // (column, value) pairs, leading columns first
+        final String mode;
+
+        Target(String db, String table, List<String[]> partition, String mode) {
+            this.db = db;
+            this.table = table;
+            this.partition = partition;
+            this.mode = mode;
+        }
+
+        static Target database(String db, String mode) {
+            return new Target(db, null, List.of(), mode);
+        }
+
+        Target withMode(String other) {
+            return new Target(db, table, partition, other);
+        }
+
+        Map<String, Object> json() {
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("db", db);
+            out.put("table", table);
+            List<List<String>> spec = new ArrayList<>();
+            for (String[] kv : partition) {
+                spec.add(List.of(kv[0], kv[1]));
+            }
+            out.put("partition", spec);
+            out.put("mode", mode);
+            return out;
+        }
+    }
+
+    /** Why a statement is not run: planner.py's UnsupportedStatement or InvalidArguments. */
+    static final class Refusal extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+        final String kind;
+
+        Refusal(String kind, String message) {
+            super(message, null, false, false);
+            this.kind = kind;
+        }
+    }
+
+    static Refusal unsupported(String message) {
+        return new Refusal("unsupported", message);
+    }
+
+    static Refusal invalidArguments(String message) {
+        return new Refusal("invalid_arguments", message);
+    }
+
+    private final Map<String, Object> fields = new LinkedHashMap<>();
+
+    private LockAnswer(String kind) {
+        fields.put("version", VERSION);
+        fields.put("kind", kind);
+    }
+
+    static LockAnswer locks(boolean command, List<Target> targets, List<String> notes) {
+        LockAnswer answer = new LockAnswer(command ? "command" : "query");
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (Target t : targets) {
+            out.add(t.json());
+        }
+        answer.fields.put("targets", out);
+        answer.fields.put("notes", notes);
+        return answer;
+    }
+
+    static LockAnswer refused(Refusal refusal) {
+        LockAnswer answer = new LockAnswer("refused");
+        answer.fields.put("refusal", refusal.kind);
+        answer.fields.put("message", refusal.getMessage());
+        return answer;
+    }
+
+    public boolean isRefused() {
+        return "refused".equals(fields.get("kind"));
+    }
+
+    public String toJson() {
+        try {
+            return JSON.writeValueAsString(fields);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException("zklock could not write its lock answer: " + e, e);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return toJson();
+    }
+}

@@ -1,0 +1,76 @@
+"""The planner's answer, read: what crosses from zklock's JVM planner to Python.
+
+LockPlanner.java answers every question (a statement, a DataFrame, a write) with one
+versioned JSON document, LockAnswer.java, the same over py4j (a classic session) and over
+Spark Connect (the plugin)::
+
+    {"version": 1, "kind": "command" | "query",
+     "targets": [{"db": "sales", "table": "orders", "partition": [["ds", "1"]],
+                  "mode": "X"}],
+     "notes": [...]}
+    {"version": 1, "kind": "refused",
+     "refusal": "unsupported" | "invalid_arguments" | "incompatible", "message": "..."}
+
+:func:`read` turns it into a :class:`PlannedLocks` or raises the refusal as zklock's error.
+The targets become lock objects here, so that naming, escaping and validation stay those of
+:mod:`zklock.objects` (a name no lock object can have is the refusal "invalid object":
+:class:`~zklock.errors.InvalidLockObject`), and the list is normalised by
+:func:`zklock.lockrequest.normalize` (parents in S, duplicates merged, acquisition order).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..errors import InvalidArguments, SparkConnectError, UnsupportedStatement
+from ..lockrequest import LockTarget, normalize
+from ..mode import Mode
+from ..objects import LockObject
+
+#: The answer format this zklock reads (LockAnswer.VERSION).
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class PlannedLocks:
+    """A planned statement or DataFrame: its locks in acquisition order, whether Spark runs
+    it as a command (eagerly, in ``sql()``) rather than lazily as a query, and what the
+    planner noted (a statement the analyzer rejects, the policy for unknown commands)."""
+
+    targets: list[LockTarget]
+    is_command: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def read(text: str) -> PlannedLocks:
+    """The answer ``text``; raises its refusal (UnsupportedStatement, InvalidArguments,
+    InvalidLockObject, SparkConnectError for an incompatible plugin)."""
+    try:
+        doc = json.loads(text)
+        version = doc["version"]
+    except (ValueError, TypeError, KeyError):
+        raise SparkConnectError(f"zklock's planner gave an unreadable answer: {text[:200]!r}"
+                                ) from None
+    if version != VERSION:
+        raise SparkConnectError(f"zklock's planner answered in format {version}, and this"
+                                f" zklock reads format {VERSION}: use one zklock version on"
+                                " both sides")
+    kind = doc["kind"]
+    if kind == "refused":
+        raise _refusal(doc["refusal"], doc["message"])
+    specs = [(_object(t), Mode(t["mode"])) for t in doc["targets"]]
+    return PlannedLocks(normalize(specs), kind == "command", list(doc.get("notes", [])))
+
+
+def _object(target: dict) -> LockObject:
+    partition = tuple((k, v) for k, v in target["partition"])
+    return LockObject(target["db"], target["table"], partition)
+
+
+def _refusal(kind: str, message: str) -> Exception:
+    if kind == "unsupported":
+        return UnsupportedStatement(message)
+    if kind == "invalid_arguments":
+        return InvalidArguments(message)
+    return SparkConnectError(message)  # "incompatible": another plugin build or Spark

@@ -1,0 +1,40 @@
+"""What the lock-aware DataFrames, the catalog and zklock's SQL need of their session.
+
+A LockingSession (session.py) is what they get; they only see this protocol, so they do
+not import the session that imports them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..config import Settings
+from ..manager import LockManager
+from .execution import LockedExecution, SessionOptions
+from .planner import LockPlan, Planner
+
+
+class SessionContext(Protocol):
+    """The session behind a lock-aware DataFrame, writer, catalog or zklock statement."""
+
+    settings: Settings
+    options: SessionOptions
+    execution: LockedExecution
+
+    @property
+    def spark(self) -> Any:
+        """The wrapped SparkSession."""
+
+    @property
+    def planner(self) -> Planner:
+        """The session's lock planner."""
+
+    @property
+    def manager(self) -> LockManager:
+        """The session's LockManager."""
+
+    def refresh_system_views(self, text: str) -> None:
+        """Publish the sysdb views ``text`` names."""
+
+    def explain_locks(self, sql: str) -> LockPlan:
+        """The locks ``sql`` would take, without taking anything."""
