@@ -38,9 +38,11 @@ from .mode import Mode
 class Conflict:
     """Why an attempt was denied: our request on ``target`` meets ``holder_node``.
 
-    ``kind`` says what the node is: ``lock`` (a zklock lock or lease), ``foreign`` (a
-    recipe follower's lock, holder unknown), ``intent`` (an older request queued ahead
-    of us) or ``unknown`` (a child zklock cannot interpret, treated as an X lock).
+    ``kind`` says what the node is: ``lock`` (a zklock lock or lease), ``hive`` (a lock
+    node named as Hive names them: Hive's, or zklock's with node_naming=hive; its data
+    says whose), ``foreign`` (a recipe follower's lock, holder unknown), ``intent`` (an
+    older request queued ahead of us) or ``unknown`` (a child zklock cannot interpret,
+    treated as an X lock).
     """
 
     target: LockTarget
@@ -53,8 +55,8 @@ class Conflict:
     def of(cls, target: LockTarget, object_path: str, child: Child) -> Conflict:
         if child.kind is ChildKind.LOCK:
             assert child.lock is not None
-            return cls(target, f"{object_path}/{child.name}", child.lock.mode,
-                       kind="foreign" if child.lock.foreign else "lock")
+            kind = "hive" if child.lock.hive else "foreign" if child.lock.foreign else "lock"
+            return cls(target, f"{object_path}/{child.name}", child.lock.mode, kind=kind)
         if child.kind is ChildKind.INTENT:
             assert child.intent is not None
             return cls(target, f"{object_path}/{child.name}", child.intent.mode, kind="intent")
@@ -63,7 +65,7 @@ class Conflict:
     def to_event(self) -> dict[str, Any]:
         """The blocker as lock events and the wait-for view record it."""
         d = self.record.data if self.record is not None else None
-        known = self.kind in ("lock", "intent")
+        known = self.kind in ("lock", "intent", "hive")
         return {"object": self.target.obj.name, "requested": self.target.mode.value,
                 "held": self.holder_mode.value, "node": self.holder_node, "kind": self.kind,
                 "holder": self.describe_holder() if d is not None or not known else None,
@@ -91,7 +93,13 @@ class Conflict:
                     " exclusive lock (fail closed); remove it if it is not a lock")
         r = self.record
         who = "a holder that has since released"
-        if r is not None and r.data is not None:
+        if r is not None and r.data is not None and r.data.extra.get("written_by") == "hive":
+            d = r.data
+            mode = "EXPLICIT (LOCK TABLE)" if d.kind == "explicit" else "IMPLICIT"
+            who = (f"Hive's lock manager (query {d.query_id or '?'}, client {d.host or '?'},"
+                   f" {mode}, since {d.acquired_at or r.acquired_at}"
+                   + (f", {d.query[:80]!r}" if d.query else "") + ")")
+        elif r is not None and r.data is not None:
             d = r.data
             parts = [f"user {d.user or '?'}@{d.host or '?'}"]
             if d.pid:

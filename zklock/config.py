@@ -108,6 +108,13 @@ def _show_format(value: Any) -> str:
     return text
 
 
+def _node_naming(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("recipe", "hive"):
+        raise InvalidArguments(f"node naming must be recipe or hive, got {value!r}")
+    return text
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -181,6 +188,12 @@ SETTINGS: list[Setting] = [
             "What a LockingSession does with a statement holding a command or write it has no"
             " lock rule for: refuse (it does not run) or lock (X on every table it names, S on"
             " their databases). Never runs it unlocked."),
+    Setting("node_naming", "recipe", _node_naming, "ZKLOCK_NODE_NAMING",
+            "spark.zklock.lock.nodeNaming",
+            "How zklock names its lock nodes: recipe (ZooKeeper's read-/write- recipe names)"
+            " or hive (Hive's LOCK-SHARED-/LOCK-EXCLUSIVE- names and lock data, so that Hive's"
+            " own lock manager on the same namespace honours them: docs/hive.md). Hive's lock"
+            " nodes are read as locks in either mode."),
     Setting("show_locks_format", "zklock", _show_format, "ZKLOCK_SHOW_LOCKS_FORMAT",
             "spark.zklock.showLocks.format",
             "How SHOW LOCKS prints in a LockingSession: zklock (columns object, mode, ...) or"
@@ -307,6 +320,7 @@ class Settings:
     lose_on_suspend: bool = _default("lose_on_suspend")
     isolate_commits: bool = _default("isolate_commits")
     unknown_statements: str = _default("unknown_statements")
+    node_naming: str = _default("node_naming")
     show_locks_format: str = _default("show_locks_format")
     user: Optional[str] = _default("user")
     max_lease_s: float = _default("max_lease_s")

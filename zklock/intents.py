@@ -59,6 +59,10 @@ class Request:
     explicit: bool
     data: LockData
     raw: bytes = b""
+    #: how its lock nodes are named and what they hold: recipe (``raw``) or hive (Hive's
+    #: lock data carrying this record and the attempt id: :meth:`node_data`)
+    naming: str = "recipe"
+    client_ip: str = ""
     ticket: int = 0  # 0 until the first denial
     #: object path -> our intent nodes under it (normally one)
     intents: dict[str, list[str]] = field(default_factory=dict)
@@ -70,6 +74,15 @@ class Request:
                        for t in self.targets}
         if not self.raw:
             self.raw = self.data.to_bytes()
+
+    def node_data(self, attempt: str) -> bytes:
+        """What an attempt's lock nodes hold. Hive's names carry no attempt id, so with
+        node_naming=hive the id is in the data, where a retried create finds its nodes."""
+        if self.naming != "hive":
+            return self.raw
+        record = LockData(**{**self.data.__dict__, "extra": {**self.data.extra,
+                                                              "attempt": attempt}})
+        return record.hive_bytes(self.client_ip)
 
     @property
     def may_disregard(self) -> bool:

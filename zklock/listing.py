@@ -5,9 +5,10 @@ and lock data (for extended listings) is read with pipelined getData, so the
 cost is one round trip per tree level plus one, not one per node.
 
 Every child is classified (:func:`zklock.locknode.classify`) and none is
-skipped: zklock's locks and leases, recipe followers' locks (``foreign``,
-holder unknown), intents (when asked for) and nodes zklock cannot interpret
-(``unknown``, listed as X because that is how the grant check treats them).
+skipped: zklock's locks and leases, Hive's lock nodes (``hive``, with Hive's lock
+data: query id, lock time, mode, query string, client), recipe followers' locks
+(``foreign``, holder unknown), intents (when asked for) and nodes zklock cannot
+interpret (``unknown``, listed as X because that is how the grant check treats them).
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ class LockRecord:
     czxid: Optional[int] = None
     ephemeral: Optional[bool] = None
     version: Optional[int] = None
-    #: zklock (a lock or lease of ours), foreign (a recipe follower's lock), intent (a
-    #: waiting request's place in the queue) or unknown (a node zklock cannot interpret)
+    #: zklock (a lock or lease of ours), hive (Hive's lock manager's), foreign (a recipe
+    #: follower's lock), intent (a waiting request's place in the queue) or unknown (a
+    #: node zklock cannot interpret)
     origin: str = "zklock"
 
     @property
@@ -137,27 +139,31 @@ def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
             records.append(LockRecord(obj_name, Mode.EXCLUSIVE, f"{path}/{kid}", False, 0,
                                       origin="unknown"))
         elif c.lock is not None:
+            origin = "hive" if c.lock.hive else "foreign" if c.lock.foreign else "zklock"
             records.append(LockRecord(obj_name, c.lock.mode, f"{path}/{kid}", c.lock.explicit,
-                                      c.lock.seq,
-                                      origin="foreign" if c.lock.foreign else "zklock"))
+                                      c.lock.seq, origin=origin))
         else:
             records.append(LockRecord(obj_name, c.intent.mode, f"{path}/{kid}", False,
                                       c.intent.seq, origin="intent"))
     if extended and records:
         # other clients' nodes may not be readable by us (their ACLs): their stat is enough,
-        # and exists needs no permission
-        ours = [r for r in records if r.origin in ("zklock", "intent")]
-        theirs = [r for r in records if r.origin not in ("zklock", "intent")]
+        # and exists needs no permission. Hive's lock data is open: it says who holds it.
+        readable = ("zklock", "intent", "hive")
+        ours = [r for r in records if r.origin in readable]
+        theirs = [r for r in records if r.origin not in readable]
         data = ops.get_many(r.node for r in ours)
         stats = ops.exists_many(r.node for r in theirs) if theirs else {}
         kept = []
         for r in records:
-            if r.origin in ("zklock", "intent"):
+            if r.origin in readable:
                 got = data.get(r.node)
                 if got is None:
                     continue  # released while we looked
                 raw, stat = got
                 r.data = LockData.from_bytes(raw)
+                if r.origin == "hive" and r.data.extra.get("written_by") != "hive":
+                    r.origin = "zklock"  # ours, named for Hive (node_naming=hive)
+                    r.explicit = r.data.kind == "explicit"
             else:
                 stat = stats.get(r.node)
                 if stat is None:

@@ -15,6 +15,14 @@ zklock's own lock nodes are named ``read-<k><attempt>-<seq>`` or
 a create retried after connection loss find its own node instead of leaving
 an orphan (Curator's "protected" create).
 
+Hive's ZooKeeperHiveLockManager names its lock nodes ``LOCK-SHARED-<seq>``,
+``LOCK-EXCLUSIVE-<seq>`` and ``LOCK-SEMI_SHARED-<seq>`` under the same object
+layout, in the same sequence counter per object node: they are locks too, read
+as S, X and (see :data:`HIVE_MODES`) S, and ordered with zklock's nodes by their
+sequence numbers. With ``node_naming=hive`` zklock names its own nodes so
+(Hive's parser takes the number right after the mode, so nothing else can be in
+the name), and its node data is Hive's (:meth:`LockData.hive_bytes`).
+
 An *intent* (``.intent-<s|x>-<ticket>-<seq>``, ephemeral and sequential) is
 left by a denied request that will retry: the place in the queue that
 deny-and-retry otherwise forgets (docs/design.md, "Fairness"). Its name starts
@@ -36,6 +44,8 @@ same object. That bound is documented in docs/design.md and tested.
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import enum
 import json
 import re
@@ -54,6 +64,15 @@ _DIGITS9 = re.compile(r"[0-9]{9}")
 _WRAP = 1 << 32
 _HALF = 1 << 31
 INTENT_PREFIX = ".intent-"
+#: Hive's lock node names: ``LOCK-<mode>-`` and the sequence number.
+HIVE_PREFIX = "LOCK-"
+#: Hive's modes as zklock reads them. Hive's own lock manager lets a SEMI_SHARED holder
+#: block nobody (its conflict check looks at SHARED and EXCLUSIVE nodes only) while the
+#: mode stands for a write in progress: zklock reads it as S, so its X waits (more, never
+#: less) and its S does not.
+HIVE_MODES = {"SHARED": Mode.SHARED, "EXCLUSIVE": Mode.EXCLUSIVE, "SEMI_SHARED": Mode.SHARED}
+#: The names node_naming chooses between.
+NAMINGS = ("recipe", "hive")
 #: Version of the lock protocol zklock's lock nodes record in their data. 2: the writer of
 #: the node honours intents (it denies itself on seeing an older conflicting intent), which
 #: is what lets an intent's owner disregard that node (docs/design.md, "Fairness").
@@ -80,22 +99,28 @@ def split_sequence(name: str) -> Optional[tuple[str, int]]:
 
 @dataclass(frozen=True)
 class LockNodeName:
-    """A parsed lock node name: zklock's own, or a recipe follower's (``foreign``)."""
+    """A parsed lock node name: zklock's own, a recipe follower's (``foreign``), or one
+    named as Hive names them (``hive``, also ``foreign``: its name says no holder)."""
 
     mode: Mode
     explicit: bool
     attempt: str  # "" for a foreign node
     seq: int
     foreign: bool = False
+    hive: bool = False
 
     @staticmethod
-    def prefix(mode: Mode, explicit: bool, attempt: str) -> str:
+    def prefix(mode: Mode, explicit: bool, attempt: str, naming: str = "recipe") -> str:
         """The name to create (ZooKeeper appends the sequence number)."""
+        if naming == "hive":
+            return f"{HIVE_PREFIX}{'EXCLUSIVE' if mode is Mode.EXCLUSIVE else 'SHARED'}-"
         return f"{mode.node_prefix}-{'e' if explicit else 'i'}{attempt}-"
 
     @classmethod
     def parse(cls, name: str) -> Optional[LockNodeName]:
         """The parsed lock node, or None for a child that is not a lock node."""
+        if name.startswith(HIVE_PREFIX):
+            return cls._parse_hive(name)
         if not name.startswith(("read-", "write-")):
             return None
         m = _ZKLOCK_FAST.fullmatch(name)
@@ -110,6 +135,17 @@ class LockNodeName:
         if m is None:
             return cls(Mode.from_node_prefix(head.split("-", 1)[0]), False, "", seq, True)
         return cls(Mode.from_node_prefix(m.group(1)), m.group(2) == "e", m.group(3), seq)
+
+    @classmethod
+    def _parse_hive(cls, name: str) -> Optional[LockNodeName]:
+        split = split_sequence(name)
+        if split is None:
+            return None
+        head, seq = split
+        mode = HIVE_MODES.get(head[len(HIVE_PREFIX):-1]) if head.endswith("-") else None
+        if mode is None:
+            return None
+        return cls(mode, False, "", seq, foreign=True, hive=True)
 
 
 @dataclass(frozen=True)
@@ -240,17 +276,40 @@ class LockData:
         return f"{self.user or '?'}@{self.host or '?'} pid {self.pid} query {self.query_id or '-'}"
 
     def to_bytes(self) -> bytes:
+        return json.dumps(self._fields(), separators=(",", ":"), ensure_ascii=False).encode()
+
+    def _fields(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items()
                 if v not in (None, "", {}) and k != "extra" and not (k == "ticket" and not v)}
         data.update({k: v for k, v in self.extra.items() if k not in data})
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return data
+
+    def hive_bytes(self, client_ip: str) -> bytes:
+        """Hive's lock data, ``queryId:lockTime:IMPLICIT|EXPLICIT:queryString:clientIp``,
+        which Hive's SHOW LOCKS reads, then ``:zklock=<base64 of this record's JSON>``:
+        Hive splits on ':' and reads five fields, so a sixth carries zklock's own record
+        (holder, session, ticket, protocol) where Hive never trips over it. Hive strips
+        nothing from a query string, and a ':' in it would shift Hive's fields: here it
+        is written as a space."""
+        ms = _iso_to_ms(self.acquired_at) or int(dt.datetime.now(dt.timezone.utc)
+                                                 .timestamp() * 1000)
+        own = base64.urlsafe_b64encode(self.to_bytes()).decode()
+        fields = [self.query_id.replace(":", "_") or "zklock", str(ms),
+                  "EXPLICIT" if self.kind == "explicit" else "IMPLICIT",
+                  " ".join(self.query.replace(":", " ").split()), client_ip,
+                  f"{HIVE_OWN}{own}"]
+        return ":".join(fields).encode()
 
     @classmethod
     def from_bytes(cls, raw: Optional[bytes]) -> LockData:
-        """Parse tolerantly: a node written by another tool still shows up."""
+        """Parse tolerantly: a node written by another tool still shows up, and a node in
+        Hive's format (Hive's, or zklock's with node_naming=hive) reads as Hive wrote it."""
         try:
             data: Any = json.loads(raw.decode()) if raw else {}
         except (ValueError, UnicodeDecodeError):
+            hive = cls.from_hive(raw)
+            if hive is not None:
+                return hive
             return cls(extra={"raw": raw[:200].decode("utf-8", "replace") if raw else ""})
         if not isinstance(data, dict):
             return cls(extra={"raw": str(data)[:200]})
@@ -262,3 +321,39 @@ class LockData:
             if not isinstance(value, int) or isinstance(value, bool):
                 setattr(out, name, 0)
         return out
+
+    @classmethod
+    def from_hive(cls, raw: Optional[bytes]) -> Optional[LockData]:
+        """Hive's ``queryId:lockTime:IMPLICIT|EXPLICIT:queryString[:clientIp]`` (and zklock's
+        own record after it); None for anything else."""
+        try:
+            fields = raw.decode().split(":") if raw else []
+        except UnicodeDecodeError:
+            return None
+        if len(fields) < 4 or fields[2] not in ("IMPLICIT", "EXPLICIT"):
+            return None
+        own = next((f[len(HIVE_OWN):] for f in fields[5:] if f.startswith(HIVE_OWN)), None)
+        if own is not None:
+            try:
+                return cls.from_bytes(base64.urlsafe_b64decode(own.encode()))
+            except (ValueError, TypeError):
+                pass
+        acquired = ""
+        if fields[1].isascii() and fields[1].isdigit():
+            acquired = dt.datetime.fromtimestamp(int(fields[1]) / 1000, tz=dt.timezone.utc
+                                                 ).isoformat(timespec="milliseconds")
+        return cls(query_id=fields[0], query=fields[3], acquired_at=acquired,
+                   host=fields[4] if len(fields) > 4 else "", user="hive",
+                   kind="explicit" if fields[2] == "EXPLICIT" else "implicit",
+                   extra={"written_by": "hive"})
+
+
+#: How zklock's own record starts in Hive's lock data (a sixth field Hive ignores).
+HIVE_OWN = "zklock="
+
+
+def _iso_to_ms(text: str) -> Optional[int]:
+    try:
+        return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except (ValueError, TypeError):
+        return None

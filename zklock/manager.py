@@ -57,7 +57,7 @@ from .events import LockEvents
 from .intents import Request, View, defers_to, judge
 from .lease import Lease, Leases, process_holder
 from .listing import LockRecord, ms_to_iso, walk
-from .locknode import PROTOCOL, LockData, LockNodeName
+from .locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
 from .lockrequest import LockSpec, LockTarget, normalize
 from .lockset import HeldLock, LockSet
 from .objects import LockObject
@@ -106,6 +106,15 @@ class _Races:
 def _created_path(result: Any) -> str:
     """A create's path from a multi result (a plain path, or (path, stat) for create2)."""
     return result[0] if isinstance(result, tuple) else result
+
+
+def _client_ip() -> str:
+    """This host's address, as Hive's lock data records its client IP (Hive takes
+    InetAddress.getLocalHost())."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
 
 
 def connect(settings: Settings) -> KazooClient:
@@ -157,6 +166,7 @@ class LockManager:
         self._leftovers_lock = threading.Lock()
         self._root_ready = False
         self._host = socket.gethostname()
+        self._client_ip = _client_ip()
         self.events = LockEvents(settings.event_log, settings.job or settings.effective_user,
                                  settings.effective_user)
         #: owns the implicit sets this manager hands out and their session transitions
@@ -224,7 +234,10 @@ class LockManager:
         if interval < 0:
             raise InvalidArguments(f"retry_interval must be >= 0, got {interval!r}")
         self.ensure_root()
-        req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data)
+        # a lease keeps the recipe's names, whose attempt id groups its nodes (docs/hive.md)
+        naming = "recipe" if explicit else self.settings.node_naming
+        req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data,
+                      naming=naming, client_ip=self._client_ip)
         denied = 0  # attempts denied so far
         races = _Races()  # undecided tries of the current attempt
         pre_read = False  # the first attempt is optimistic: every object node exists
@@ -316,6 +329,7 @@ class LockManager:
         that does not grant created is deleted before it returns.
         """
         targets, paths, explicit = req.targets, req.paths, req.explicit
+        self.ensure_root()  # again after a NoNode: the root itself may have been removed
         flags = SEQUENTIAL | (PERSISTENT if explicit else EPHEMERAL)
         attempt_id = secrets.token_hex(12)
         missing: list[str] = []
@@ -329,8 +343,9 @@ class LockManager:
             missing = sorted((p for p in paths.values() if pre[p] is None),
                              key=lambda p: p.count("/"))
         ops = [self.ops.container_op(p) for p in missing]
+        raw = req.node_data(attempt_id)
         ops += [self.ops.create_op(
-            f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id)}", req.raw,
+            f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id, req.naming)}", raw,
             flags) for t in targets]
         session = self.session_id
         existing = [paths[t] for t in targets if paths[t] not in set(missing)]
@@ -338,11 +353,16 @@ class LockManager:
             results, zxids, post = self.ops.multi_and_children(ops, existing)
         except MultiFailed as exc:
             if isinstance(exc.error, (NodeExistsError, NoNodeError)):
+                # what this client believes exists is wrong (another client removed object
+                # nodes, or the whole root): believe nothing, read again, create what is gone
+                self._root_ready = False
                 return Retry("an object node is missing, or raced with its removal",
                              pre_read=True)
             raise
         except ChunkedMultiFailed as exc:
             self._cleanup_attempt(paths, attempt_id)
+            if isinstance(exc.error, NoNodeError):
+                self._root_ready = False
             if isinstance(exc.error, (NodeExistsError, NoNodeError, *CONNECTION_ERRORS)):
                 return Retry(f"a chunk of the create multi failed ({type(exc.error).__name__})",
                              pre_read=True)
@@ -622,10 +642,17 @@ class LockManager:
         self.ops.with_retry(self.ops.delete_many, list(nodes))
 
     def _sweep_attempt(self, paths: Sequence[str], attempt_id: str) -> None:
-        """Delete every node under ``paths`` carrying this attempt's id."""
+        """Delete every node under ``paths`` carrying this attempt's id (in its name, or,
+        named for Hive, in its data)."""
         listing = self.ops.children_many(paths)
         mine = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
                 if attempt_id in k]
+        hive = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
+                if k.startswith(HIVE_PREFIX)]
+        if hive:
+            got = self.ops.get_many(hive)
+            mine += [n for n, item in got.items() if item is not None
+                     and LockData.from_bytes(item[0]).extra.get("attempt") == attempt_id]
         self.ops.delete_many(mine)
 
     def _cleanup_attempt(self, paths: dict[LockTarget, str], attempt_id: str) -> None:
@@ -646,7 +673,7 @@ class LockManager:
     # ---- describing holders -----------------------------------------------
     def _describe(self, conflicts: list[Conflict]) -> None:
         """Fill each conflict's holder record (one pipelined read)."""
-        readable = [c for c in conflicts if c.kind in ("lock", "intent")]  # ours say who
+        readable = [c for c in conflicts if c.kind in ("lock", "intent", "hive")]  # say who
         try:
             got = self.ops.get_many(c.holder_node for c in readable)
         except Exception:

@@ -131,7 +131,7 @@ class Waits:
             except (ValueError, TypeError):
                 continue  # not ours
         def readable(b: dict) -> bool:  # a foreign or unknown node's data names nobody
-            return bool(b.get("node")) and b.get("kind", "lock") in ("lock", "intent")
+            return bool(b.get("node")) and b.get("kind", "lock") in ("lock", "intent", "hive")
 
         holders = ops.get_many(b["node"] for w in out for b in w.blockers if readable(b))
         for w in out:

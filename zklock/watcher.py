@@ -12,7 +12,15 @@ methods of :class:`~zklock.lockset.LockSet`::
     SUSPENDED --reconnected, same session, every node there--> HELD
     HELD | SUSPENDED --session expired, session changed,
                        nodes gone, or re-check failed--------> LOST (on_lost callbacks, once)
+    HELD | SUSPENDED --a lock node deleted by anyone---------> LOST
     any --release()------------------------------------------> RELEASED
+
+A lock node can also go while its session lives: an operator's zkCli, Hive's lock manager
+closing with ``hive.zookeeper.clean.extra.nodes``, an admin's force-drop. Hive, Curator and
+kazoo never notice; a holder here does, through a watch on each of its nodes set when the
+set is handed out (:meth:`ZkOps.watch_deletions`, no extra round trip for the caller), and
+the set is lost exactly as after a session loss: a lock whose node is gone is lost,
+whoever removed it.
 
 A set declared LOST whose session comes back after all still has its ephemeral nodes,
 held by a process that let go: the watcher deletes them on reconnect. Leases are
@@ -104,9 +112,17 @@ class SessionWatcher:
             self._sets.add(lockset)
         if (self.client.state == KazooState.CONNECTED and self.session_id == lockset.session_id
                 and lockset.state is State.HELD):
+            self.ops.watch_deletions(lockset.node_paths,
+                                     lambda path: dispatch(self._node_gone, lockset, path))
             return True
         lockset.release()
         return False
+
+    def _node_gone(self, lockset: LockSet, path: str) -> None:
+        """A node of a set was deleted: unless the set let it go itself, the set is lost."""
+        if lockset.state in (State.HELD, State.SUSPENDED):
+            lockset.mark_lost(f"lock node {path} was deleted by another client (an operator,"
+                              " an admin's force-drop, or Hive's clean-up of extra nodes)")
 
     # ---- SetOwner: what a set asks of us -----------------------------------------
     @property

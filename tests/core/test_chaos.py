@@ -62,7 +62,9 @@ def test_chaos(ensemble, tmp_path):
         spawn(k)
     faults: list[dict] = []
     kinds = ["kill-leader", "kill-follower", "pause-leader", "pause-follower", "drop-client",
-             "blackhole-client", "sigkill-client", "delay-client"]
+             "blackhole-client", "sigkill-client", "delay-client", "delete-node"]
+    operator = KazooClient(hosts=ens.connect)  # deletes lock nodes, as zkCli or Hive would
+    operator.start(timeout=30)
     try:
         time.sleep(3)
         while time.time() - started < SECONDS - 8:
@@ -103,6 +105,19 @@ def test_chaos(ensemble, tmp_path):
                 time.sleep(2)
                 for p in proxies[k]:
                     p.delay = 0.0
+            elif kind == "delete-node":
+                held = [n for n in lock_nodes(operator, root) if "/read-" in n or "/write-" in n]
+                if not held:
+                    continue
+                node = rng.choice(held)
+                try:
+                    raw, _ = operator.get(node)
+                    fault["holder"] = json.loads(raw.decode()).get("job", "")
+                    fault["at"] = time.time()
+                    operator.delete(node)
+                except Exception:  # released meanwhile: no fault
+                    continue
+                fault["node"] = node
             elif kind == "sigkill-client":
                 fault["client"] = k
                 procs[k].send_signal(signal.SIGKILL)
@@ -119,6 +134,8 @@ def test_chaos(ensemble, tmp_path):
         for ps in proxies.values():
             for p in ps:
                 p.close()
+        operator.stop()
+        operator.close()
     # the clients tag their lines with a client name; map proxy index to names for checks
     lines = read_lines(outs)
     names = {}
@@ -129,7 +146,9 @@ def test_chaos(ensemble, tmp_path):
                     x["client"] for x in read_lines([out]) if "client" in x)
     client_faults = []
     for f in faults:
-        if "client" in f:
+        if "holder" in f:
+            client_faults.append({**f, "client": f["holder"]})
+        elif "client" in f:
             for name in names.get(f["client"], ()):
                 client_faults.append({**f, "client": name})
         else:
@@ -153,6 +172,7 @@ def test_chaos(ensemble, tmp_path):
                "overlaps_excused_by_fencing": report.excused,
                "unreported_losses": len(report.unreported), "orphans": len(orphans) + len(waits),
                "longest_detect_s": round(report.longest_detect_s, 3),
+               "longest_delete_detect_s": round(report.longest_delete_detect_s, 3),
                "gave_up_fault_free": len(report.gave_up), "client_errors": report.errors}
     print("CHAOS", json.dumps(summary))
     for o in report.overlaps[:5]:  # in full: CI shows captured output of a failure

@@ -123,8 +123,9 @@ def test_commit_is_refused_once_the_session_expired(make_locking, db, spark, zk_
 
 def test_commit_is_refused_when_a_lock_node_is_deleted_under_it(make_locking, db, spark, zk,
                                                                 root, tmp_path):
-    """Nobody tells the LockingSession: its set still looks held, and no job is cancelled.
-    Only the check in the committer (here Hadoop's, for a CSV table) stops the commit."""
+    """Every task is done and the job commit is held back: the session's watch on the node
+    tells it of the loss, but there is no job left to cancel. The check in the committer
+    (here Hadoop's, for a CSV table) is what stops the commit."""
     locking = make_locking()
     spark.sql(f"CREATE TABLE {db}.notes (id INT, note STRING) USING csv")
     spark.sql(f"INSERT INTO {db}.notes VALUES (1, 'kept')")

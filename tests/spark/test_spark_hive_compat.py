@@ -93,3 +93,24 @@ def test_scheduled_execution_joins_show_locks(admin_session, make_scheduler, db,
                    " sysdb.scheduled_executions e ON l.query_id = e.executor_query_id"
                    " WHERE e.state = 'EXECUTING'").collect()
     assert (f"{db}.dim", "slowins") in [tuple(r) for r in joined]
+
+
+def test_an_insert_into_a_partition_hive_holds_is_denied(locking, spark, db, zk_hosts, root):
+    """Hive's own lock manager (tests/hivelocks.py) holds X on a partition, as HiveServer2
+    writing it would: a LockingSession INSERT there is denied and the table is unchanged."""
+    from hivelocks import HiveLocks
+
+    hive = HiveLocks(spark, zk_hosts, root)
+    before = count(spark, f"{db}.orders")
+    held = hive.lock_all([(db, "S"), (f"{db}/orders", "S"), (f"{db}/orders/ds=2024-01-01", "S"),
+                          (f"{db}/orders/ds=2024-01-01/hr=1", "X")])
+    assert held is not None
+    try:
+        with pytest.raises(LockNotAcquired, match="Hive's lock manager"):
+            locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=1)"
+                        " VALUES (5, 5.0)")
+        assert count(spark, f"{db}.orders") == before
+    finally:
+        hive.release(held)
+    locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=1) VALUES (5, 5.0)")
+    assert count(spark, f"{db}.orders") == before + 1

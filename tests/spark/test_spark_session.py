@@ -129,6 +129,32 @@ def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, 
     assert count(spark, f"{db}.dim") == before + 1
 
 
+def test_a_lock_node_deleted_by_another_client_cancels_the_statement(make_locking, db, slow,
+                                                                     spark, zk, root):
+    """An operator's zkCli, Hive's clean-up or a force-drop deletes the table's lock node
+    while the statement runs: the session learns it (a watch), cancels the job and raises
+    LockLost, and nothing it wrote is published."""
+    locking = make_locking()
+    before = count(spark, f"{db}.dim")
+    sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
+
+    def delete_when_held():
+        if wait_for(lambda: any("/dim/write-" in n for n in lock_nodes(zk, root))):
+            time.sleep(1.0)  # the job is running now
+            zk.delete(next(n for n in lock_nodes(zk, root) if "/dim/write-" in n))
+    killer = threading.Thread(target=delete_when_held)
+    killer.start()
+    started = time.monotonic()
+    with pytest.raises(LockLost, match="deleted by another client") as info:
+        locking.sql(sql)
+    elapsed = time.monotonic() - started
+    killer.join()
+    assert f"{db}.dim" in info.value.objects
+    assert elapsed < 20, f"the 30 s job was not cancelled ({elapsed:.1f} s)"
+    assert count(spark, f"{db}.dim") == before
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=10)
+
+
 def test_dataframe_actions_lock_and_derived_frames_too(locking, make_manager, db):
     other = make_manager()
     df = locking.table(f"{db}.orders")

@@ -124,6 +124,7 @@ class Report:
     errors: int = 0
     unreported: list = field(default_factory=list)
     longest_detect_s: float = 0.0
+    longest_delete_detect_s: float = 0.0
 
     def ok(self) -> bool:
         return not self.overlaps and not self.gave_up and not self.unreported
@@ -164,7 +165,8 @@ def check(lines: list[dict[str, Any]], faults: Optional[list[dict[str, Any]]] = 
                 if a is b or a["client"] == b["client"] or not incompatible(ma, mb):
                     continue
                 first, second = (a, b) if a["token"] < b["token"] else (b, a)
-                told = first["lost_at"] is not None and first["lost_at"] <= second["start"]
+                told = first["lost_at"] is not None and (
+                    first["lost_at"] <= second["start"] or deleted_under(first, faults))
                 visit = (second.get("touched") or {}).get(obj)
                 late = [w for w in first["writes"] if w[0] == obj and w[2] == "ok"
                         and (w[3] > visit if visit is not None else w[1] > second["start"])]
@@ -174,20 +176,39 @@ def check(lines: list[dict[str, Any]], faults: Optional[list[dict[str, Any]]] = 
                 else:
                     rep.overlaps.append({"object": obj, "first": first, "second": second})
     # a holder is told of a loss within the session timeout of the fault that caused it
+    # (a node deleted under a live session: within DELETE_DETECT_S)
     for f in faults or []:
-        if f["kind"] not in ("drop-client", "blackhole-client"):
+        if f["kind"] not in ("drop-client", "blackhole-client", "delete-node"):
             continue
+        bound = DELETE_DETECT_S if f["kind"] == "delete-node" else session_timeout
         for s in sections:
             if s["client"] != f.get("client") or not (s["start"] <= f["at"] <= s["end"]):
                 continue
             if s["lost_at"] is None:
-                if s["end"] - f["at"] > session_timeout:
+                if s["end"] - f["at"] > bound:
                     rep.unreported.append({"fault": f, "section": s})
+                continue
+            took = s["lost_at"] - f["at"]
+            if f["kind"] == "delete-node":
+                rep.longest_delete_detect_s = max(rep.longest_delete_detect_s, took)
             else:
-                rep.longest_detect_s = max(rep.longest_detect_s, s["lost_at"] - f["at"])
-                if s["lost_at"] - f["at"] > session_timeout:
-                    rep.unreported.append({"fault": f, "section": s})
+                rep.longest_detect_s = max(rep.longest_detect_s, took)
+            if took > bound:
+                rep.unreported.append({"fault": f, "section": s})
     return rep
+
+
+#: How soon a holder must learn that another client deleted its lock node (a watch on it).
+DELETE_DETECT_S = 1.0
+
+
+def deleted_under(section: dict[str, Any], faults: Optional[list[dict[str, Any]]]) -> bool:
+    """Was ``section`` lost because a client deleted its node, and told within
+    DELETE_DETECT_S? ZooKeeper tells a watcher after the delete, so another client may be
+    granted in between: such an overlap is excused when the resource fenced it."""
+    return any(f["kind"] == "delete-node" and f.get("client") == section["client"]
+               and section["start"] <= f["at"] <= section["end"]
+               and section["lost_at"] - f["at"] <= DELETE_DETECT_S for f in faults or [])
 
 
 def read_lines(paths: list[str]) -> list[dict[str, Any]]:
