@@ -1,16 +1,17 @@
-"""Acquire+release of N-object lock sets: zklock vs Hive's algorithm vs kazoo vs the floor.
+"""Acquire+release of N-object lock sets: zklock vs Hive's and Curator's real code vs the floor.
 
 Run: ``make bench-locks`` (or ``.venv/bin/python bench/locks.py``). It starts
 its own ZooKeeper (fsync on, as in production) unless ZKLOCK_ZK is set, runs
-every contender against the same server in one process, and prints a
-Markdown table (``--out`` appends it to a file).
+every contender against the same server in one process (Hive's and Curator's
+classes in a local Spark JVM beside it, through py4j: one call to lock a set,
+one to release it), and prints a Markdown table (``--out`` appends it to a file).
 
 Contenders, each on N partitions of one table plus the database and table:
 - zklock: LockManager.acquire + release;
-- hive: Hive's ZooKeeperHiveLockManager algorithm written with kazoo: per
-  object in order, create the object node, create the sequential ephemeral
-  node, getChildren; release with delete, getChildren, delete of the empty
-  object node;
+- hive: Hive 2.3.10's own ZooKeeperHiveLockManager (PySpark's hive-exec jar):
+  ``lock(List<HiveLockObj>, false, null)`` and ``releaseLocks``;
+- curator: Curator 5.9's InterProcessMultiLock over one InterProcessReadWriteLock
+  per object (its read or write lock): ``acquire()`` and ``release()``;
 - kazoo: kazoo's ReadLock/WriteLock recipe, one object at a time;
 - floor: one multi of creates, pipelined getChildren, one multi of deletes
   (object nodes made beforehand);
@@ -25,13 +26,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import report, start_zookeeper  # noqa: E402
+from common import local_spark, report, start_zookeeper  # noqa: E402
 
 from zklock import LockManager  # noqa: E402
 from zklock.locknode import LockData  # noqa: E402
@@ -47,26 +48,73 @@ def request(n: int) -> list[tuple[str, str]]:
     return [(f"bench.t/p={i}", "X") for i in range(n)]
 
 
-def hive_cycle(client: KazooClient, root: str, n: int) -> None:
-    targets = normalize(request(n))
-    held = []
-    for t in targets:
-        obj = t.obj.znode(root)
-        try:
-            client.create(obj)
-        except NodeExistsError:
-            pass
-        prefix = "read-" if t.mode.value == "S" else "write-"
-        node = client.create(f"{obj}/{prefix}", DATA, ephemeral=True, sequence=True)
-        client.get_children(obj)
-        held.append((obj, node))
-    for obj, node in reversed(held):
-        client.delete(node)
-        if not client.get_children(obj):
-            try:
-                client.delete(obj)
-            except (NotEmptyError, NoNodeError):
-                pass
+class HiveContender:
+    """Hive's ZooKeeperHiveLockManager in the Spark JVM, with its lock list built once."""
+
+    def __init__(self, spark: Any, hosts: str, namespace: str) -> None:
+        jvm = spark._jvm
+        self.spark, self.jvm = spark, jvm
+        self.lockmgr = jvm.org.apache.hadoop.hive.ql.lockmgr
+        host, _, port = hosts.split(",")[0].rpartition(":")
+        conf = jvm.org.apache.hadoop.hive.conf.HiveConf()
+        for key, value in {"hive.zookeeper.quorum": host, "hive.zookeeper.client.port": port,
+                           "hive.zookeeper.namespace": namespace,
+                           "hive.lock.numretries": "1",
+                           "hive.lock.sleep.between.retries": "0s"}.items():
+            conf.set(key, value)
+        self.manager = self.lockmgr.zookeeper.ZooKeeperHiveLockManager()
+        self.manager.setContext(self.lockmgr.HiveLockManagerCtx(conf))
+
+    def request(self, n: int) -> Any:
+        data = getattr(self.lockmgr, "HiveLockObject$HiveLockObjectData")(
+            "q-bench", str(int(time.time() * 1000)), "IMPLICIT", "INSERT INTO bench.t ...")
+        objs = self.jvm.java.util.ArrayList()
+        gateway = self.spark.sparkContext._gateway
+        for t in normalize(request(n)):
+            parts = [t.obj.db] + ([t.obj.table] if t.obj.table else []) + [
+                f"{k}={v}" for k, v in t.obj.partition]
+            names = gateway.new_array(self.jvm.java.lang.String, len(parts))
+            for i, p in enumerate(parts):
+                names[i] = p
+            mode = (self.lockmgr.HiveLockMode.EXCLUSIVE if t.mode.value == "X"
+                    else self.lockmgr.HiveLockMode.SHARED)
+            objs.add(self.lockmgr.HiveLockObj(self.lockmgr.HiveLockObject(names, data), mode))
+        return objs
+
+    def cycle(self, objs: Any) -> None:
+        held = self.manager.lock(objs, False, None)
+        if held is None:
+            raise RuntimeError("Hive's lock manager denied an uncontended set")
+        self.manager.releaseLocks(held)
+
+
+class CuratorContender:
+    """Curator's InterProcessMultiLock over InterProcessReadWriteLocks, in the Spark JVM."""
+
+    def __init__(self, spark: Any, hosts: str) -> None:
+        jvm = spark._jvm
+        self.jvm = jvm
+        curator = jvm.org.apache.curator
+        self.client = curator.framework.CuratorFrameworkFactory.newClient(
+            hosts, curator.retry.ExponentialBackoffRetry(100, 3))
+        self.client.start()
+        self.client.blockUntilConnected()
+
+    def request(self, root: str, n: int) -> Any:
+        recipes = self.jvm.org.apache.curator.framework.recipes.locks
+        locks = self.jvm.java.util.ArrayList()
+        for t in normalize(request(n)):
+            rw = recipes.InterProcessReadWriteLock(self.client, t.obj.znode(root))
+            locks.add(rw.writeLock() if t.mode.value == "X" else rw.readLock())
+        return recipes.InterProcessMultiLock(locks)
+
+    @staticmethod
+    def cycle(multi: Any) -> None:
+        multi.acquire()
+        multi.release()
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def kazoo_cycle(client: KazooClient, root: str, n: int) -> None:
@@ -137,12 +185,17 @@ def main() -> int:
         client.start(timeout=30)
         ops = ZkOps(client)
         mgr = LockManager(client=client, root="/bench-zklock", retries=0)
+        spark = local_spark("zklock-bench-locks-")
+        hive = HiveContender(spark, hosts, "bench-hive")
+        curator = CuratorContender(spark, hosts)
         rows = []
         for n in sizes:
             reps = max(3, min(50, 2000 // (n + 3)))
             client.ensure_path("/bench-hive")
             client.ensure_path("/bench-kazoo")
             paths = floor_setup(client, "/bench-floor", n)
+            hive_objs = hive.request(n)
+            multi = curator.request("/bench-curator", n)
 
             def zk_cycle(n: int = n) -> None:
                 with mgr.acquire(request(n)):
@@ -152,7 +205,8 @@ def main() -> int:
                 "zklock": zk_cycle,
                 "floor": lambda paths=paths: floor_cycle(ops, paths, False),
                 "floor_mr": lambda paths=paths: floor_cycle(ops, paths, True),
-                "hive": lambda n=n: hive_cycle(client, "/bench-hive", n),
+                "hive": lambda objs=hive_objs: hive.cycle(objs),
+                "curator": lambda m=multi: curator.cycle(m),
                 "kazoo": lambda n=n: kazoo_cycle(client, "/bench-kazoo", n),
             }, reps, args.budget)
             rows.append((n, results))
@@ -160,16 +214,19 @@ def main() -> int:
                   file=sys.stderr)
         table = [
             "| N objects (+2 parents) | zklock ms | floor ms | floor+multiRead ms "
-            "| Hive algorithm ms | kazoo recipe ms | zklock / floor | zklock / floor+multiRead "
-            "| Hive / zklock | kazoo / zklock |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| Hive 2.3.10 ms | Curator 5.9 ms | kazoo recipe ms | zklock / floor "
+            "| Hive / zklock | Curator / zklock | kazoo / zklock |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for n, r in rows:
-            z, f, fm, h, k = (r[c] for c in ("zklock", "floor", "floor_mr", "hive", "kazoo"))
-            table.append(f"| {n} | {z:.1f} | {f:.1f} | {fm:.1f} | {h:.1f} | {k:.1f} "
-                         f"| {z / f:.2f}x | {z / fm:.2f}x | {h / z:.1f}x | {k / z:.1f}x |")
+            z, f, fm, h, c, k = (r[x] for x in ("zklock", "floor", "floor_mr", "hive",
+                                                "curator", "kazoo"))
+            table.append(f"| {n} | {z:.1f} | {f:.1f} | {fm:.1f} | {h:.1f} | {c:.1f} | {k:.1f} "
+                         f"| {z / f:.2f}x | {h / z:.1f}x | {c / z:.1f}x | {k / z:.1f}x |")
         text = "\n".join(table)
         report(text, args.out)
+        curator.close()
+        spark.stop()
         mgr.close()
         client.stop()
         client.close()

@@ -330,18 +330,20 @@ class Leases:
     def force_drop(self, objs: Optional[Sequence[Union[str, LockObject]]],
                    include_implicit: bool = False) -> int:
         """Drop every lease at or below ``objs`` (all when empty); implicit locks too if asked
-        (and recipe followers' locks: they are locks). Nodes zklock cannot interpret are
-        never deleted: what they are is not known."""
+        (and recipe followers' and Hive's locks: they are locks, and Hive's linger after a
+        cancelled query). Nodes zklock cannot interpret are never deleted: what they are is
+        not known."""
+        locks = ("zklock", "foreign", "hive")
         if not objs:
             nodes = [r.node for r in self.records(None, explicit_only=not include_implicit)
-                     if r.origin in ("zklock", "foreign")]
+                     if r.origin in locks]
         else:
             nodes = [r.node for lease in self.list(objs)
                      for r in self._complete(lease).records]
             if include_implicit:
                 wanted = [LockObject.parse(o) for o in objs]
                 nodes += [r.node for r in self.records(objs, explicit_only=False)
-                          if not r.explicit and r.origin in ("zklock", "foreign")
+                          if not r.explicit and r.origin in locks
                           and any(w.contains(LockObject.parse(r.object)) for w in wanted)]
         nodes = list(dict.fromkeys(nodes))
         self.mgr.delete_nodes(nodes)

@@ -17,10 +17,18 @@ methods of :class:`~zklock.lockset.LockSet`::
 
 A lock node can also go while its session lives: an operator's zkCli, Hive's lock manager
 closing with ``hive.zookeeper.clean.extra.nodes``, an admin's force-drop. Hive, Curator and
-kazoo never notice; a holder here does, through a watch on each of its nodes set when the
-set is handed out (:meth:`ZkOps.watch_deletions`, no extra round trip for the caller), and
-the set is lost exactly as after a session loss: a lock whose node is gone is lost,
-whoever removed it.
+kazoo never notice; a holder here does. While it holds sets, the watcher reads the object
+nodes of every held lock every :data:`NODE_CHECK_S` (one pipelined multiRead for all sets,
+off the acquire and release path), and a set whose node is gone is lost exactly as after a
+session loss: a lock whose node is gone is lost, whoever removed it.
+
+Why a periodic read rather than a ZooKeeper watch per node: ZooKeeper's multiRead, the one
+request that reads many nodes, drops the watch flag of its reads, so a watch costs one
+request per node, and through kazoo that doubled the cost of an acquire-release of 10
+objects and quadrupled it at 1,000 (bench/locks.py). One read per check for every held set
+bounds detection at NODE_CHECK_S plus a round trip (measured: docs/reliability.md), and
+the fenced commit and the fencing token cover the moment between a delete and its
+detection.
 
 A set declared LOST whose session comes back after all still has its ephemeral nodes,
 held by a process that let go: the watcher deletes them on reconnect. Leases are
@@ -59,6 +67,11 @@ from .zk import ZkOps, connect_string
 log = logging.getLogger(__name__)
 
 
+#: How often the nodes of held sets are checked (the bound on learning that another client
+#: deleted one, plus a round trip).
+NODE_CHECK_S = 0.2
+
+
 def dispatch(func: Callable[..., Any], *args: Any) -> None:
     """Run ``func(*args)`` on a daemon helper thread (never on kazoo's connection thread)."""
     threading.Thread(target=func, args=args, name="zklock-session", daemon=True).start()
@@ -90,10 +103,13 @@ class SessionWatcher:
         self._lock = threading.Lock()
         #: the latest session seen connected (None before any): whose nodes leftovers are
         self.last_session = self.session_id
+        self._closed = threading.Event()
+        self._checker: Optional[threading.Thread] = None
         client.add_listener(self._on_state)
 
     def close(self) -> None:
         self.client.remove_listener(self._on_state)
+        self._closed.set()
 
     @property
     def session_id(self) -> Optional[int]:
@@ -112,17 +128,39 @@ class SessionWatcher:
             self._sets.add(lockset)
         if (self.client.state == KazooState.CONNECTED and self.session_id == lockset.session_id
                 and lockset.state is State.HELD):
-            self.ops.watch_deletions(lockset.node_paths,
-                                     lambda path: dispatch(self._node_gone, lockset, path))
+            self._start_checker()
             return True
         lockset.release()
         return False
 
-    def _node_gone(self, lockset: LockSet, path: str) -> None:
-        """A node of a set was deleted: unless the set let it go itself, the set is lost."""
-        if lockset.state in (State.HELD, State.SUSPENDED):
-            lockset.mark_lost(f"lock node {path} was deleted by another client (an operator,"
-                              " an admin's force-drop, or Hive's clean-up of extra nodes)")
+    # ---- nodes deleted by others ------------------------------------------------------
+    def _start_checker(self) -> None:
+        with self._lock:
+            if self._checker is not None or self._closed.is_set():
+                return
+            self._checker = threading.Thread(target=self._check_nodes, daemon=True,
+                                             name="zklock-node-check")
+        self._checker.start()
+
+    def _check_nodes(self) -> None:
+        """Every NODE_CHECK_S while sets are held: is every node of every held set there?"""
+        while not self._closed.wait(NODE_CHECK_S):
+            sets = [s for s in self._live_sets() if s.state is State.HELD]
+            if not sets or self.client.state != KazooState.CONNECTED:
+                continue
+            try:
+                listing = self.ops.children_many({h.object_path for s in sets for h in s.held})
+            except Exception as exc:  # connection trouble: the session's transitions judge
+                log.debug("could not check held lock nodes: %s", exc)
+                continue
+            for s in sets:
+                gone = [h.node_path for h in s.held
+                        if h.node_path.rsplit("/", 1)[1] not in (listing.get(h.object_path)
+                                                                 or ())]
+                if gone and s.state is State.HELD:  # a set released meanwhile let them go
+                    s.mark_lost(f"lock node {gone[0]} was deleted by another client (an"
+                                " operator, an admin's force-drop, or Hive's clean-up of extra"
+                                " nodes)")
 
     # ---- SetOwner: what a set asks of us -----------------------------------------
     @property

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from kazoo.client import KazooClient
@@ -62,7 +62,7 @@ from kazoo.protocol.serialization import (
     read_string,
     stat_struct,
 )
-from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
+from kazoo.protocol.states import KeeperState, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
@@ -408,35 +408,6 @@ class ZkOps:
     def exists_many(self, paths: Iterable[str]) -> dict[str, Optional[ZnodeStat]]:
         paths = list(dict.fromkeys(paths))
         return self._collect(paths, self._submit_many([Exists(self._abs(p), None) for p in paths]))
-
-    def watch_deletions(self, paths: Iterable[str], on_gone: Callable[[str], None]) -> None:
-        """Call ``on_gone(path)`` once when a node of ``paths`` is deleted, whoever deletes it.
-
-        One exists request with a watch per node, pipelined and not waited for: it costs
-        the caller no round trip. A node already gone when its watch is set is reported
-        the same way. A watch fires once; a change of the node's data re-arms it. Session
-        events (a lost connection) are the session watcher's, not this one's; kazoo sets
-        the watches again on reconnect, and ZooKeeper fires those whose node went meanwhile.
-        ``on_gone`` runs on kazoo's event thread: it must not block.
-        """
-        paths = list(dict.fromkeys(paths))
-
-        def watch(event: WatchedEvent) -> None:
-            if event.type == EventType.DELETED:
-                on_gone(self._rel(event.path))
-            elif event.type in (EventType.CHANGED, EventType.CREATED):
-                self.watch_deletions([self._rel(event.path)], on_gone)
-
-        def settled(path: str, result: Any) -> None:
-            try:
-                if result.get_nowait() is None:
-                    on_gone(path)
-            except Exception:  # connection trouble: the session watcher's to judge
-                pass
-
-        pending = self._submit_many([Exists(self._abs(p), watch) for p in paths])
-        for p, a in zip(paths, pending):
-            a.rawlink(lambda result, p=p: settled(p, result))
 
     def delete_many(self, paths: Iterable[str]) -> list[str]:
         """Delete each path, in order, one round trip; ignore missing and non-empty nodes.

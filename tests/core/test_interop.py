@@ -133,7 +133,7 @@ def test_wrapped_sequence_numbers_of_recipe_nodes_are_locks(make_manager, raw, r
     raw.delete(node)
 
 
-@pytest.mark.parametrize("name", ["LOCK-SHARED-0000000001", "x__lock__0000000003",
+@pytest.mark.parametrize("name", ["LOCK-SHARED-nosequence", "x__lock__0000000003",
                                   "read-nosequence", "Orders"])
 def test_a_child_zklock_cannot_interpret_fails_closed_and_is_shown(make_manager, raw, root,
                                                                    zk_hosts, name):
