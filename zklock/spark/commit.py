@@ -55,6 +55,7 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..objects import LockObject
+from .jvm import new_instance
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class CommitIsolation:
     def __init__(self) -> None:
         self.attempt_id = 1 + secrets.randbelow(2**31 - 2)
         self.failures_isolated = False  # zklock's committers in use (see _use_committers)
-        self._files: Optional[TableFiles] = None
+        self._files: Any = None  # TableFiles.java: a table's location, deleting its staging
         self._writing: dict[tuple[str, str], int] = {}  # writes in flight per table
         # table -> location, looked up once; a statement X-locking the whole table (DDL
         # among them: a drop, a re-create elsewhere) makes it be looked up again
@@ -115,7 +116,9 @@ class CommitIsolation:
         for key, value in mine.items():
             spark.conf.set(key, value)
         if self._files is None:
-            self._files = TableFiles(spark)
+            self._files = new_instance(spark, "TableFiles",
+                                       ["org.apache.spark.sql.classic.SparkSession"],
+                                       [spark._jsparkSession])
         self.failures_isolated = self._use_committers(spark)
         return True
 
@@ -216,26 +219,3 @@ class CommitIsolation:
                         self._files.delete(f"{location}/_temporary/{self.attempt_id}")
                 except Exception as exc:  # a dropped table, a stopped context: clutter
                     log.debug("could not remove staging of %s.%s: %s", db, table, exc)
-
-
-class TableFiles:
-    """A catalog table's location, and deleting a directory under it (Hadoop's FileSystem)."""
-
-    def __init__(self, spark: Any) -> None:
-        self._jvm = spark._jvm
-        self._catalog = spark._jsparkSession.sessionState().catalog()
-        self._hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-
-    def location(self, db: str, table: str) -> Optional[str]:
-        """The table's storage location URI; None for a missing table or one without."""
-        ident = self._jvm.org.apache.spark.sql.catalyst.TableIdentifier(
-            table, self._jvm.scala.Option.apply(db))
-        if not self._catalog.tableExists(ident):
-            return None
-        uri = self._catalog.getTableMetadata(ident).storage().locationUri()
-        return str(uri.get().toString()) if uri.isDefined() else None
-
-    def delete(self, path: str) -> bool:
-        """Delete a directory tree (False: it was not there)."""
-        target = self._jvm.org.apache.hadoop.fs.Path(path)
-        return bool(target.getFileSystem(self._hadoop_conf).delete(target, True))

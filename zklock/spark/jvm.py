@@ -2,8 +2,8 @@
 
 It holds the lock planner (``LockPlanner``, ``PlanWalker``, ``NodeKinds``, ``LockAnswer``),
 the Spark Connect plugin (``ConnectLockPlugin``), the commit fence and the isolated
-committers (``CommitFence``, ``Isolated*OutputCommitter``) and the job-tag helpers
-(``JobTags``): every ``*.java`` beside this file. It is compiled once per Spark version
+committers (``CommitFence``, ``Isolated*OutputCommitter``, and ``TableFiles`` for their
+staging) and the job-tag helpers (``JobTags``): every ``*.java`` beside this file. It is compiled once per Spark version
 with the machine's ``javac`` against the installed PySpark's jars and cached as
 ``zklock-spark-<spark version>-<build>.jar`` (the build hashes the sources and zklock's
 version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
