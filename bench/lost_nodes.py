@@ -55,7 +55,7 @@ def main() -> int:
             held = holder.acquire([("bench.t/ds=1", "X")], query_id=f"q{i}")
             node = held.node_paths[-1]
             samples["node deleted by another client"].append(
-                told_after(held, lambda: operator.delete(node)))
+                told_after(held, lambda node=node: operator.delete(node)))
             held.release()
             held = holder.acquire([("bench.t/ds=1", "X")], query_id=f"f{i}")
             samples["admin force-drop"].append(told_after(

@@ -118,6 +118,13 @@ def timeline(obj: Context, paths: Sequence[str], since: Optional[str], prefix: O
                f" denials, {sum(m.kind == 'loss' for m in marks)} losses")
 
 
+def _first(items: list, n: int, show: Any, sep: str) -> str:
+    """The first ``n`` items shown, then ``… (+k more)`` when some were left out: the object a
+    request is stuck on may be one of them."""
+    text = sep.join(show(i) for i in items[:n])
+    return f"{text}{sep}… (+{len(items) - n} more)" if len(items) > n else text
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.pass_obj
@@ -131,8 +138,8 @@ def waits(obj: Context, as_json: bool) -> None:
     rows = []
     position = 0
     for w in obj.manager().waits.list():
-        blockers = "; ".join(_blocker(b) for b in w.blockers[:3])
-        wants = " ".join(f"{o}:{m}" for o, m in w.wants[:4])
+        blockers = _first(w.blockers, 3, _blocker, "; ")
+        wants = _first(w.wants, 4, lambda ow: f"{ow[0]}:{ow[1]}", " ")
         row = w.to_dict()
         if w.intents:
             position += 1

@@ -108,6 +108,23 @@ def _show_format(value: Any) -> str:
     return text
 
 
+def _hosts(value: Any) -> str:
+    """A ZooKeeper connect string, ``host[:port],...[/chroot]``, checked here so that a bad
+    one is a one-line error, not kazoo's traceback."""
+    text = str(value).strip()
+    servers, slash, chroot = text.partition("/")
+    if not servers:
+        raise InvalidArguments(f"ZooKeeper connect string {value!r} names no server")
+    for server in servers.split(","):
+        host, colon, port = server.strip().rpartition(":") if ":" in server else (
+            server.strip(), "", "")
+        if not host or (colon and not (port.isascii() and port.isdigit()
+                                       and 0 < int(port) < 65536)):
+            raise InvalidArguments(f"ZooKeeper connect string {value!r}: {server.strip()!r} is"
+                                   " not host[:port] with a port from 1 to 65535")
+    return text
+
+
 def _node_naming(value: Any) -> str:
     text = str(value).strip().lower()
     if text not in ("recipe", "hive"):
@@ -147,7 +164,7 @@ def hive_value(alias: str, value: Any) -> Any:
 
 
 SETTINGS: list[Setting] = [
-    Setting("hosts", None, str, "ZKLOCK_ZK", "spark.zklock.zookeeper.quorum",
+    Setting("hosts", None, _hosts, "ZKLOCK_ZK", "spark.zklock.zookeeper.quorum",
             "ZooKeeper connect string (host:port,...[/chroot]). Unset: the server started by"
             " `zklock server start` in the state directory, else 127.0.0.1:2181."),
     Setting("root", "/warehouse", _root, "ZKLOCK_ROOT", "spark.zklock.root",

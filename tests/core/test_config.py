@@ -43,3 +43,14 @@ def test_settings_defaults_match_the_table():
     plain = Settings()
     for s in SETTINGS:
         assert getattr(plain, s.name) == s.default, s.name
+
+
+@pytest.mark.parametrize("hosts", ["127.0.0.1:abc", "", "h:0", "h:70000", ":2181", "a:1,,b"])
+def test_a_bad_connect_string_is_one_clear_error(hosts):
+    with pytest.raises(InvalidArguments, match="ZooKeeper connect string"):
+        Settings.resolve({"hosts": hosts})
+
+
+def test_connect_strings_zookeeper_accepts_are_kept():
+    for hosts in ["127.0.0.1:2181", "zk1,zk2:2182/chroot", "[::1]:2181", "h"]:
+        assert Settings.resolve({"hosts": hosts}).hosts == hosts

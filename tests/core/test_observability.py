@@ -86,6 +86,24 @@ def test_waits_shows_who_blocks_whom(make_manager, zk_hosts, root):
     got[0].release()
 
 
+def test_waits_says_how_many_objects_it_leaves_out(make_manager, zk_hosts, root):
+    """The WANTS column shows four objects, then ``… (+k more)``: the object a request is
+    stuck on may be one it left out."""
+    a = make_manager(job="backfill")
+    b = make_manager(job="report", retries=200, retry_interval=0.05)
+    held = a.acquire([("sales.orders/ds=7", "X")])
+    wanted = [(f"sales.orders/ds={i}", "S") for i in range(8)]  # + sales, sales.orders
+    t = threading.Thread(target=lambda: b.acquire(wanted).release())
+    t.start()
+    try:
+        assert wait_for(lambda: len(a.waits.list()) == 1, timeout=10)
+        out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "waits"])
+        assert out.exit_code == 0 and "… (+6 more)" in out.output, out.output
+    finally:
+        held.release()
+        t.join(20)
+
+
 def test_show_watch_refreshes(make_manager, zk_hosts, root):
     a = make_manager()
     with a.acquire([("db.t", "X")]):

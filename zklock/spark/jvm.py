@@ -3,10 +3,10 @@
 It holds the lock planner (``LockPlanner``, ``PlanWalker``, ``NodeKinds``, ``LockAnswer``),
 the Spark Connect plugin (``ConnectLockPlugin``), the commit fence and the isolated
 committers (``CommitFence``, ``Isolated*OutputCommitter``, and ``TableFiles`` for their
-staging) and the job-tag helpers (``JobTags``): every ``*.java`` beside this file. It is compiled once per Spark version
-with the machine's ``javac`` against the installed PySpark's jars and cached as
-``zklock-spark-<spark version>-<build>.jar`` (the build hashes the sources and zklock's
-version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
+staging) and the job-tag helpers (``JobTags``): every ``*.java`` beside this file. It is
+compiled once per Spark version with the machine's ``javac`` against the installed
+PySpark's jars and cached as ``zklock-spark-<spark version>-<build>.jar`` (the build hashes
+the sources and zklock's version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
 
 Without a JDK the Spark layer refuses to run, in one line (:class:`JvmModuleError`): there
 is no second planner to fall back to, and falling back to fewer locks is never an option.
