@@ -17,7 +17,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .locknode import ChildKind, LockData, classify
+from .locknode import ChildKind, LockData, LockNodeName, classify
 from .mode import Mode
 from .objects import LockObject
 from .zk import ZkOps
@@ -173,9 +173,51 @@ def walk(ops: ZkOps, root: str, start: Optional[LockObject] = None,
             r.ephemeral = bool(stat.ephemeralOwner)
             r.version = stat.version
             kept.append(r)
-        records = kept
+        # an intent beside its own request's lock node is that holder's, not a waiter's
+        owners = {(r.node.rsplit("/", 1)[0], r.data.session, r.data.ticket) for r in kept
+                  if r.origin == "zklock" and r.data is not None and r.data.ticket}
+        records = [r for r in kept if r.origin != "intent" or r.data is None
+                   or (r.node.rsplit("/", 1)[0], r.data.session, r.data.ticket) not in owners]
     records.sort(key=lambda r: (r.object, r.origin == "intent", r.seq))
     return records
+
+
+def holders_behind_intents(ops: ZkOps, intent_nodes: list[str]
+                           ) -> dict[str, tuple[str, Mode, LockData, Any]]:
+    """Of these intents, those whose request already holds its lock on the same object, and
+    that lock: intent node -> (lock node, mode, data, stat).
+
+    A granted set keeps its intents until it releases (zklock/intents.py says why), so an
+    intent beside its owner's lock node is a holder's, not a place in a queue: who asks
+    "who blocks me?" must read it as the holder it is. Two pipelined reads, only on the
+    paths that describe a denial or list waits and intents."""
+    if not intent_nodes:
+        return {}
+    parents = {n.rsplit("/", 1)[0] for n in intent_nodes}
+    listing = ops.children_many(parents)
+    locks = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
+             if (name := LockNodeName.parse(k)) is not None and (not name.foreign or name.hive)]
+    got = ops.get_many(list(intent_nodes) + locks)
+    owners: dict[tuple[str, str, int], tuple[str, Mode, LockData, Any]] = {}
+    for node in locks:
+        item = got.get(node)
+        name = LockNodeName.parse(node.rsplit("/", 1)[1])
+        if item is None or name is None:
+            continue
+        data = LockData.from_bytes(item[0])
+        if data.ticket:
+            owners[(node.rsplit("/", 1)[0], data.session, data.ticket)] = (
+                node, name.mode, data, item[1])
+    out = {}
+    for node in intent_nodes:
+        item = got.get(node)
+        if item is None:
+            continue
+        data = LockData.from_bytes(item[0])
+        owner = owners.get((node.rsplit("/", 1)[0], data.session, data.ticket))
+        if data.ticket and owner is not None:
+            out[node] = owner
+    return out
 
 
 def hive_display_name(obj: str) -> str:

@@ -56,7 +56,7 @@ from .errors import InvalidArguments, LockNotAcquired, ZooKeeperUnavailable
 from .events import LockEvents
 from .intents import Request, View, defers_to, judge
 from .lease import Lease, Leases, process_holder
-from .listing import LockRecord, ms_to_iso, walk
+from .listing import LockRecord, holders_behind_intents, ms_to_iso, walk
 from .locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
 from .lockrequest import LockSpec, LockTarget, normalize
 from .lockset import HeldLock, LockSet
@@ -689,6 +689,31 @@ class LockManager:
                                   bool(name and name.explicit), name.seq if name else 0,
                                   LockData.from_bytes(raw), stat.ctime, stat.mtime, stat.czxid,
                                   bool(stat.ephemeralOwner), origin=origin)
+        self._name_holders(conflicts)
+
+    def _name_holders(self, conflicts: list[Conflict]) -> None:
+        """An intent whose request holds its lock already is that holder: say so, once."""
+        try:
+            held = holders_behind_intents(self.ops, [c.holder_node for c in conflicts
+                                                     if c.kind == "intent"])
+        except Exception:
+            return
+        for c in conflicts:
+            if c.holder_node in held:
+                node, mode, data, stat = held[c.holder_node]
+                name = LockNodeName.parse(node.rsplit("/", 1)[1])
+                c.kind, c.holder_node, c.holder_mode = "lock", node, mode
+                c.record = LockRecord(c.target.obj.name, mode, node, False,
+                                      name.seq if name else 0, data, stat.ctime, stat.mtime,
+                                      stat.czxid, bool(stat.ephemeralOwner))
+        seen: set[tuple[str, str]] = set()
+        unique = []
+        for c in conflicts:
+            key = (c.target.obj.name, c.holder_node)
+            if key not in seen:
+                seen.add(key)
+                unique.append(c)
+        conflicts[:] = unique
 
     def lock_data(self, query_id: Optional[str], query: Optional[str], kind: str,
                   **extra: Any) -> LockData:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from kazoo.exceptions import NodeExistsError
 
+from .listing import holders_behind_intents
+
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
@@ -133,6 +135,19 @@ class Waits:
         def readable(b: dict) -> bool:  # a foreign or unknown node's data names nobody
             return bool(b.get("node")) and b.get("kind", "lock") in ("lock", "intent", "hive")
 
+        try:  # an intent beside its request's own lock node is that holder's
+            owners = holders_behind_intents(ops, [b["node"] for w in out for b in w.blockers
+                                                  if b.get("kind") == "intent"
+                                                  and b.get("node")])
+        except Exception:
+            owners = {}
+        for w in out:
+            for b in w.blockers:
+                if b.get("node") in owners:
+                    node, mode, _, _ = owners[b["node"]]
+                    b.update(kind="lock", node=node, held=mode.value)
+            unique = {(b.get("object"), b.get("node")): b for b in w.blockers}
+            w.blockers = list(unique.values())
         holders = ops.get_many(b["node"] for w in out for b in w.blockers if readable(b))
         for w in out:
             for b in w.blockers:

@@ -6,10 +6,12 @@ import json
 import threading
 import urllib.request
 
+import pytest
 from click.testing import CliRunner
 from conftest import wait_for
 from zklock.cli.main import cli
 
+from zklock import LockNotAcquired
 from zklock.events import EventLog, read_events
 from zklock.server import free_port
 from zklock.testing import expire_session
@@ -177,3 +179,40 @@ def test_show_stays_aligned_with_hundreds_of_locks(make_manager, zk_hosts, root)
     assert len(lines) == 1 + 300 + 10 + 2  # partitions, their ds parents, table, database
     col = lines[0].index("MODE")
     assert all(line[col - 2:col] == "  " and line[col] in "SX" for line in lines[1:])
+
+
+def test_a_holder_with_intents_is_named_a_holder_not_a_waiter(make_manager, zk_hosts, root):
+    """A set granted after a denial keeps its intents until it releases: waits, show
+    --extended and denials must read them as the holder they are."""
+    first, reader = make_manager(job="first"), make_manager(job="reader", retries=200,
+                                                             retry_interval=0.05)
+    held = first.acquire([("sales.orders", "X")])
+    got = []
+    t = threading.Thread(target=lambda: got.append(reader.acquire([("sales.orders", "S")],
+                                                                  query_id="q-reader")))
+    t.start()
+    assert wait_for(lambda: len(first.waits.list()) == 1, timeout=10)
+    held.release()
+    t.join(20)
+    (reading,) = got
+    assert reading.intents  # granted after a denial: it keeps them while it holds
+    writer = make_manager(job="writer", retries=0)
+    with pytest.raises(LockNotAcquired) as err:
+        writer.acquire([("sales.orders", "X")])
+    text = str(err.value)
+    assert "held in S by user" in text and "q-reader" in text
+    assert "queued behind" not in text
+    rows = [r for r in first.show(extended=True, intents=True) if r.object == "sales.orders"]
+    assert [(r.kind, r.mode.value) for r in rows] == [("implicit", "S")]
+    waiting = make_manager(job="waiting", retries=200, retry_interval=0.05)
+    t = threading.Thread(target=lambda: waiting.acquire([("sales.orders", "X")]).release())
+    t.start()
+    try:
+        assert wait_for(lambda: len(first.waits.list()) == 1, timeout=10)
+        (w,) = first.waits.list()
+        assert [b["kind"] for b in w.blockers] == ["lock"]
+        out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "waits"])
+        assert "queued behind" not in out.output and "q-reader" in out.output, out.output
+    finally:
+        reading.release()
+        t.join(20)
