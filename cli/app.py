@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 import click
@@ -26,8 +28,10 @@ from .render import table
 class Context:
     """Options shared by every sub-command; the manager is made on first use."""
 
-    def __init__(self, zk: Optional[str], root: Optional[str], state_dir: Optional[str]) -> None:
+    def __init__(self, zk: Optional[str], root: Optional[str], state_dir: Optional[str],
+                 verbose: bool = False) -> None:
         self.overrides = {"hosts": zk, "root": root, "state_dir": state_dir}
+        self.verbose = verbose
         self._manager: Optional[LockManager] = None
         self._closers: list[Any] = []
 
@@ -53,6 +57,29 @@ class Context:
 class Group(click.Group):
     """Turns zklock and ZooKeeper errors into one clear line."""
 
+    def main(self, args: Any = None, prog_name: Optional[str] = None,
+             complete_var: Optional[str] = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        """Every error is one line on stderr starting ``zklock:``, with the exit codes the
+        help lists: 1 error, 2 usage, 3 lock not acquired (click would print a usage error
+        in three lines, and other errors after ``Error:``)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "zklock"
+            click.echo(f"zklock: {one_line(exc.format_message())} (see {where} --help)",
+                       err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"zklock: {one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("zklock: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -75,10 +102,15 @@ class Group(click.Group):
 
 
 def spark_error(exc: Exception) -> str:
-    """Spark's own message, without the JVM stack trace."""
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    head = [ln for ln in lines if not ln.lstrip().startswith(("at ", "JVM stacktrace"))][:6]
-    return "\n".join(head) or type(exc).__name__
+    """Spark's own message in one line, without the JVM stack trace."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    head = [ln for ln in lines if not ln.startswith(("at ", "JVM stacktrace"))]
+    return head[0] if head else type(exc).__name__
+
+
+def one_line(text: str) -> str:
+    """A message on one line: its lines joined, blank ones dropped."""
+    return "; ".join(ln.strip() for ln in str(text).splitlines() if ln.strip())
 
 
 def emit(rows: Sequence[dict], as_json: bool, columns: Sequence[str]) -> None:
@@ -95,7 +127,9 @@ def emit(rows: Sequence[dict], as_json: bool, columns: Sequence[str]) -> None:
 @click.option("--root", envvar="ZKLOCK_ROOT", help="Lock root znode (default /warehouse).")
 @click.option("--state-dir", envvar="ZKLOCK_STATE_DIR",
               help="Embedded server state directory (default .zklock).")
-@click.option("-v", "--verbose", is_flag=True, help="Log ZooKeeper client chatter too.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Log ZooKeeper client chatter too, and name the file Spark's log goes to"
+                   " (<state dir>/spark.log).")
 @click.pass_context
 def cli(ctx: click.Context, zk: Optional[str], root: Optional[str],
         state_dir: Optional[str], verbose: bool) -> None:
@@ -109,7 +143,7 @@ def cli(ctx: click.Context, zk: Optional[str], root: Optional[str],
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="zklock: %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kazoo").setLevel(logging.INFO if verbose else logging.CRITICAL)
-    ctx.obj = Context(zk, root, state_dir)
+    ctx.obj = Context(zk, root, state_dir, verbose)
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -132,7 +166,18 @@ def locking_session(obj: Context, conf: Sequence[str], init_sql: Optional[str]) 
 
     from zklock.spark import LockingSession
 
-    spark = local_session(parse_conf(conf), init_sql)
+    log = Path(obj.settings.state_dir) / "spark.log"
+    if obj.verbose:
+        click.echo(f"zklock: Spark's log: {log.resolve()}", err=True)
+    spark = local_session(parse_conf(conf), init_sql, log=log)
+    # PySpark logs a failed statement's query context from Python too: to the same file
+    from pyspark.logger import PySparkLogger
+
+    handler = logging.FileHandler(log)
+    for logger in (PySparkLogger.getLogger("SQLQueryContextLogger"),
+                   logging.getLogger("py4j")):
+        logger.handlers = [handler]
+        logger.propagate = False
     session = LockingSession(spark, **{k: v for k, v in obj.overrides.items() if v})
     obj.on_close(session.close)
     return session

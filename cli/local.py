@@ -8,7 +8,10 @@ to register the tables a shared metastore does not have).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
@@ -32,9 +35,32 @@ def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
+@contextmanager
+def stderr_to(log: Optional[Path]) -> Iterator[None]:
+    """Point this process's stderr (file descriptor 2) at ``log`` for the block: a JVM
+    started inside it inherits the file for good, so Spark's log and Java's stack traces go
+    there, not to the screen. Python's own stderr is back after the block."""
+    if log is None:
+        yield
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
 def local_session(conf: Optional[dict[str, str]] = None, init_sql: Optional[str] = None,
-                  app_name: str = "zklock") -> Any:
-    """Get (or create) a SparkSession with zklock's static settings and ``conf`` applied."""
+                  app_name: str = "zklock", log: Optional[Path] = None) -> Any:
+    """Get (or create) a SparkSession with zklock's static settings and ``conf`` applied;
+    a JVM it starts writes its log to ``log`` (None: to this process's stderr)."""
     from pyspark.sql import SparkSession
 
     from zklock.spark import configure
@@ -45,7 +71,8 @@ def local_session(conf: Optional[dict[str, str]] = None, init_sql: Optional[str]
         builder = builder.master("local[*]")
     for key, value in {**QUIET, **conf}.items():
         builder = builder.config(key, value)
-    spark = configure(builder).getOrCreate()
+    with stderr_to(log):
+        spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
     if init_sql:
         for stmt in split_statements(Path(init_sql).read_text()):

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import click
 
 from zklock import serverinfo
+from zklock.config import parse_duration
 
 from .app import (
     Context,
@@ -299,6 +300,8 @@ def lease_grab(obj: Context, locks: Sequence[str], duration: str, wait: str,
     Example: zklock lease grab sales.orders:X sales.orders/ds=1:S --duration 1h --holder etl
     """
     specs = [_lock_arg(x) for x in locks]
+    parse_duration(duration, positive=True)  # bad input fails before ZooKeeper is reached
+    parse_duration(wait)
     mgr = obj.manager()
     lease_id = mgr.grab_lease(specs, duration_s=duration, wait_s=wait, holder=holder)
     click.echo(lease_id)

@@ -7,8 +7,11 @@ from typing import Any
 
 
 def cell(value: Any) -> str:
+    """A value as a person reads it: yes/no for a flag, nothing for none."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     text = str(value)
     return text.replace("\n", " ").replace("\t", " ")
 

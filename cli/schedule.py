@@ -79,6 +79,12 @@ def with_schedule_options(func: Any) -> Any:
     return func
 
 
+def _next(q: Any) -> str:
+    """When it runs next, in words (a disabled query has no next execution)."""
+    at = q.to_dict()["next_execution"]
+    return f"next execution {at}" if at else "no next execution (disabled)"
+
+
 def _query_rows(queries: Sequence[Any]) -> list[dict]:
     return [q.to_dict() for q in queries]
 
@@ -115,8 +121,9 @@ def schedule_create(obj: Context, name: str, statement: str, cron: Optional[str]
 
     ddl = CreateScheduledQuery(check_name(name), _schedule(cron, every, at, offset, timezone),
                                statement.strip().rstrip(";"), 0, executed_as, not disabled)
+    _admin(obj, namespace).require_creator()  # before Spark starts (about 10 s)
     q = _spark_admin(obj, namespace, conf, init_sql).create(ddl)
-    click.echo(f"created {q.name}; next execution {q.to_dict()['next_execution']}")
+    click.echo(f"created {q.name}; {_next(q)}")
 
 
 @schedule.command("alter")
@@ -162,8 +169,7 @@ def schedule_alter(obj: Context, name: str, cron: Optional[str], every: Optional
     admin = _spark_admin(obj, namespace, conf, init_sql) if defined_as else \
         _admin(obj, namespace)
     q = admin.alter(ddl)
-    click.echo(f"altered {q.name} ({ddl.action}); next execution"
-               f" {q.to_dict()['next_execution']}")
+    click.echo(f"altered {q.name} ({ddl.action}); {_next(q)}")
 
 
 @schedule.command("drop")
@@ -188,8 +194,13 @@ def schedule_run_now(obj: Context, name: str, namespace: Optional[str]) -> None:
 
     Example: zklock schedule run-now compact_orders
     """
-    _admin(obj, namespace).run_now(name)
+    admin = _admin(obj, namespace)
+    admin.run_now(name)
     click.echo(f"requested a run of {name.lower()}")
+    if not admin.store.live_executors():
+        click.echo(f"zklock: warning: no scheduler process runs in namespace"
+                   f" {admin.store.namespace!r}: the run starts when one does"
+                   " (zklock scheduler run)", err=True)
 
 
 @schedule.command("list")

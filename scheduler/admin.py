@@ -61,14 +61,21 @@ class ScheduledQueries:
             return None
         return self.alter(ddl)
 
-    def create(self, ddl: CreateScheduledQuery) -> ScheduledQuery:
+    def require_creator(self) -> None:
+        """Raise NotAuthorized unless this user may create scheduled queries (the command
+        line asks before it starts Spark to check the statement)."""
         user = self.user
         if user not in self.settings.admins:
+            admins = (", ".join(sorted(self.settings.admins)) if self.settings.admins
+                      else "")
             raise NotAuthorized(
                 f"user {user!r} may not create scheduled queries: only scheduler admins may"
-                f" ({'none are configured' if not self.settings.admins else 'admins: ' + ', '.join(sorted(self.settings.admins))});"  # noqa: E501
-                " set scheduler_admins (ZKLOCK_SCHEDULER_ADMINS or"
-                " spark.zklock.scheduler.admins)")
+                f" ({'admins: ' + admins if admins else 'none are configured'}); set"
+                " scheduler_admins (ZKLOCK_SCHEDULER_ADMINS or spark.zklock.scheduler.admins)")
+
+    def create(self, ddl: CreateScheduledQuery) -> ScheduledQuery:
+        self.require_creator()
+        user = self.user
         executed_as = ddl.executed_as or user
         self._check_impersonation(executed_as)
         self._validate(ddl.statement)

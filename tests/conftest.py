@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -130,6 +131,9 @@ PYTHON = sys.executable
 # Spark's Python workers (and those of the test's subprocess applications) run this
 # interpreter, which has pyarrow for Arrow UDFs, not the python3 on PATH
 os.environ.setdefault("PYSPARK_PYTHON", PYTHON)
+# the servers tests start must not become the user's "last started server" (serverinfo.py)
+os.environ["ZKLOCK_POINTER"] = str(Path(tempfile.mkdtemp(prefix="zklock-pointer-"))
+                                   / "last-server")
 PROJECT = Path(__file__).resolve().parents[1]
 
 

@@ -33,8 +33,9 @@ def parse_bool(value: Any) -> bool:
 _UNITS = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
-def parse_duration(value: Any) -> float:
-    """Seconds from a number or a string such as ``500ms``, ``30s``, ``10m``, ``1h``, ``2d``."""
+def parse_duration(value: Any, positive: bool = False) -> float:
+    """Seconds from a number or a string such as ``500ms``, ``30s``, ``10m``, ``1h``, ``2d``;
+    ``positive``: more than 0 (a lease of no time is none)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
@@ -49,8 +50,10 @@ def parse_duration(value: Any) -> float:
             raise InvalidArguments(
                 f"bad duration {value!r}: use e.g. 500ms, 30s, 10m, 1h, 2d"
             ) from None
+    if positive and not seconds > 0:
+        raise InvalidArguments(f"duration must be more than 0, got {value!r}")
     if seconds < 0 or seconds != seconds:
-        raise InvalidArguments(f"duration must be >= 0, got {value!r}")
+        raise InvalidArguments(f"duration must be 0 or more, got {value!r}")
     return seconds
 
 
@@ -416,10 +419,11 @@ class Settings:
             return f"uid{os.getuid()}"
 
     def connect_string(self) -> str:
-        """The configured hosts, else the embedded server's, else 127.0.0.1:2181."""
+        """The configured hosts, else the embedded server's (of the state directory, or the
+        last one started: zklock/serverinfo.py), else 127.0.0.1:2181."""
         if self.hosts:
             return self.hosts
         try:
-            return serverinfo.read(self.state_dir).connect
+            return serverinfo.read_here_or_last(self.state_dir).connect
         except serverinfo.NoServerInfo:
             return "127.0.0.1:2181"

@@ -165,10 +165,8 @@ class Leases:
     # ---- grab -------------------------------------------------------------------
     def grab(self, objs: Iterable[LockSpec], duration_s: Union[float, str],
              wait_s: Union[float, str] = 0, holder: Optional[str] = None) -> int:
-        duration = parse_duration(duration_s)
+        duration = parse_duration(duration_s, positive=True)
         wait = parse_duration(wait_s)
-        if duration <= 0:
-            raise InvalidArguments(f"duration must be > 0, got {duration_s!r}")
         limit = self.mgr.settings.max_lease_s
         if duration > limit:
             raise ExceedsMaxLeaseTime(f"a lease of {duration:g}s exceeds the maximum of"

@@ -59,3 +59,28 @@ def test_sql_runs_through_a_locking_session(spark, db, make_manager, zk_hosts, r
     out = run("--zk", zk_hosts, "--root", root, "sql", "--json",
               f"SELECT count(*) AS n FROM {db}.dim")
     assert json.loads(out.output) == [{"n": 3}]
+
+
+def test_a_spark_error_is_one_line_and_sparks_log_goes_to_a_file(zk_hosts, root, tmp_path):
+    """In a process of its own (a fresh JVM): Spark's log and Java's stack go to
+    <state dir>/spark.log; the screen gets one line."""
+    import subprocess
+
+    from conftest import PYTHON
+
+    state = tmp_path / "state"
+    proc = subprocess.run([PYTHON, "-m", "zklock.cli.main", "--zk", zk_hosts, "--root", root,
+                           "--state-dir", str(state), "sql",
+                           "SELECT * FROM nosuch_db_cli.nosuch_table"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("zklock: ") and "nosuch" in lines[0], lines
+    assert (state / "spark.log").stat().st_size > 0
+
+
+def test_verbose_names_the_file_sparks_log_goes_to(spark, zk_hosts, root, tmp_path):
+    out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "--state-dir",
+                                   str(tmp_path), "--verbose", "explain", "SELECT 1"])
+    assert out.exit_code == 0
+    assert f"zklock: Spark's log: {(tmp_path / 'spark.log').resolve()}" in out.stderr

@@ -39,12 +39,23 @@ def test_schedule_lifecycle_table_and_json(spark, run):
     assert json.loads(run("schedule", "show", "q1", "--json").output)["timezone"] == \
         "Asia/Tokyo"
     assert run("schedule", "alter", "q1", "--disable").exit_code == 0
-    assert run("schedule", "run-now", "q1").exit_code == 0
+    requested = run("schedule", "run-now", "q1")
+    assert requested.exit_code == 0 and "requested a run of q1" in requested.stdout
+    assert "no scheduler process runs" in requested.stderr  # and how to start one
+    assert "zklock scheduler run" in requested.stderr
     runs = json.loads(run("schedule", "executions", "q1", "--json").output)
     assert [r["state"] for r in runs] == []  # no scheduler up: the run-now is requested
     assert json.loads(run("schedule", "show", "q1", "--json").output)["enabled"] is False
     assert run("schedule", "drop", "q1").exit_code == 0
     assert run("schedule", "list").output.strip() == "(none)"
+
+
+def test_create_checks_the_admin_right_before_spark_starts(run, tmp_path):
+    init = tmp_path / "init.sql"
+    init.write_text("SELEC this would fail if Spark started")
+    out = run("schedule", "create", "q3", "SELECT 1", "--every", "10 minutes",
+              "--init-sql", str(init), user="bob")
+    assert out.exit_code == 1 and "only scheduler admins" in out.output
 
 
 def test_bad_input_is_one_clear_line(spark, run):

@@ -12,7 +12,7 @@ refused its later writes), every loss was reported within the session timeout,
 no lock node is left once the clients are gone, and no request gave up in a
 fault-free window.
 
-ZKLOCK_CHAOS_SECONDS sets the length (75 s here; `make soak` runs 20 minutes).
+ZKLOCK_CHAOS_SECONDS sets the length (50 s here; `make soak` runs 20 minutes).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from kazoo.client import KazooClient
 from zklock.testing.chaos import check, read_lines
 from zklock.testing.proxy import FaultProxy
 
-SECONDS = float(os.environ.get("ZKLOCK_CHAOS_SECONDS", "75"))
+SECONDS = float(os.environ.get("ZKLOCK_CHAOS_SECONDS", "50"))
 CLIENTS = 8
 SESSION_TIMEOUT = 4.0
 

@@ -54,3 +54,20 @@ def test_a_bad_connect_string_is_one_clear_error(hosts):
 def test_connect_strings_zookeeper_accepts_are_kept():
     for hosts in ["127.0.0.1:2181", "zk1,zk2:2182/chroot", "[::1]:2181", "h"]:
         assert Settings.resolve({"hosts": hosts}).hosts == hosts
+
+
+def test_a_client_anywhere_finds_the_last_server_started(tmp_path):
+    """The state directory is relative: a client started elsewhere follows the pointer the
+    last `zklock server start` left."""
+    from zklock import serverinfo
+
+    started = tmp_path / "project" / ".zklock"
+    started.mkdir(parents=True)
+    serverinfo.write(started, serverinfo.ServerInfo("127.0.0.1:31999", pid=1))
+    elsewhere = tmp_path / "elsewhere" / ".zklock"
+    assert Settings.resolve({"state_dir": str(elsewhere)}).connect_string() == \
+        "127.0.0.1:31999"
+    elsewhere.parent.mkdir()
+    serverinfo.write(elsewhere.parent, serverinfo.ServerInfo("127.0.0.1:31998", pid=1))
+    assert Settings.resolve({"state_dir": str(elsewhere.parent)}).connect_string() == \
+        "127.0.0.1:31998"  # its own state directory first

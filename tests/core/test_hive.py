@@ -168,7 +168,7 @@ def test_mixed_contention_never_overlaps_incompatible_holders(spark, zk_hosts, r
     objects = ["db/t", "db/t/p=0", "db/t/p=1", "db/u"]
     sections: list[tuple[str, str, str, float, float]] = []  # who, object, mode, start, end
     lock = threading.Lock()
-    stop = time.monotonic() + 8
+    stop = time.monotonic() + 5
 
     def record(who: str, wanted: list[tuple[str, str]], start: float, end: float) -> None:
         with lock:

@@ -84,7 +84,7 @@ def exactly_once(sched_conf, tmp_path, zk_faults=None):
         admin = ScheduledQueries(store, settings)
         admin.apply(parse_scheduled_ddl("CREATE SCHEDULED QUERY tick EVERY 1 SECOND"
                                         " AS SELECT 1"))
-        assert wait_for(lambda: len(store.list_executions("tick")) >= 15, timeout=60)
+        assert wait_for(lambda: len(store.list_executions("tick")) >= 8, timeout=60)
         if zk_faults is not None:
             zk_faults("before-kill")
             assert wait_for(lambda: len(store.live_executors()) == 3, timeout=60)
@@ -97,7 +97,7 @@ def exactly_once(sched_conf, tmp_path, zk_faults=None):
         if zk_faults is not None:
             zk_faults("after-kill")
         assert wait_for(lambda: len([e for e in store.list_executions("tick")
-                                     if e.trigger_time > killed_at * 1000]) >= 15, timeout=60)
+                                     if e.trigger_time > killed_at * 1000]) >= 8, timeout=60)
         admin.alter(parse_scheduled_ddl("ALTER SCHEDULED QUERY tick DISABLE"))
         assert wait_for(lambda: store.get_query("tick").active_execution is None, timeout=30)
         runs = store.list_executions("tick")

@@ -22,7 +22,7 @@ from zklock.spark.commit import (
     commit_isolation,
 )
 
-COUNT = 8
+COUNT = 5
 
 
 def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(

@@ -322,3 +322,37 @@ def test_path_writes_lock_their_sources(locking, make_manager, db, tmp_path):
     merge = (src.select("id", F.lit("n").alias("name")).alias("s")
              .mergeInto(f"{db}.dim", F.expr(f"{db}.dim.id = s.id")))
     assert type(merge).__name__ == "LockingMerge"
+
+
+def test_if_not_exists_on_an_existing_object_takes_s_and_does_not_wait(locking, make_manager,
+                                                                        db, spark):
+    """The usual "make sure it exists" at a job's start: S while readers and writers of the
+    table hold it, X only when it will create something."""
+    create_t = f"CREATE TABLE IF NOT EXISTS {db}.dim (id INT, name STRING) USING parquet"
+    create_db = f"CREATE DATABASE IF NOT EXISTS {db}"
+    assert (f"{db}.dim", "S") in locking.explain_locks(create_t).rows()
+    assert locking.explain_locks(create_db).rows() == [(db, "S")]
+    assert (f"{db}.fresh", "X") in locking.explain_locks(
+        f"CREATE TABLE IF NOT EXISTS {db}.fresh (id INT) USING parquet").rows()
+    assert locking.explain_locks(f"CREATE DATABASE IF NOT EXISTS {db}_fresh").rows() == [
+        (f"{db}_fresh", "X")]
+    other = make_manager()
+    with other.acquire([(f"{db}.dim", "S")], query_id="reader"):
+        locking.sql(create_t)  # does not wait for the reader
+        locking.sql(create_db)
+
+
+def test_if_not_exists_planned_on_a_table_dropped_since_takes_x(locking, make_manager, db,
+                                                                 spark):
+    """Fail closed: planned in S while the table existed, dropped before the locks were
+    granted: planned again under them, it needs X, and waits for it like any create."""
+    sql = f"CREATE TABLE IF NOT EXISTS {db}.staging (id INT, amt DOUBLE, hr INT) USING parquet"
+    plan = locking.planner.plan_sql(sql)
+    assert plan.recheck and (f"{db}.staging", "S") in plan.rows()
+    spark.sql(f"DROP TABLE {db}.staging")
+    other = make_manager()
+    with other.acquire([(f"{db}.staging", "S")], query_id="reader"):
+        with pytest.raises(LockNotAcquired, match="reader"):
+            locking.execution.command(sql, plan)
+    locking.execution.command(sql, locking.planner.plan_sql(sql))
+    assert spark.catalog.tableExists(f"{db}.staging")

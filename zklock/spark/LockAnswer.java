@@ -3,7 +3,9 @@
 //
 //   {"version": 1, "kind": "command" | "query",
 //    "targets": [{"db": "sales", "table": "orders", "partition": [["ds", "1"]], "mode": "X"}],
-//    "notes": ["..."]}
+//    "notes": ["..."], "recheck": true}
+// ("recheck", only when true: the locks were planned on what exists now, a CREATE ... IF NOT
+// EXISTS of an existing object taking S; plan the statement again once they are held)
 //   {"version": 1, "kind": "refused", "refusal": "unsupported" | "invalid_arguments",
 //    "message": "..."}
 //
@@ -90,8 +92,12 @@ public final class LockAnswer {
         fields.put("kind", kind);
     }
 
-    static LockAnswer locks(boolean command, List<Target> targets, List<String> notes) {
+    static LockAnswer locks(boolean command, List<Target> targets, List<String> notes,
+                            boolean recheck) {
         LockAnswer answer = new LockAnswer(command ? "command" : "query");
+        if (recheck) {
+            answer.fields.put("recheck", true);
+        }
         List<Map<String, Object>> out = new ArrayList<>();
         for (Target t : targets) {
             out.add(t.json());

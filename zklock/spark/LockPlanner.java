@@ -131,10 +131,8 @@ public final class LockPlanner {
         long spark = System.nanoTime() - started;
         try {
             Plan plan = planParsed(parsed, strict, true);
-            boolean drop = lazyQuery && !plan.command;
-            LockAnswer answer = LockAnswer.locks(plan.command,
-                drop ? new ArrayList<>() : plan.targets, plan.notes);
-            return new Planned(answer, plan.execution, sql, spark + plan.analysisNanos);
+            return new Planned(plan.answer(lazyQuery && !plan.command), plan.execution, sql,
+                spark + plan.analysisNanos);
         } catch (Refusal r) {
             return new Planned(LockAnswer.refused(r), null, sql, spark);
         }
@@ -166,7 +164,7 @@ public final class LockPlanner {
     /** S on what an action on an analyzed plan reads. */
     public String planAnalyzed(LogicalPlan analyzed) {
         try {
-            return LockAnswer.locks(false, walker.reads(analyzed, true, false), List.of())
+            return LockAnswer.locks(false, walker.reads(analyzed, true, false), List.of(), false)
                 .toJson();
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();
@@ -205,7 +203,7 @@ public final class LockPlanner {
                 specs.addAll(planned.targets);
                 notes.addAll(planned.notes);
             }
-            return LockAnswer.locks(true, specs, notes).toJson();
+            return LockAnswer.locks(true, specs, notes, false).toJson();
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();
         }
@@ -217,7 +215,7 @@ public final class LockPlanner {
     }
 
     private static String answer(Plan plan) {
-        return LockAnswer.locks(plan.command, plan.targets, plan.notes).toJson();
+        return plan.answer(false).toJson();
     }
 
     // ---- one statement ----------------------------------------------------------------------
@@ -230,6 +228,7 @@ public final class LockPlanner {
         final List<String> notes;
         final QueryExecution execution;
         final long analysisNanos;
+        boolean recheck;  // planned on what exists now: plan again once the locks are held
 
         Plan(List<Target> targets, boolean command, List<String> notes,
              QueryExecution execution, long analysisNanos) {
@@ -238,6 +237,11 @@ public final class LockPlanner {
             this.notes = notes;
             this.execution = execution;
             this.analysisNanos = analysisNanos;
+        }
+
+        LockAnswer answer(boolean dropTargets) {
+            return LockAnswer.locks(command, dropTargets ? new ArrayList<>() : targets, notes,
+                recheck);
         }
     }
 
@@ -315,7 +319,11 @@ public final class LockPlanner {
         }
         specs.addAll(pathInserts(analyzed));
         specs.addAll(walker.reads(analyzed, !VIEW_DDL.contains(name), isCommand));
-        return new Plan(specs, isCommand, new ArrayList<>(), execution, analysisNanos);
+        Plan plan = new Plan(specs, isCommand, new ArrayList<>(), execution, analysisNanos);
+        for (Statement s : statements) {
+            plan.recheck |= existingCreate(s.node);
+        }
+        return plan;
     }
 
     /** The analysis Spark will run: commands execute when the Dataset over it is built. */
@@ -632,7 +640,8 @@ public final class LockPlanner {
         }
         if (kind == Kind.DATABASE_X) {
             List<String> parts = ident(parsed.children().apply(0));
-            return parts.isEmpty() ? new ArrayList<>() : one(Target.database(last(parts), "X"));
+            return parts.isEmpty() ? new ArrayList<>()
+                : one(Target.database(last(parts), existingCreate(parsed) ? "S" : "X"));
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.RenameTable) {
             Target old = tableTarget(ident(parsed.children().apply(0)), "X");
@@ -726,7 +735,7 @@ public final class LockPlanner {
             return parts.isEmpty() ? new ArrayList<>() : one(Target.database(last(parts), "S"));
         }
         if (kind == Kind.TABLE_X) {
-            return onTable(parsed.children().apply(0), "X");
+            return onTable(parsed.children().apply(0), existingCreate(parsed) ? "S" : "X");
         }
         if (kind == Kind.READS || kind == Kind.NO_LOCKS) {
             return new ArrayList<>();  // reads only: planned from the analyzed plan
@@ -734,6 +743,38 @@ public final class LockPlanner {
         // unknown() routes every other command to refusal or the conservative plan first
         throw LockAnswer.unsupported("zklock has no lock rule for " + name + "; the statement"
             + " was not run");
+    }
+
+    /** A CREATE ... IF NOT EXISTS of an object that exists: Spark does nothing, so it needs
+     *  S, not X (the usual "make sure it exists" at a job's start must not wait for every
+     *  reader and writer). The plan says "recheck": once granted, the statement is planned
+     *  again under its locks, and if the object is gone by then it takes X after all. */
+    private boolean existingCreate(LogicalPlan parsed) {
+        boolean ifNotExists =
+            (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateTable
+                && ((org.apache.spark.sql.catalyst.plans.logical.CreateTable) parsed)
+                    .ignoreIfExists())
+            || (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect
+                && ((org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect) parsed)
+                    .ignoreIfExists())
+            || (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateView
+                && ((org.apache.spark.sql.catalyst.plans.logical.CreateView) parsed)
+                    .allowExisting())
+            || (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateNamespace
+                && ((org.apache.spark.sql.catalyst.plans.logical.CreateNamespace) parsed)
+                    .ifNotExists());
+        if (!ifNotExists || parsed.children().isEmpty()) {
+            return false;
+        }
+        List<String> parts = ident(parsed.children().apply(0));
+        if (parts.isEmpty()) {
+            return false;
+        }
+        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateNamespace) {
+            return catalog.databaseExists(last(parts));
+        }
+        Target table = tableTarget(parts, "X");
+        return table != null && tableMetadataOrNull(table) != null;
     }
 
     /** X on catalog tables whose files a statement's location touches: a table created or

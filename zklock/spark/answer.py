@@ -7,7 +7,7 @@ Spark Connect (the plugin)::
     {"version": 1, "kind": "command" | "query",
      "targets": [{"db": "sales", "table": "orders", "partition": [["ds", "1"]],
                   "mode": "X"}],
-     "notes": [...]}
+     "notes": [...], "recheck": true}
     {"version": 1, "kind": "refused",
      "refusal": "unsupported" | "invalid_arguments" | "incompatible", "message": "..."}
 
@@ -41,6 +41,9 @@ class PlannedLocks:
     targets: list[LockTarget]
     is_command: bool
     notes: list[str] = field(default_factory=list)
+    #: planned on what exists now (a CREATE ... IF NOT EXISTS of an existing object, in S):
+    #: plan again once the locks are held, and take X if it is gone
+    recheck: bool = False
 
 
 def read(text: str) -> PlannedLocks:
@@ -60,7 +63,8 @@ def read(text: str) -> PlannedLocks:
     if kind == "refused":
         raise _refusal(doc["refusal"], doc["message"])
     specs = [(_object(t), Mode(t["mode"])) for t in doc["targets"]]
-    return PlannedLocks(normalize(specs), kind == "command", list(doc.get("notes", [])))
+    return PlannedLocks(normalize(specs), kind == "command", list(doc.get("notes", [])),
+                        bool(doc.get("recheck", False)))
 
 
 def _object(target: dict) -> LockObject:

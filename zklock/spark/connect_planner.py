@@ -31,7 +31,7 @@ class ConnectPlanner:
         locks = plan_statement(self.spark, sql, self.unknown_statements, strict=strict)
         targets = [] if lazy_queries and not locks.is_command else locks.targets
         # Spark Connect runs a command when sql() is called: it is run again from its text
-        return LockPlan(sql, targets, locks.is_command, locks.notes)
+        return LockPlan(sql, targets, locks.is_command, locks.notes, recheck=locks.recheck)
 
     def replan(self, plan: LockPlan) -> LockPlan:
         return self.plan_sql(plan.statement)

@@ -60,15 +60,16 @@ class LockedExecution:
     def command(self, sql: str, plan: LockPlan) -> Any:
         """Run a planned statement holding its locks for exactly the call.
 
-        When the grant came only after waiting, the statement is planned again under its
-        locks (the catalog may have changed meanwhile); if it now needs locks it does not
-        hold, the whole request is retried.
+        When the grant came only after waiting, or the plan asks for it (``recheck``: a
+        CREATE ... IF NOT EXISTS of an existing object planned in S), the statement is
+        planned again under its locks (the catalog may have changed meanwhile); if it now
+        needs locks it does not hold, the whole request is retried.
         """
         for _ in range(REPLANS):
             query_id = new_query_id()
             lockset = self._acquire(plan.targets, query_id, sql)
             try:
-                if lockset.attempts > 1:
+                if lockset.attempts > 1 or plan.recheck:
                     fresh = self.planner.replan(plan)
                     if not covered(lockset, fresh.targets):
                         plan = fresh

@@ -36,6 +36,8 @@ class LockPlan:
     notes: list[str] = field(default_factory=list)
     #: the planner's own handle on the planned statement (classic: the JVM's analysis)
     handle: Any = None
+    #: plan again once the locks are held (answer.PlannedLocks.recheck)
+    recheck: bool = False
 
     def rows(self) -> list[tuple[str, str]]:
         """(object, mode) in acquisition order."""
@@ -116,7 +118,8 @@ class ClassicPlanner:
                  ) -> LockPlan:
         planned = self._call(self._java.planToRun, sql, strict, lazy_queries)
         locks = answer.read(str(planned.answer()))
-        return LockPlan(sql, locks.targets, locks.is_command, locks.notes, handle=planned)
+        return LockPlan(sql, locks.targets, locks.is_command, locks.notes, handle=planned,
+                        recheck=locks.recheck)
 
     def replan(self, plan: LockPlan) -> LockPlan:
         return self.plan_sql(plan.statement)

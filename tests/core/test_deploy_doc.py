@@ -1,0 +1,44 @@
+"""docs/deploy.md's spark-defaults.conf is real: every spark.zklock.* key in it (the commented
+alternatives too) is a setting, and every value parses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from zklock.config import SETTINGS, Settings
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+
+
+def spark_defaults() -> dict[str, str]:
+    text = DOC.read_text()
+    block = text[text.index("A complete `spark-defaults.conf`"):]
+    body = re.search(r"```properties\n(.*?)```", block, re.S).group(1)
+    conf = {}
+    for line in body.splitlines():
+        line = line.strip().lstrip("#").strip()
+        if line.startswith("spark."):
+            key, value = line.split(None, 1)
+            conf[key] = value.strip()
+    return conf
+
+
+def test_every_zklock_key_is_a_setting_and_parses():
+    conf = spark_defaults()
+    keys = {s.spark for s in SETTINGS if s.spark}
+    ours = {k: v for k, v in conf.items() if k.startswith("spark.zklock.")}
+    assert len(ours) >= 8
+    assert set(ours) <= keys, set(ours) - keys
+    settings = Settings.resolve(spark_conf=ours, environ={})
+    assert settings.hosts == "zk1:2181,zk2:2181,zk3:2181"
+    assert (settings.retries, settings.retry_interval) == (100, 10.0)
+    assert settings.node_naming == "hive" and settings.root == "/hive_zookeeper_namespace"
+
+
+def test_the_committers_it_names_are_in_the_jvm_module():
+    conf = spark_defaults()
+    sources = {p.stem for p in (DOC.parents[1] / "zklock" / "spark").glob("*.java")}
+    for key in ("spark.sql.parquet.output.committer.class",
+                "spark.sql.sources.outputCommitterClass"):
+        assert conf[key].split(".")[-1] in sources
