@@ -97,25 +97,26 @@ def _root(value: Any) -> str:
     return text.rstrip("/") or "/"
 
 
-def _unknown_policy(value: Any) -> str:
-    text = str(value).strip().lower()
-    if text not in ("refuse", "lock"):
-        raise InvalidArguments(f"unknown statements policy must be refuse or lock, got {value!r}")
-    return text
+def _choice(what: str, *options: str) -> Callable[[Any], str]:
+    """A parser of a setting that is one of ``options`` (any case)."""
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in options:
+            raise InvalidArguments(f"{what} must be {' or '.join(options)}, got {value!r}")
+        return text
+    return parse
 
 
-def _show_format(value: Any) -> str:
-    text = str(value).strip().lower()
-    if text not in ("zklock", "hive"):
-        raise InvalidArguments(f"SHOW LOCKS format must be zklock or hive, got {value!r}")
-    return text
+_unknown_policy = _choice("unknown statements policy", "refuse", "lock")
+_show_format = _choice("SHOW LOCKS format", "zklock", "hive")
+_node_naming = _choice("node naming", "recipe", "hive")
 
 
 def _hosts(value: Any) -> str:
     """A ZooKeeper connect string, ``host[:port],...[/chroot]``, checked here so that a bad
     one is a one-line error, not kazoo's traceback."""
     text = str(value).strip()
-    servers, slash, chroot = text.partition("/")
+    servers = text.partition("/")[0]
     if not servers:
         raise InvalidArguments(f"ZooKeeper connect string {value!r} names no server")
     for server in servers.split(","):
@@ -125,13 +126,6 @@ def _hosts(value: Any) -> str:
                                        and 0 < int(port) < 65536)):
             raise InvalidArguments(f"ZooKeeper connect string {value!r}: {server.strip()!r} is"
                                    " not host[:port] with a port from 1 to 65535")
-    return text
-
-
-def _node_naming(value: Any) -> str:
-    text = str(value).strip().lower()
-    if text not in ("recipe", "hive"):
-        raise InvalidArguments(f"node naming must be recipe or hive, got {value!r}")
     return text
 
 

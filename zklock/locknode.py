@@ -71,8 +71,6 @@ HIVE_PREFIX = "LOCK-"
 #: mode stands for a write in progress: zklock reads it as S, so its X waits (more, never
 #: less) and its S does not.
 HIVE_MODES = {"SHARED": Mode.SHARED, "EXCLUSIVE": Mode.EXCLUSIVE, "SEMI_SHARED": Mode.SHARED}
-#: The names node_naming chooses between.
-NAMINGS = ("recipe", "hive")
 #: Version of the lock protocol zklock's lock nodes record in their data. 2: the writer of
 #: the node honours intents (it denies itself on seeing an older conflicting intent), which
 #: is what lets an intent's owner disregard that node (docs/design.md, "Fairness").
