@@ -48,10 +48,6 @@ public final class LockAnswer {
             return new Target(db, null, List.of(), mode);
         }
 
-        Target withMode(String other) {
-            return new Target(db, table, partition, other);
-        }
-
         Map<String, Object> json() {
             Map<String, Object> out = new LinkedHashMap<>();
             out.put("db", db);

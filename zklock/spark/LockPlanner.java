@@ -158,13 +158,9 @@ public final class LockPlanner {
 
     /** S on what an action on {@code ds} reads (Spark caches its analyzed plan). */
     public String planDataFrame(org.apache.spark.sql.classic.Dataset<?> ds) {
-        return planAnalyzed(ds.queryExecution().analyzed());
-    }
-
-    /** S on what an action on an analyzed plan reads. */
-    public String planAnalyzed(LogicalPlan analyzed) {
         try {
-            return LockAnswer.locks(false, walker.reads(analyzed, true, false), List.of(), false)
+            return LockAnswer.locks(false,
+                walker.reads(ds.queryExecution().analyzed(), true, false), List.of(), false)
                 .toJson();
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();
