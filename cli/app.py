@@ -162,14 +162,14 @@ def with_spark_options(func: Any) -> Any:
 
 
 def locking_session(obj: Context, conf: Sequence[str], init_sql: Optional[str]) -> Any:
-    from zklock.cli.local import local_session, parse_conf
+    from zklock.cli.local import local_session, parse_conf, run_init_sql
 
     from zklock.spark import LockingSession
 
     log = Path(obj.settings.state_dir) / "spark.log"
     if obj.verbose:
         click.echo(f"zklock: Spark's log: {log.resolve()}", err=True)
-    spark = local_session(parse_conf(conf), init_sql, log=log)
+    spark = local_session(parse_conf(conf), log=log)
     # PySpark logs a failed statement's query context from Python too: to the same file
     from pyspark.logger import PySparkLogger
 
@@ -180,4 +180,5 @@ def locking_session(obj: Context, conf: Sequence[str], init_sql: Optional[str]) 
         logger.propagate = False
     session = LockingSession(spark, **{k: v for k, v in obj.overrides.items() if v})
     obj.on_close(session.close)
+    run_init_sql(session, init_sql)
     return session

@@ -1,14 +1,15 @@
 """A local Spark Connect server with zklock's plugin, for development, demos and tests.
 
-``zklock spark connect-server start`` runs PySpark's own Spark Connect server
-(``org.apache.spark.sql.connect.service.SparkConnectServer`` through ``spark-submit``,
-as ``sbin/start-connect-server.sh`` does, but in the foreground of a process of its
-own so that its pid is the server's) with the plugin jar on its class path
-(``--jars``) and the plugin registered (``spark.connect.extensions.relation.classes``).
-Its pid, port, log and the jar it runs live in ``<state dir>/connect-server/``
-(``.zklock/`` by default), like the ZooKeeper of ``zklock server start``.
+``zklock spark connect-server start`` runs PySpark's own Spark Connect service in a
+process of its own (:mod:`zklock.cli.connect_host`): a Python process whose JVM has
+zklock's jar, its plugin (``spark.connect.extensions.relation.classes``, which plans locks
+for LockingSession clients) and its engine extension, and whose LockManager takes the locks
+of every command a client sends that no LockingSession locked. Its pid, port, log and the
+jar it runs live in ``<state dir>/connect-server/`` (``.zklock/`` by default), like the
+ZooKeeper of ``zklock server start``.
 
-An existing Connect server gets the plugin the same way: see docs/spark.md,
+A Connect server started otherwise (Spark's start-connect-server.sh) has no lock client:
+with zklock's extension it refuses the commands that need locks; see docs/spark.md,
 "Spark Connect: the server side".
 """
 
@@ -18,6 +19,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +68,8 @@ class ConnectServer:
     conf: dict[str, str] = field(default_factory=dict)
     spark_home: Optional[Path] = None
     jar: Optional[Path] = None
+    #: the zklock settings of the server's lock client, as Spark conf (spark.zklock.*)
+    locks: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.state_dir = Path(self.state_dir).resolve() / "connect-server"
@@ -139,17 +143,16 @@ class ConnectServer:
                 f" Connect server under {home} is Spark {server_version or 'of unknown version'};"
                 " build the plugin against that Spark's jars (a PySpark of the same version)")
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [str(submit), "--class", SERVER_CLASS, "--name", "zklock Spark Connect server",
-               "--jars", str(jar),
-               "--conf", f"{PLUGIN_SETTING}={PLUGIN_CLASS}",
-               "--conf", f"spark.connect.grpc.binding.port={self.port}",
-               "--conf", f"spark.connect.grpc.binding.address={self.host}",
-               "--conf", "spark.ui.enabled=false"]
+        cmd = [sys.executable, "-m", "zklock.cli.connect_host", "--port", str(self.port),
+               "--host", self.host]
         if self.warehouse:
-            cmd += ["--conf", f"spark.sql.warehouse.dir={Path(self.warehouse).resolve()}"]
+            cmd += ["--warehouse", str(Path(self.warehouse).resolve())]
         from zklock.spark import SPARK_DEFAULTS  # sysdb views need the global temp database "sysdb"
 
-        for key, value in {**SPARK_DEFAULTS, **self.conf}.items():
+        conf = {**SPARK_DEFAULTS, **self.locks, **self.conf}
+        if self.jar:
+            conf["spark.jars"] = str(jar)
+        for key, value in conf.items():
             cmd += ["--conf", f"{key}={value}"]
         env = dict(os.environ, SPARK_HOME=str(home), SPARK_CONNECT_MODE="0")
         env.pop("SPARK_REMOTE", None)
@@ -159,7 +162,7 @@ class ConnectServer:
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         cwd=self.state_dir, env=env)
         except OSError as exc:
-            raise SparkConnectError(f"cannot run {submit}: {exc}") from None
+            raise SparkConnectError(f"cannot run {cmd[0]}: {exc}") from None
         self._proc = proc
         self.info_file.write_text(json.dumps({
             "pid": proc.pid, "port": self.port, "host": self.host, "jar": str(jar),

@@ -57,8 +57,8 @@ def stderr_to(log: Optional[Path]) -> Iterator[None]:
         os.close(fd)
 
 
-def local_session(conf: Optional[dict[str, str]] = None, init_sql: Optional[str] = None,
-                  app_name: str = "zklock", log: Optional[Path] = None) -> Any:
+def local_session(conf: Optional[dict[str, str]] = None, app_name: str = "zklock",
+                  log: Optional[Path] = None) -> Any:
     """Get (or create) a SparkSession with zklock's static settings and ``conf`` applied;
     a JVM it starts writes its log to ``log`` (None: to this process's stderr)."""
     from pyspark.sql import SparkSession
@@ -74,7 +74,12 @@ def local_session(conf: Optional[dict[str, str]] = None, init_sql: Optional[str]
     with stderr_to(log):
         spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
+    return spark
+
+
+def run_init_sql(session: Any, init_sql: Optional[str]) -> None:
+    """Run the statements of the ``--init-sql`` file (none when None) in ``session``: a
+    LockingSession, or a session whose engine has a lock client (they are locked)."""
     if init_sql:
         for stmt in split_statements(Path(init_sql).read_text()):
-            spark.sql(stmt)
-    return spark
+            session.sql(stmt)

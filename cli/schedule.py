@@ -280,8 +280,9 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
 
     Example: zklock scheduler run --executors 4 --quiet-period 0 --conf spark.master=local[4]
     """
-    from zklock.cli.local import local_session, parse_conf
+    from zklock.cli.local import local_session, parse_conf, run_init_sql
     from zklock.scheduler.runner import SparkRunner
+    from zklock.spark import enforce
     from zklock.scheduler.service import SchedulerService
 
     if executors is not None and executors < 0:
@@ -292,7 +293,9 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
         from zklock import metrics
 
         metrics.serve(metrics_port)
-    spark = local_session(parse_conf(conf), init_sql, app_name="zklock-scheduler")
+    spark = local_session(parse_conf(conf), app_name="zklock-scheduler")
+    engine = enforce(spark, obj.manager())  # locks what the scheduler's Spark runs
+    run_init_sql(spark, init_sql)
     client = obj.manager().client
     runner = SparkRunner(spark, settings, client)
 
@@ -315,6 +318,7 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
     finally:
         service.stop()
         runner.close()
+        engine.close()
     click.echo(f"scheduler {service.id} stopped", err=True)
 
 

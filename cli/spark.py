@@ -56,7 +56,9 @@ def _server(obj: Context, port: Optional[int] = None, warehouse: Optional[str] =
     server = ConnectServer(Path(obj.settings.state_dir), port=port or DEFAULT_PORT,
                            warehouse=warehouse, conf=parse_conf(conf),
                            spark_home=Path(spark_home) if spark_home else None,
-                           jar=Path(jar) if jar else None)
+                           jar=Path(jar) if jar else None,
+                           locks={"spark.zklock.zookeeper.quorum": obj.settings.connect_string(),
+                                  "spark.zklock.root": obj.settings.root})
     if port is None:
         server.port = int(server.info().get("port", DEFAULT_PORT))
     return server

@@ -77,6 +77,8 @@ def connect_job(hosts: str, warehouse: str) -> int:
     role = "connect"
     server = ConnectServer(Path(warehouse) / "_connect", port=free_port(),
                            warehouse=f"{warehouse}/_catalog_connect",
+                           locks={"spark.zklock.zookeeper.quorum": hosts,
+                                  "spark.zklock.root": ROOT},
                            conf={"spark.sql.shuffle.partitions": "2",
                                  "spark.driver.memory": "768m"})
     server.start()
@@ -120,15 +122,15 @@ def main() -> int:
                       .config("spark.sql.warehouse.dir", f"{warehouse}/_catalog_{role}")
                       ).getOrCreate()
     spark.sparkContext.setLogLevel("OFF")
-    for sub in ("orders", "customers"):
-        Path(warehouse, sub).mkdir(parents=True, exist_ok=True)
-    for stmt in tables(warehouse):
-        spark.sql(stmt)
-    spark.udf.register("slow", lambda x: (time.sleep(0.02), x)[1], "bigint")
     session = LockingSession(spark, hosts=hosts, root=ROOT, user=role, job=role,
                              retries=240, retry_interval=0.25,
                              event_log=f"{warehouse}/events.jsonl",
                              scheduler_namespace="demo", scheduler_admins="setup")
+    for sub in ("orders", "customers"):
+        Path(warehouse, sub).mkdir(parents=True, exist_ok=True)
+    for stmt in tables(warehouse):
+        spark.sql(stmt)  # the plain session: zklock's engine locks it through the session's
+    spark.udf.register("slow", lambda x: (time.sleep(0.02), x)[1], "bigint")
     say(role, "Spark is up; ready")
     sys.stdin.readline()
     if role != "setup":

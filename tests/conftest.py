@@ -138,12 +138,19 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 
 # ---- Spark ---------------------------------------------------------------------
+#: The root of the locks the test session's Spark engine takes for commands that no
+#: LockingSession runs (fixtures' set-up through the plain session).
+ENGINE_ROOT = "/zklock-tests-engine"
+
+
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory):
-    """One real local SparkSession for the whole test session (about 10 s to start)."""
+def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
+    """One real local SparkSession for the whole test session (about 10 s to start), built
+    with zklock's engine extension, whose lock client takes locks under ENGINE_ROOT."""
     from pyspark.sql import SparkSession
 
-    from zklock.spark import configure
+    from zklock.config import Settings
+    from zklock.spark import configure, enforce
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     builder = (SparkSession.builder.master("local[2]").appName("zklock-tests")
@@ -154,7 +161,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
                .config("spark.driver.memory", "1g"))
     session = configure(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    engine = enforce(session, LockManager(settings=Settings.resolve(dict(
+        hosts=zk_hosts, root=ENGINE_ROOT, session_timeout=SESSION_TIMEOUT))))
     yield session
+    engine.close()
+    engine.manager.close()
     session.stop()
 
 

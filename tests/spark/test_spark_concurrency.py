@@ -17,10 +17,10 @@ spark = configure(SparkSession.builder.master("local[1]")
                   .config("spark.ui.showConsoleProgress", "false")
                   .config("spark.sql.warehouse.dir", warehouse)).getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
-spark.sql("CREATE TABLE IF NOT EXISTS shared (v STRING, ds STRING) USING parquet"
-          f" PARTITIONED BY (ds) LOCATION '{location}'")
 session = LockingSession(spark, hosts=hosts, root=root, retries=600, retry_interval=0.05,
                          session_timeout=5)
+session.sql("CREATE TABLE IF NOT EXISTS shared (v STRING, ds STRING) USING parquet"
+            f" PARTITIONED BY (ds) LOCATION '{location}'")
 print("ready", flush=True)
 sys.stdin.readline()  # start both writers together
 for i in range(int(n)):

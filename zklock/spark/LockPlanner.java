@@ -730,6 +730,26 @@ public final class LockPlanner {
             List<String> parts = ident(parsed.children().apply(0));
             return parts.isEmpty() ? new ArrayList<>() : one(Target.database(last(parts), "S"));
         }
+        if (parsed instanceof org.apache.spark.sql.execution.command.SaveAsV1TableCommand) {
+            // DataFrameWriter.saveAsTable of a session-catalog table
+            org.apache.spark.sql.catalyst.TableIdentifier id =
+                ((org.apache.spark.sql.execution.command.SaveAsV1TableCommand) parsed)
+                .tableDesc().identifier();
+            List<String> parts = new ArrayList<>();
+            if (id.database().isDefined()) {
+                parts.add(id.database().get());
+            }
+            parts.add(id.table());
+            Target table = tableTarget(parts, "X");
+            return table == null ? new ArrayList<>() : one(table);
+        }
+        if (parsed instanceof org.apache.spark.sql.execution.datasources
+                .SaveIntoDataSourceCommand) {
+            // DataFrameWriter.save to a data source: the catalog tables stored at its path
+            scala.Option<String> path = ((org.apache.spark.sql.execution.datasources
+                .SaveIntoDataSourceCommand) parsed).options().get("path");
+            return path.isDefined() ? tablesAt(path.get()) : new ArrayList<>();
+        }
         if (kind == Kind.TABLE_X) {
             return onTable(parsed.children().apply(0), existingCreate(parsed) ? "S" : "X");
         }

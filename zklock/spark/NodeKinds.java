@@ -133,7 +133,8 @@ public final class NodeKinds {
         add(Kind.STATEMENT,
             "AddPartitions AnalyzeColumn AnalyzeTable AnalyzeTables DropPartitions"
             + " InsertIntoDir InsertIntoStatement LoadData RenamePartitions RenameTable"
-            + " SetTableSerDeProperties TruncatePartition");
+            + " SaveAsV1TableCommand SaveIntoDataSourceCommand SetTableSerDeProperties"
+            + " TruncatePartition");
         /* Commands whose only effect on tables is to read their query (S on what it reads). */
         add(Kind.READS,
             "CacheTable CacheTableAsSelect CloseCursor DeclareCursor FetchCursor OpenCursor"
@@ -155,8 +156,8 @@ public final class NodeKinds {
             + " CreateTableCommand CreateTableLikeCommand DropDatabaseCommand DropTableCommand"
             + " InsertIntoDataSourceCommand InsertIntoDataSourceDirCommand"
             + " InsertIntoHadoopFsRelationCommand InsertIntoHiveDirCommand InsertIntoHiveTable"
-            + " LoadDataCommand RepairTableCommand SaveAsV1TableCommand"
-            + " SaveIntoDataSourceCommand SetNamespaceCollationCommand TruncateTableCommand"
+            + " LoadDataCommand RepairTableCommand SetNamespaceCollationCommand"
+            + " TruncateTableCommand"
             + " UnsetNamespacePropertiesCommand WriteFiles");
         /* SQL scripting (BEGIN ... END): planned statement by statement, locked as one set. */
         add(Kind.SCRIPT,

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from .dataframe import LockingDataFrame
+from .engine import EngineLockClient, enforce
 from .planner import LockPlan
 from .session import LockingSession
 
+#: Spark's setting naming session extensions: zklock's puts every command under its locks.
+EXTENSIONS = "spark.sql.extensions"
 SPARK_DEFAULTS = {
     # sysdb.locks (and the scheduler's sysdb views) are global temporary views in "sysdb".
     "spark.sql.globalTempDatabase": "sysdb",
@@ -39,7 +43,8 @@ def configure(builder: Any) -> Any:
     operator with the plugin: see docs/spark.md.
     """
     from .connect import PLUGIN_CLASS, PLUGIN_SETTING
-    from .jvm import module_jar
+    from .engine import EXTENSION_CLASS
+    from .jvm import jar_info, module_jar
 
     for key, value in SPARK_DEFAULTS.items():
         builder = builder.config(key, value)
@@ -54,9 +59,13 @@ def configure(builder: Any) -> Any:
                    if p.strip()]
         if PLUGIN_CLASS not in plugins:
             builder = builder.config(PLUGIN_SETTING, ",".join([*plugins, PLUGIN_CLASS]))
+    extensions = [e.strip() for e in str(options.get(EXTENSIONS, "")).split(",") if e.strip()]
+    if EXTENSION_CLASS not in extensions:
+        builder = builder.config(EXTENSIONS, ",".join([*extensions, EXTENSION_CLASS]))
     jar = str(module_jar())
     existing = getattr(builder, "_options", {}).get("spark.jars")
-    if jar not in str(existing or "").split(","):
+    jars = [j for j in str(existing or "").split(",") if j]
+    if not any(j == jar or jar_info(Path(j)) for j in jars):  # one zklock jar, not two
         builder = builder.config("spark.jars", f"{existing},{jar}" if existing else jar)
     return builder
 
@@ -69,4 +78,5 @@ def _local_connect(options: dict, local_master: bool) -> bool:
     return local_master and str(options.get("spark.api.mode", "")).lower() == "connect"
 
 
-__all__ = ["LockPlan", "LockingDataFrame", "LockingSession", "configure"]
+__all__ = ["EngineLockClient", "LockPlan", "LockingDataFrame", "LockingSession", "configure",
+           "enforce"]

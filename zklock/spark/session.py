@@ -37,7 +37,9 @@ from . import sql as zklock_sql
 from .catalog import LockingCatalog
 from .commit import commit_isolation
 from .dataframe import LockingReader, adopt, adopting
+from .engine import EngineLockClient, has_client
 from .execution import LockedExecution, SessionOptions
+from .jvm import JvmModuleError
 from .planner import ClassicPlanner, LockPlan, Planner
 from .statement import is_connect
 
@@ -75,6 +77,7 @@ class LockingSession:
             commits = commit_isolation(spark)
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
                                          self.options, commits)
+        self._engine = self._engine_client(spark)
         registry.load_plugins()
         self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
         for name, build in registry.views().items():
@@ -88,6 +91,19 @@ class LockingSession:
 
             return ConnectPlanner(spark, unknown_statements=policy)
         return ClassicPlanner(spark, unknown_statements=policy)
+
+    def _engine_client(self, spark: Any) -> Optional[EngineLockClient]:
+        """In an application with zklock's engine extension and no lock client yet, this
+        session's LockManager takes the locks of the commands the engine runs outside it
+        (the plain session, a library's own getOrCreate(), pandas-on-Spark)."""
+        if self.connect:
+            return None
+        try:
+            if has_client(spark):
+                return None
+        except JvmModuleError:  # built without zklock.spark.configure: no extension
+            return None
+        return EngineLockClient(spark, lambda: self.manager).install()
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -148,7 +164,11 @@ class LockingSession:
         return self.options.concurrency
 
     def close(self) -> None:
-        """Close the LockManager if this session built it; the SparkSession stays up."""
+        """Close the LockManager if this session built it (and stop being the engine's lock
+        client); the SparkSession stays up."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
         with self._manager_lock:
             if self._own_manager and self._manager is not None:
                 self._manager.close()

@@ -19,6 +19,8 @@ when the loss reached ZooKeeper but not yet this process.
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,6 +40,8 @@ FENCING_TOKEN = "zklock.fencing.token"
 #: job commits: the connect string (with chroot) and the nodes' full paths, one per line.
 FENCE_ZOOKEEPER = "zklock.fence.zookeeper"
 FENCE_NODES = "zklock.fence.nodes"
+#: The operation tag carrying a Spark Connect statement's lock nodes (EngineGuard.FENCE_TAG).
+FENCE_TAG = "zklock-fence-"
 #: How a commit refused by the committers' fence begins its message (CommitFence.java).
 FENCE_REFUSED = "zklock: locks lost before commit"
 
@@ -98,26 +102,30 @@ class ClassicJobs:
 class ConnectJobs:
     """A Spark Connect session's operations: tagged on the client (Connect's operation
     tags are per thread), interrupted on the server by tag. The fencing token travels as
-    a second tag, ``zklock-token-<n>``: the server adds operation tags to its jobs' tags
-    (the ``spark.job.tags`` property every task sees), each as
-    ``SparkConnect_SessionTag_User_<user id>_Session_<session id>_Tag_<tag>``."""
+    a second tag, ``zklock-token-<n>``, and the set's lock nodes as a third,
+    ``zklock-fence-<base64url of {"zookeeper": ..., "nodes": [...]}>``: the server adds
+    operation tags to its jobs' tags (the ``spark.job.tags`` property every task sees),
+    each as ``SparkConnect_..._Tag_<tag>``, and zklock's engine extension there checks
+    that the nodes still exist before a command runs (EngineGuard.java)."""
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
-        self._token_tags: dict[str, str] = {}
+        self._extra_tags: dict[str, list[str]] = {}
 
     def enter(self, tag: str, token: str, zookeeper: Optional[str],
               nodes: Optional[str]) -> None:
-        self.spark.addTag(tag)
-        token_tag = f"zklock-token-{token}"
-        self.spark.addTag(token_tag)
-        self._token_tags[tag] = token_tag
+        tags = [tag, f"zklock-token-{token}"]
+        if zookeeper and nodes:
+            fence = json.dumps({"zookeeper": zookeeper, "nodes": nodes.split("\n")})
+            tags.append(FENCE_TAG + base64.urlsafe_b64encode(fence.encode()).decode())
+        for t in tags:
+            self.spark.addTag(t)
+        self._extra_tags[tag] = tags[1:]
 
     def exit(self, tag: str) -> None:
         self.spark.removeTag(tag)
-        token_tag = self._token_tags.pop(tag, None)
-        if token_tag is not None:
-            self.spark.removeTag(token_tag)
+        for t in self._extra_tags.pop(tag, []):
+            self.spark.removeTag(t)
 
     def cancel(self, tag: str) -> None:
         self.spark.interruptTag(tag)

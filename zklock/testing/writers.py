@@ -44,11 +44,11 @@ def main(argv: list[str]) -> int:
     spark.udf.register("slow", lambda x: (time.sleep(0.003), x)[1], "bigint")
     spark.udf.register("boom", _boom, "bigint")
     value = "boom(id)" if name.startswith("bad") else "slow(id)"  # a writer whose jobs fail
-    spark.sql("CREATE DATABASE IF NOT EXISTS w")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS w.t (id BIGINT, v DOUBLE, ds STRING) USING parquet"
-              f" PARTITIONED BY (ds) LOCATION '{wh / 't'}'")
     session = LockingSession(spark, hosts=hosts, root=root, job=name, retries=100,
                              retry_interval=0.1, isolate_commits=parse_bool(isolate))
+    session.sql("CREATE DATABASE IF NOT EXISTS w")
+    session.sql(f"CREATE TABLE IF NOT EXISTS w.t (id BIGINT, v DOUBLE, ds STRING) USING parquet"
+                f" PARTITIONED BY (ds) LOCATION '{wh / 't'}'")
     (wh / f"{name}.ready").touch()
     while len(list(wh.glob("*.ready"))) < int(writers):
         time.sleep(0.05)

@@ -1,0 +1,238 @@
+// How a command under zklock's engine extension gets its locks, before it runs:
+//  1. Inside a locked statement (a LockingSession's, or one the engine locked and whose
+//     command runs others, as a CTAS runs its insert), the statement's locks cover it. They
+//     travel with the execution as the local properties that zklock's committers read
+//     (CommitFence.ZOOKEEPER and NODES, set with the fencing token by JobTags.java), and are
+//     checked to still exist, as the fenced commit checks them (a lock whose node is gone is
+//     lost, whoever removed it).
+//  2. Otherwise LockPlanner plans the command from its parsed form (EngineLocks.PARSED), the
+//     same planning EXPLAIN LOCKS shows. A command with nothing to lock runs as it is.
+//  3. With spark.zklock.engine.mode=refuse, or without a lock client in the process, it is
+//     refused, in one line naming what it needs. Otherwise the lock client takes the locks
+//     (all or none, with its retries) and they are held, under their own job tag and fence,
+//     for exactly the command.
+// A command whose parsed form is unknown (Spark built it analyzed) is refused: zklock cannot
+// tell what it writes, and it never runs a write unlocked.
+package zklock;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.classic.SparkSession;
+
+final class EngineGuard {
+    /** The format of the lock client's requests and answers (EngineLockClient.java). */
+    static final int VERSION = 1;
+    /** The operation tag carrying a Connect statement's lock nodes (statement.FENCE_TAG). */
+    static final String FENCE_TAG = "zklock-fence-";
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final EngineGuard COVERED = new EngineGuard(null, null, null);
+
+    /** A command zklock does not run: refused, denied, or its locks lost. */
+    static final class Refused extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        Refused(String message) {
+            super(message, null, false, false);
+        }
+    }
+
+    private final EngineLockClient client;
+    private final String handle;
+    private final SparkContext sc;
+
+    private EngineGuard(EngineLockClient client, String handle, SparkContext sc) {
+        this.client = client;
+        this.handle = handle;
+        this.sc = sc;
+    }
+
+    /** The locks {@code command} needs, held from now until {@link #exit}. */
+    static EngineGuard enter(SparkSession session, LogicalPlan command) {
+        SparkContext sc = session.sparkContext();
+        if (heldLocks(sc)) {
+            return COVERED;
+        }
+        LogicalPlan parsed = EngineLocks.parsed(command);
+        String name = PlanWalker.nodeName(command);
+        if (parsed == null) {
+            throw new Refused("zklock: cannot tell what " + name + " writes (Spark built it"
+                + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
+        }
+        String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
+        JsonNode answer = read(new LockPlanner(session, policy).planPlan(parsed, true),
+            LockAnswer.VERSION);
+        if ("refused".equals(answer.path("kind").asText())) {
+            throw new Refused("zklock: " + answer.path("message").asText());
+        }
+        if (!"command".equals(answer.path("kind").asText())) {
+            throw new Refused("zklock: " + name + " was planned as a query; it does not run"
+                + " unlocked");
+        }
+        if (answer.path("targets").size() == 0) {
+            return COVERED;
+        }
+        String what = describe(answer.path("targets"));
+        String mode = session.conf().get(EngineLocks.MODE, "lock");
+        if (!mode.equals("lock")) {
+            throw new Refused("zklock: refused " + name + " on " + what + ": "
+                + EngineLocks.MODE + "=" + mode + " runs only what a LockingSession locked");
+        }
+        EngineLockClient client = EngineLocks.client();
+        if (client == null) {
+            throw new Refused("zklock: refused " + name + " on " + what + ": it needs locks"
+                + " and no lock client runs in this process; create a LockingSession or call"
+                + " zklock.spark.enforce(spark) first, or send it through zklock's Spark"
+                + " Connect server");
+        }
+        Map<String, Object> request = new LinkedHashMap<>();
+        request.put("version", VERSION);
+        request.put("answer", answer);
+        request.put("statement", statement(parsed, name, what));
+        request.put("user", connectUser(sc));
+        JsonNode grant = read(client.acquire(write(request)), VERSION);
+        if (!"granted".equals(grant.path("outcome").asText())) {
+            throw new Refused(grant.path("message").asText("zklock: " + name + " on " + what
+                + ": the lock client refused it"));
+        }
+        String handle = grant.path("handle").asText();
+        List<String> nodes = new ArrayList<>();
+        grant.path("nodes").forEach(n -> nodes.add(n.asText()));
+        sc.addJobTag(grant.path("query_id").asText());
+        sc.setLocalProperty(JobTags.FENCING_TOKEN, grant.path("token").asText());
+        sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path("zookeeper").asText());
+        sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
+        return new EngineGuard(client, handle, sc);
+    }
+
+    /** Does this execution run inside a locked statement? Then its locks cover it, once
+     *  checked to still exist (else Refused, with the fence's message). */
+    private static boolean heldLocks(SparkContext sc) {
+        String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
+        String nodes = sc.getLocalProperty(CommitFence.NODES);
+        List<String> paths = new ArrayList<>();
+        if (zookeeper != null && !zookeeper.isEmpty() && nodes != null && !nodes.isEmpty()) {
+            paths.addAll(List.of(nodes.split("\n")));
+        } else {
+            JsonNode fence = connectFence(sc);
+            if (fence == null) {
+                return false;
+            }
+            zookeeper = fence.path("zookeeper").asText();
+            fence.path("nodes").forEach(n -> paths.add(n.asText()));
+        }
+        if (paths.isEmpty()) {
+            throw new Refused("zklock: a locked statement named no lock nodes; it does not run");
+        }
+        try {
+            CommitFence.check(zookeeper, paths);
+        } catch (IOException e) {
+            throw new Refused(e.getMessage());
+        }
+        return true;
+    }
+
+    /** The lock nodes a Spark Connect client's LockingSession statement holds: its operation
+     *  tag FENCE_TAG (zklock/spark/statement.py's ConnectJobs); null without one. */
+    private static JsonNode connectFence(SparkContext sc) {
+        scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
+        while (tags.hasNext()) {
+            String tag = tags.next();
+            int at = tag.indexOf("_Tag_" + FENCE_TAG);
+            if (tag.startsWith("SparkConnect_") && at >= 0) {
+                String encoded = tag.substring(at + "_Tag_".length() + FENCE_TAG.length());
+                try {
+                    return JSON.readTree(java.util.Base64.getUrlDecoder().decode(encoded));
+                } catch (IOException | IllegalArgumentException e) {
+                    throw new Refused("zklock: unreadable lock nodes in operation tag " + tag);
+                }
+            }
+        }
+        return null;
+    }
+
+    /** Release what {@link #enter} took; after a command that completed, throws when its
+     *  locks were lost while it ran. */
+    void exit(boolean failed) {
+        if (client == null) {
+            return;
+        }
+        sc.removeJobTag(handle);
+        sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
+        sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
+        sc.setLocalProperty(CommitFence.NODES, null);
+        JsonNode released = read(client.release(handle), VERSION);
+        if (!failed && "lost".equals(released.path("outcome").asText())) {
+            throw new Refused(released.path("message").asText("zklock: locks lost"));
+        }
+    }
+
+    private static String statement(LogicalPlan parsed, String name, String what) {
+        scala.Option<String> text = parsed.origin().sqlText();
+        return text.isDefined() ? text.get() : name + " on " + what;
+    }
+
+    /** The objects a command locks in X (else in S), as a person names them. */
+    private static String describe(JsonNode targets) {
+        List<String> names = new ArrayList<>();
+        for (String mode : new String[] {"X", "S"}) {
+            for (JsonNode t : targets) {
+                String name = t.path("db").asText()
+                    + (t.path("table").isNull() ? "" : "." + t.path("table").asText());
+                if (mode.equals(t.path("mode").asText()) && !names.contains(name)) {
+                    names.add(name);
+                }
+            }
+            if (!names.isEmpty()) {
+                break;
+            }
+        }
+        return names.size() <= 3 ? String.join(", ", names)
+            : String.join(", ", names.subList(0, 3)) + " (+" + (names.size() - 3) + " more)";
+    }
+
+    /** The user of the Spark Connect session running this thread's jobs; null outside one
+     *  (Spark Connect tags each execution SparkConnect_..._User_<user>_Session_<id>...). */
+    private static String connectUser(SparkContext sc) {
+        scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
+        while (tags.hasNext()) {
+            String tag = tags.next();
+            int user = tag.indexOf("_User_");
+            int end = tag.indexOf("_Session_");
+            if (tag.startsWith("SparkConnect_") && user >= 0 && end > user) {
+                return tag.substring(user + "_User_".length(), end);
+            }
+        }
+        return null;
+    }
+
+    private static JsonNode read(String text, int version) {
+        try {
+            JsonNode doc = JSON.readTree(text);
+            if (doc.path("version").asInt() != version) {
+                throw new Refused("zklock: an answer in format " + doc.path("version")
+                    + ", where this module reads format " + version);
+            }
+            return doc;
+        } catch (IOException e) {
+            throw new Refused("zklock: unreadable answer of the lock client: " + e.getMessage());
+        }
+    }
+
+    private static String write(Object doc) {
+        try {
+            return JSON.writeValueAsString(doc);
+        } catch (IOException e) {
+            throw new Refused("zklock: could not write a lock request: " + e.getMessage());
+        }
+    }
+}

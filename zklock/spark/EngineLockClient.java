@@ -1,0 +1,20 @@
+// The lock client that zklock's engine extension (EngineLocks.java) asks for the locks of a
+// command that no LockingSession locked. zklock has one lock client, the Python one
+// (zklock/spark/engine.py), which registers itself through py4j's callback server; the JVM
+// never takes a lock itself, so the lock protocol has one implementation.
+//
+// Both directions are versioned JSON documents (docs/spark.md, "The engine's lock client"):
+//   acquire({"version": 1, "answer": <LockAnswer>, "statement": "...", "user": "..."|null})
+//     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
+//         "token": "...", "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
+//      | {"version": 1, "outcome": "denied" | "refused", "message": "..."}
+//   release("<handle>") -> {"version": 1, "outcome": "released" | "lost", "message": "..."}
+package zklock;
+
+public interface EngineLockClient {
+    /** Take the locks of a planned command, all or none (the client's retries included). */
+    String acquire(String request);
+
+    /** Release what {@link #acquire} granted; says whether the set was lost meanwhile. */
+    String release(String handle);
+}

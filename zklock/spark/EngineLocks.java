@@ -1,0 +1,101 @@
+// zklock in Spark's engine: every command Spark executes runs holding the locks that
+// LockPlanner.java gives it, whatever sent it (SQL, a DataFrameWriter, the catalog,
+// pandas-on-Spark, a Spark Connect or Thrift client, Scala code). Hive's Driver does the same
+// for every client of HiveServer2; zklock's Python proxy alone could not.
+//
+// Spark loads it by name, with zklock's jar on the application's class path:
+//   spark.sql.extensions=zklock.EngineLocks
+// (zklock.spark.configure(builder) sets both). It adds two things to every session:
+//  - two analyzer rules that leave the parsed form of an analyzed command on it (the tag
+//    PARSED), because the planner's rules read statements as parsed: one runs before Spark
+//    resolves anything and remembers the plan of this analysis (one AnalysisContext per
+//    analysis; a view's or subquery's nested analysis shares its statement's), the other runs
+//    once the plan is resolved and tags its root (Spark then keeps tags through optimization);
+//  - a planner strategy, LockedCommands.java, that puts every command that may change data
+//    or metadata under a LockedCommandExec.java, which holds the command's locks while it
+//    runs (EngineGuard.java says how it gets them).
+package zklock;
+
+import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.analysis.AnalysisContext;
+import org.apache.spark.sql.catalyst.analysis.AnalysisContext$;
+import org.apache.spark.sql.catalyst.plans.logical.Command;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
+
+import scala.runtime.BoxedUnit;
+
+public final class EngineLocks implements scala.Function1<SparkSessionExtensions, BoxedUnit> {
+    /** Spark conf: "lock" (the default) takes a command's locks through the process's lock
+     *  client; "refuse" refuses every command that no LockingSession locked. */
+    public static final String MODE = "spark.zklock.engine.mode";
+    /** The parsed plan, on the root of the plan Spark analyzes from it. */
+    static final TreeNodeTag<LogicalPlan> PARSED = new TreeNodeTag<>("zklock.parsed");
+
+    private static volatile EngineLockClient client;
+
+    @Override
+    public BoxedUnit apply(SparkSessionExtensions extensions) {
+        extensions.injectHintResolutionRule(session -> new RememberParsed());
+        extensions.injectPostHocResolutionRule(session -> new TagParsed());
+        extensions.injectPlannerStrategy(session -> new LockedCommands(
+            (org.apache.spark.sql.classic.SparkSession) session));
+        return BoxedUnit.UNIT;
+    }
+
+    /** Make {@code next} the process's lock client (null: none); returns the previous one. */
+    public static synchronized EngineLockClient install(EngineLockClient next) {
+        EngineLockClient previous = client;
+        client = next;
+        return previous;
+    }
+
+    /** Is a lock client installed in this process? */
+    public static boolean hasClient() {
+        return client != null;
+    }
+
+    /** The process's lock client; null when none is installed. */
+    static EngineLockClient client() {
+        return client;
+    }
+
+    /** The parsed form a plan was analyzed from; null for a plan Spark built analyzed. */
+    static LogicalPlan parsed(LogicalPlan plan) {
+        scala.Option<LogicalPlan> found = plan.getTagValue(PARSED);
+        return found.isDefined() ? found.get() : null;
+    }
+
+    /** The plan of the analysis running on this thread, as the analyzer received it. */
+    private static final ThreadLocal<Object[]> ANALYZING = new ThreadLocal<>();
+
+    private static AnalysisContext context() {
+        return AnalysisContext$.MODULE$.get();
+    }
+
+    /** Remembers the plan an analysis starts from (its first call in that analysis). */
+    static final class RememberParsed extends Rule<LogicalPlan> {
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            Object[] current = ANALYZING.get();
+            if (current == null || current[0] != context()) {
+                ANALYZING.set(new Object[] {context(), plan});
+            }
+            return plan;
+        }
+    }
+
+    /** Tags a resolved command with the plan its analysis started from. */
+    static final class TagParsed extends Rule<LogicalPlan> {
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            Object[] current = ANALYZING.get();
+            if (plan instanceof Command && current != null && current[0] == context()
+                    && plan.getTagValue(PARSED).isEmpty()) {
+                plan.setTagValue(PARSED, (LogicalPlan) current[1]);
+            }
+            return plan;
+        }
+    }
+}

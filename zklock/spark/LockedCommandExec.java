@@ -1,0 +1,78 @@
+// A command under zklock's engine extension: runs the command's physical plan (its child) while
+// holding the command's locks (EngineGuard.java). It is a V2CommandExec so that Spark treats it
+// as it treats its own commands: adaptive execution plans the child apart, and the command runs
+// once, when its result is first asked for.
+package zklock;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.datasources.v2.V2CommandExec;
+
+public final class LockedCommandExec extends V2CommandExec {
+    private static final long serialVersionUID = 1L;
+
+    private final transient LogicalPlan command;
+    private final SparkPlan child;
+
+    public LockedCommandExec(LogicalPlan command, SparkPlan child) {
+        this.command = command;
+        this.child = child;
+    }
+
+    @Override
+    public scala.collection.immutable.Seq<InternalRow> run() {
+        EngineGuard guard = EngineGuard.enter(session(), command);
+        InternalRow[] rows;
+        try {
+            rows = child.executeCollect();
+        } catch (RuntimeException | Error e) {
+            guard.exit(true);
+            throw e;
+        }
+        guard.exit(false);
+        return scala.collection.immutable.ArraySeq$.MODULE$.unsafeWrapArray(rows);
+    }
+
+    @Override
+    public scala.collection.immutable.Seq<Attribute> output() {
+        return command.output();
+    }
+
+    @Override
+    public scala.collection.immutable.Seq<SparkPlan> children() {
+        return list(child);
+    }
+
+    @Override
+    public SparkPlan withNewChildrenInternal(
+            scala.collection.immutable.IndexedSeq<SparkPlan> newChildren) {
+        return new LockedCommandExec(command, newChildren.apply(0));
+    }
+
+    @Override
+    public Object productElement(int n) {
+        if (n == 0) {
+            return command;
+        }
+        if (n == 1) {
+            return child;
+        }
+        throw new IndexOutOfBoundsException(String.valueOf(n));
+    }
+
+    @Override
+    public int productArity() {
+        return 2;
+    }
+
+    @Override
+    public boolean canEqual(Object other) {
+        return other instanceof LockedCommandExec;
+    }
+
+    static <T> scala.collection.immutable.Seq<T> list(T one) {
+        return scala.collection.immutable.List$.MODULE$.<T>empty().$colon$colon(one);
+    }
+}

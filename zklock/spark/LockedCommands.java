@@ -1,0 +1,47 @@
+// The planner strategy of zklock's engine extension (EngineLocks.java): every command that
+// may change data or metadata is planned as Spark plans it, under a LockedCommandExec that
+// holds its locks while it runs. Commands that touch nothing shared (SET, SHOW, DESCRIBE,
+// EXPLAIN: NodeKinds' NO_LOCKS) are left to Spark.
+//
+// The strategy runs first (extensions' strategies come before Spark's own) and plans the
+// command itself with Spark's planner, skipping itself for that command: Spark's planLater
+// would hand the same command back to it.
+package zklock;
+
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Set;
+
+import org.apache.spark.sql.catalyst.plans.logical.Command;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.SparkStrategy;
+
+final class LockedCommands extends SparkStrategy {
+    private static final ThreadLocal<Set<LogicalPlan>> PLANNING =
+        ThreadLocal.withInitial(() -> Collections.newSetFromMap(new IdentityHashMap<>()));
+
+    private final SparkSession session;
+
+    LockedCommands(SparkSession session) {
+        this.session = session;
+    }
+
+    @Override
+    public scala.collection.immutable.Seq<SparkPlan> apply(LogicalPlan plan) {
+        if (!(plan instanceof Command)
+                || NodeKinds.is(PlanWalker.nodeName(plan), NodeKinds.Kind.NO_LOCKS)
+                || PLANNING.get().contains(plan)) {
+            return scala.collection.immutable.List$.MODULE$.empty();
+        }
+        PLANNING.get().add(plan);
+        SparkPlan inner;
+        try {
+            inner = session.sessionState().planner().plan(plan).next();
+        } finally {
+            PLANNING.get().remove(plan);
+        }
+        return LockedCommandExec.list(new LockedCommandExec(plan, inner));
+    }
+}

@@ -1,0 +1,177 @@
+"""The engine's lock client: locks for the commands Spark's engine runs outside a LockingSession.
+
+zklock's session extension (EngineLocks.java, installed by :func:`zklock.spark.configure`)
+puts every command Spark executes under its locks, whatever sent it: the plain session,
+``SparkSession.active()``, a library's own ``getOrCreate()``, pandas-on-Spark, a Spark
+Connect client. Inside a LockingSession statement the wrapper's locks cover the command;
+otherwise the extension plans the command with the one planner and asks the process's lock
+client, :class:`EngineLockClient`, to take the locks, through PySpark's py4j callback server
+(what ``foreachBatch`` uses). So the one lock client zklock has, this process's
+:class:`~zklock.manager.LockManager`, takes them: there is no second implementation of the
+lock protocol in the JVM to keep equal to this one.
+
+Without a client the extension refuses every command that needs locks, in one line; so does
+``spark.zklock.engine.mode=refuse``. The request and the answers are versioned JSON
+(EngineLockClient.java lists them; docs/spark.md documents them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Optional
+
+from ..errors import LockNotAcquired
+from ..lockset import LockSet
+from ..manager import LockManager
+from . import answer
+from .jvm import JvmModuleError
+from .statement import new_query_id
+
+log = logging.getLogger(__name__)
+
+#: The format of the requests and answers exchanged with EngineGuard.java.
+VERSION = 1
+#: What :func:`zklock.spark.configure` puts in ``spark.sql.extensions``.
+EXTENSION_CLASS = "zklock.EngineLocks"
+
+
+class EngineLockClient:
+    """Takes and releases the locks of commands the engine runs outside a LockingSession.
+
+    A lock set the engine holds has its own job tag (its query id): when the set is lost,
+    the command's Spark jobs are cancelled, and the command fails with the loss when it ends.
+    """
+
+    def __init__(self, spark: Any, manager: LockManager | Callable[[], LockManager]) -> None:
+        self.spark = spark
+        # a LockingSession's manager connects on first use: it is asked for, not given
+        self._manager = manager if callable(manager) else (lambda: manager)
+        self._held: dict[str, LockSet] = {}
+        self._lock = threading.Lock()
+        self._previous: Any = None
+        self._installed = False
+
+    # ---- called by the JVM (py4j callback server) ------------------------------------
+    def acquire(self, request: str) -> str:
+        try:
+            doc = json.loads(request)
+            if doc.get("version") != VERSION:
+                return _answer("refused", message=f"zklock: a lock request in format"
+                               f" {doc.get('version')}, where this client reads {VERSION}")
+            planned = answer.read(json.dumps(doc["answer"]))
+            query_id = new_query_id()
+            data = self.manager.lock_data(query_id, doc.get("statement") or "", "implicit")
+            if doc.get("user"):  # a Spark Connect client's user, not the server's
+                data = dataclasses.replace(data, user=str(doc["user"]))
+            lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
+                                                   query_id=query_id)
+        except LockNotAcquired as exc:
+            return _answer("denied", message=f"zklock: {exc}")
+        except Exception as exc:  # fail closed: the command does not run
+            log.debug("engine lock request failed", exc_info=True)
+            return _answer("refused", message=f"zklock: {exc}")
+        with self._lock:
+            self._held[query_id] = lockset
+        lockset.on_lost(lambda _set: self._cancel(query_id))
+        return _answer("granted", handle=query_id, query_id=query_id,
+                       token=str(lockset.fencing_token),
+                       zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
+
+    def release(self, handle: str) -> str:
+        with self._lock:
+            lockset = self._held.pop(handle, None)
+        if lockset is None:
+            return _answer("released")
+        lost = not lockset.is_valid
+        reason = lockset.lost_reason
+        lockset.release(wait=False)
+        if lost:
+            return _answer("lost", message=f"zklock: locks of {handle} lost while it ran"
+                           f" ({reason}); the command completed, but others may have"
+                           " overlapped it")
+        return _answer("released")
+
+    class Java:
+        implements = ["zklock.EngineLockClient"]
+
+    # ---- in Python --------------------------------------------------------------------
+    @property
+    def manager(self) -> LockManager:
+        """The LockManager that takes the engine's locks."""
+        return self._manager()
+
+    @property
+    def held(self) -> list[LockSet]:
+        """The lock sets of the commands running now."""
+        with self._lock:
+            return list(self._held.values())
+
+    def install(self) -> EngineLockClient:
+        """Make this the lock client of the Spark application's JVM."""
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        engine = _engine(self.spark)
+        ensure_callback_server_started(self.spark.sparkContext._gateway)
+        self._previous = engine.install(self)
+        self._installed = True
+        return self
+
+    def close(self) -> None:
+        """Stop being the application's lock client (the previous one, if any, is again)."""
+        if not self._installed:
+            return
+        self._installed = False
+        try:
+            _engine(self.spark).install(self._previous)
+        except Exception:  # Spark stopped: nothing left to uninstall
+            pass
+
+    def __enter__(self) -> EngineLockClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _cancel(self, query_id: str) -> None:
+        try:
+            self.spark.sparkContext.cancelJobsWithTag(query_id)
+        except Exception:  # Spark already stopped: nothing left to cancel
+            pass
+
+
+def enforce(spark: Any, manager: Optional[LockManager] = None,
+            **settings: Any) -> EngineLockClient:
+    """Make ``manager`` (default: one built from ``settings``, Spark conf and the
+    environment) take the locks of every command this application's engine runs outside a
+    LockingSession. The session must be built with :func:`zklock.spark.configure`.
+    ``close()`` the returned client (or use it as a context manager) to stop."""
+    if manager is None:
+        from ..config import Settings
+
+        manager = LockManager(settings=Settings.resolve(settings))
+    return EngineLockClient(spark, manager).install()
+
+
+def has_client(spark: Any) -> bool:
+    """Has this application's engine extension a lock client? Raises JvmModuleError when
+    the application was built without the extension."""
+    return bool(_engine(spark).hasClient())
+
+
+def _engine(spark: Any) -> Any:
+    """EngineLocks.java on the application's class path (where Spark loaded it from)."""
+    from py4j.java_gateway import JavaClass
+
+    engine = spark._jvm.zklock.EngineLocks
+    if not isinstance(engine, JavaClass):
+        raise JvmModuleError("zklock's engine extension is not on this application's class"
+                             " path: build the session with zklock.spark.configure(builder)")
+    return engine
+
+
+def _answer(outcome: str, **fields: Any) -> str:
+    return json.dumps({"version": VERSION, "outcome": outcome, **fields})
