@@ -110,6 +110,7 @@ def _choice(what: str, *options: str) -> Callable[[Any], str]:
 _unknown_policy = _choice("unknown statements policy", "refuse", "lock")
 _show_format = _choice("SHOW LOCKS format", "zklock", "hive")
 _node_naming = _choice("node naming", "recipe", "hive")
+engine_mode = _choice("spark.zklock.engine.mode", "lock", "refuse")
 
 
 def _hosts(value: Any) -> str:
@@ -202,6 +203,12 @@ SETTINGS: list[Setting] = [
             "What a LockingSession does with a statement holding a command or write it has no"
             " lock rule for: refuse (it does not run) or lock (X on every table it names, S on"
             " their databases). Never runs it unlocked."),
+    Setting("engine_mode", "lock", engine_mode, "ZKLOCK_ENGINE_MODE",
+            "spark.zklock.engine.mode",
+            "What zklock's engine extension does with a command that no LockingSession locked:"
+            " lock (its lock client takes the command's locks) or refuse (it does not run)."
+            " The Spark conf of the session running the command wins; without a lock client"
+            " in the process such a command is refused either way."),
     Setting("node_naming", "recipe", _node_naming, "ZKLOCK_NODE_NAMING",
             "spark.zklock.lock.nodeNaming",
             "How zklock names its lock nodes: recipe (ZooKeeper's read-/write- recipe names)"
@@ -335,6 +342,7 @@ class Settings:
     isolate_commits: bool = _default("isolate_commits")
     unknown_statements: str = _default("unknown_statements")
     node_naming: str = _default("node_naming")
+    engine_mode: str = _default("engine_mode")
     show_locks_format: str = _default("show_locks_format")
     user: Optional[str] = _default("user")
     max_lease_s: float = _default("max_lease_s")

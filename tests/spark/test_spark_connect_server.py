@@ -50,7 +50,9 @@ def cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 class PlainServer:
-    """A Spark Connect server without zklock's plugin (what a server not set up looks like)."""
+    """A Spark Connect server started as Spark starts one (spark-submit), with zklock's jar
+    and engine extension but not its plugin: no planner for LockingSession clients, and no
+    lock client for plain ones."""
 
     def __init__(self, base: Path) -> None:
         self.port = free_port()
@@ -59,6 +61,7 @@ class PlainServer:
         with open(base / "server.log", "wb") as log:
             self.proc = subprocess.Popen(
                 [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
+                 "--jars", str(module_jar()), "--conf", "spark.sql.extensions=zklock.EngineLocks",
                  "--conf", f"spark.connect.grpc.binding.port={self.port}",
                  "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                  "--conf", "spark.ui.enabled=false", "--conf", MEMORY,
@@ -88,18 +91,28 @@ class PlainServer:
             self.proc.wait()
 
 
+#: Where the module's zklock server takes the locks of its plain clients' commands.
+SERVER_ROOT = "/zklock-tests-connect-server"
+
+
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory):
+def servers(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
     base = tmp_path_factory.mktemp("connect")
     plain = PlainServer(base / "plain")  # starts while the plugin's server starts
     state, port = base / "state", free_port()
+    events = base / "server-events.jsonl"
     try:
-        out = cli("--state-dir", state, "spark", "connect-server", "start", "--port", port,
-                  "--warehouse", base / "warehouse", "--conf", MEMORY)
+        out = cli("--zk", zk_hosts, "--root", SERVER_ROOT, "--state-dir", state, "spark",
+                  "connect-server", "start", "--port", port,
+                  "--warehouse", base / "warehouse", "--conf", MEMORY,
+                  "--conf", "spark.zklock.lock.retries=1",
+                  "--conf", "spark.zklock.lock.retryInterval=0.05",
+                  "--conf", f"spark.zklock.eventLog={events}")
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == f"sc://127.0.0.1:{port}"
         plain.wait()
-        yield {"state": state, "port": port, "plain_port": plain.port, "base": base}
+        yield {"state": state, "port": port, "plain_port": plain.port, "base": base,
+               "events": events}
     finally:
         cli("--state-dir", state, "spark", "connect-server", "stop")
         plain.stop()
@@ -567,6 +580,55 @@ def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_ma
     assert "nightly_c" in names
     with pytest.raises(InvalidArguments, match="does not parse"):
         admin.sql("CREATE SCHEDULED QUERY bad_c CRON '0 3 * * *' AS SELEKT 1")
+
+
+# ---- plain clients: zklock's server locks their commands ---------------------------------
+def server_grants(servers) -> list:
+    """The lock sets the module's server granted (its event log), oldest first."""
+    try:
+        with open(servers["events"]) as f:
+            return [e["locks"] for e in map(json.loads, f) if e["event"] == "grant"]
+    except FileNotFoundError:
+        return []
+
+
+def test_a_plain_client_is_locked_by_the_server(servers, cs, cdb, make_manager):
+    """A client that never imported zklock (``builder.remote(...)`` and nothing else): the
+    server takes its command's locks, denies it while another holder keeps X, and otherwise
+    takes exactly the locks EXPLAIN LOCKS shows."""
+    from conftest import wait_for
+
+    table = f"{cdb}.dim"
+    before = ccount(cs, table)
+    other = make_manager(root=SERVER_ROOT)
+    insert = f"INSERT INTO {table} VALUES (31, 'plain')"
+    with other.acquire([(table, "X")], query_id="holder-plain"):
+        with pytest.raises(Exception, match="lock not acquired.*held in X.*holder-plain"):
+            cs.sql(insert)
+        with pytest.raises(Exception, match="lock not acquired"):
+            cs.createDataFrame([(32, "df")], "id INT, name STRING").write.insertInto(table)
+    assert ccount(cs, table) == before
+    granted = len(server_grants(servers))
+    cs.sql(insert)
+    assert wait_for(lambda: len(server_grants(servers)) > granted, timeout=10)
+    assert server_grants(servers)[-1] == [list(r) for r in plan_locks(cs, sql=insert)]
+    assert ccount(cs, table) == before + 1
+
+
+def test_a_server_without_a_lock_client_refuses_writes_in_one_line(servers):
+    """A Connect server with zklock's extension but no lock client (started as Spark starts
+    one): a plain client's write is refused in one line; reads and SET run."""
+    bare = connect(servers["plain_port"])
+    try:
+        with pytest.raises(Exception) as caught:
+            bare.sql("CREATE DATABASE nolock")
+        first = str(caught.value).strip().splitlines()[0]
+        assert "zklock: refused CreateNamespace on nolock" in first
+        assert "no lock client runs in this process" in first
+        assert bare.sql("SELECT 1 AS one").collect()[0].one == 1
+        bare.sql("SET spark.sql.shuffle.partitions=2")
+    finally:
+        close(bare)
 
 
 LOCAL_CONNECT = """

@@ -7,10 +7,10 @@
 //     lost, whoever removed it).
 //  2. Otherwise LockPlanner plans the command from its parsed form (EngineLocks.PARSED), the
 //     same planning EXPLAIN LOCKS shows. A command with nothing to lock runs as it is.
-//  3. With spark.zklock.engine.mode=refuse, or without a lock client in the process, it is
-//     refused, in one line naming what it needs. Otherwise the lock client takes the locks
-//     (all or none, with its retries) and they are held, under their own job tag and fence,
-//     for exactly the command.
+//  3. Without a lock client in the process it is refused, in one line naming what it needs.
+//     Otherwise the lock client takes the locks (all or none, with its retries; or refuses
+//     them under spark.zklock.engine.mode=refuse) and they are held, under their own job tag
+//     and fence, for exactly the command.
 // A command whose parsed form is unknown (Spark built it analyzed) is refused: zklock cannot
 // tell what it writes, and it never runs a write unlocked.
 package zklock;
@@ -82,11 +82,6 @@ final class EngineGuard {
             return COVERED;
         }
         String what = describe(answer.path("targets"));
-        String mode = session.conf().get(EngineLocks.MODE, "lock");
-        if (!mode.equals("lock")) {
-            throw new Refused("zklock: refused " + name + " on " + what + ": "
-                + EngineLocks.MODE + "=" + mode + " runs only what a LockingSession locked");
-        }
         EngineLockClient client = EngineLocks.client();
         if (client == null) {
             throw new Refused("zklock: refused " + name + " on " + what + ": it needs locks"
@@ -99,6 +94,9 @@ final class EngineGuard {
         request.put("answer", answer);
         request.put("statement", statement(parsed, name, what));
         request.put("user", connectUser(sc));
+        request.put("command", name);
+        request.put("objects", what);
+        request.put("mode", session.conf().get(EngineLocks.MODE, null));
         JsonNode grant = read(client.acquire(write(request)), VERSION);
         if (!"granted".equals(grant.path("outcome").asText())) {
             throw new Refused(grant.path("message").asText("zklock: " + name + " on " + what

@@ -4,7 +4,9 @@
 // never takes a lock itself, so the lock protocol has one implementation.
 //
 // Both directions are versioned JSON documents (docs/spark.md, "The engine's lock client"):
-//   acquire({"version": 1, "answer": <LockAnswer>, "statement": "...", "user": "..."|null})
+//   acquire({"version": 1, "answer": <LockAnswer>, "statement": "...", "user": "..."|null,
+//            "command": "<plan node>", "objects": "<what it locks, for messages>",
+//            "mode": "<spark.zklock.engine.mode of the session>"|null})
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
 //         "token": "...", "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
 //      | {"version": 1, "outcome": "denied" | "refused", "message": "..."}

@@ -27,8 +27,8 @@ import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
 import scala.runtime.BoxedUnit;
 
 public final class EngineLocks implements scala.Function1<SparkSessionExtensions, BoxedUnit> {
-    /** Spark conf: "lock" (the default) takes a command's locks through the process's lock
-     *  client; "refuse" refuses every command that no LockingSession locked. */
+    /** Spark conf, passed to the lock client with each request (zklock/config.py's
+     *  engine_mode): "lock" or "refuse" a command that no LockingSession locked. */
     public static final String MODE = "spark.zklock.engine.mode";
     /** The parsed plan, on the root of the plan Spark analyzes from it. */
     static final TreeNodeTag<LogicalPlan> PARSED = new TreeNodeTag<>("zklock.parsed");

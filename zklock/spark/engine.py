@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
+from ..config import engine_mode
 from ..errors import LockNotAcquired
 from ..lockset import LockSet
 from ..manager import LockManager
@@ -62,6 +63,12 @@ class EngineLockClient:
             if doc.get("version") != VERSION:
                 return _answer("refused", message=f"zklock: a lock request in format"
                                f" {doc.get('version')}, where this client reads {VERSION}")
+            mode = (engine_mode(doc["mode"]) if doc.get("mode")
+                    else self.manager.settings.engine_mode)
+            if mode == "refuse":
+                return _answer("refused", message=f"zklock: refused {doc.get('command')} on"
+                               f" {doc.get('objects')}: spark.zklock.engine.mode=refuse runs"
+                               " only what a LockingSession locked")
             planned = answer.read(json.dumps(doc["answer"]))
             query_id = new_query_id()
             data = self.manager.lock_data(query_id, doc.get("statement") or "", "implicit")
@@ -154,6 +161,18 @@ def enforce(spark: Any, manager: Optional[LockManager] = None,
 
         manager = LockManager(settings=Settings.resolve(settings))
     return EngineLockClient(spark, manager).install()
+
+
+def local_connect_server(session: Any) -> Optional[Any]:
+    """The classic session of the Spark Connect server that PySpark started in this process
+    for a local Connect ``session`` (``remote("local")``, ``spark.api.mode=connect``); None
+    for a remote server, which has its own lock client or none."""
+    from pyspark.sql.classic.session import SparkSession
+
+    classic = SparkSession._instantiatedSession  # the session PySpark started it with
+    if classic is None or not str(session.client.host).startswith(("localhost", "127.0.0.1")):
+        return None
+    return classic
 
 
 def has_client(spark: Any) -> bool:

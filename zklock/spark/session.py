@@ -37,7 +37,7 @@ from . import sql as zklock_sql
 from .catalog import LockingCatalog
 from .commit import commit_isolation
 from .dataframe import LockingReader, adopt, adopting
-from .engine import EngineLockClient, has_client
+from .engine import EngineLockClient, has_client, local_connect_server
 from .execution import LockedExecution, SessionOptions
 from .jvm import JvmModuleError
 from .planner import ClassicPlanner, LockPlan, Planner
@@ -96,8 +96,10 @@ class LockingSession:
         """In an application with zklock's engine extension and no lock client yet, this
         session's LockManager takes the locks of the commands the engine runs outside it
         (the plain session, a library's own getOrCreate(), pandas-on-Spark)."""
-        if self.connect:
-            return None
+        if self.connect:  # a local Connect server runs in this process's own JVM, if any
+            spark = local_connect_server(spark)
+            if spark is None:
+                return None
         try:
             if has_client(spark):
                 return None
