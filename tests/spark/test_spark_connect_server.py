@@ -641,8 +641,8 @@ spark = configure(SparkSession.builder.master("local[1]").config("spark.api.mode
                   .config("spark.sql.warehouse.dir", warehouse)
                   .config("spark.ui.enabled", "false")).getOrCreate()
 print("session", type(spark).__module__)
-spark.sql("CREATE TABLE t (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
 locking = LockingSession(spark, hosts=hosts, root=root, retries=0)
+spark.sql("CREATE TABLE t (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")  # locked
 insert = "INSERT INTO t PARTITION (ds='a') VALUES (1)"
 print("locks", " ".join(f"{o}:{m}" for o, m in locking.explain_locks(insert).rows()))
 other = LockManager(hosts=hosts, root=root)

@@ -10,7 +10,10 @@ locks EXPLAIN LOCKS shows.
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -88,6 +91,79 @@ def test_every_write_path_is_denied_while_another_holds_x(spark, db, make_manage
     assert count(spark, table) == before
 
 
+def table_location(spark, table: str) -> str:
+    return spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where(
+        "col_name = 'Location'").collect()[0].data_type
+
+
+def more_write_paths(spark, table: str):
+    """What a demanding user tries next: every one is a write of ``table``."""
+    rows = spark.createDataFrame([(9, "more")], "id INT, name STRING")
+    location = table_location(spark, table)
+    return [
+        ("saveAsTable overwrite", lambda: rows.write.mode("overwrite").saveAsTable(table)),
+        ("parquet files into the table's directory",
+         lambda: rows.write.mode("append").parquet(location)),
+        ("a SQL script", lambda: spark.sql(f"BEGIN INSERT INTO {table} VALUES (9, 's'); END")),
+        ("TRUNCATE", lambda: spark.sql(f"TRUNCATE TABLE {table}")),
+        ("ALTER TABLE", lambda: spark.sql(f"ALTER TABLE {table} ADD COLUMNS (note STRING)")),
+        ("catalog.createTable over its path",
+         lambda: spark.catalog.createTable(f"{table}_twin", path=location)),
+    ]
+
+
+def test_more_write_paths_are_denied_too(spark, db, make_manager):
+    table = f"{db}.dim"
+    held = make_manager().acquire([(LockObject.parse(table), Mode.EXCLUSIVE)],
+                                  query_id="holder")
+    before = count(spark, table)
+    with enforce(spark, make_manager()):
+        for label, write in more_write_paths(spark, table):
+            with pytest.raises(Exception) as caught:
+                write()
+            text = message(caught.value)
+            assert "lock not acquired" in text and "query holder" in text, (label, text)
+    held.release()
+    assert count(spark, table) == before
+
+
+def test_a_locking_session_and_the_plain_session_never_write_at_once(
+        spark, db, make_locking, make_manager, tmp_path):
+    """Two writers of one partition, in two threads: one through a LockingSession, one
+    through the plain session (locked by the engine). Each row a write produces records when
+    it was written; the writes' rows never interleave."""
+    marks = str(tmp_path / "marks")
+    spark.udf.register("zk_mark", lambda who, i: (open(marks, "a").write(
+        f"{who} {time.time():.6f}\n"), i)[1], "bigint")
+    locking = make_locking(retries=200, retry_interval=0.02)
+    insert = f"INSERT INTO {db}.events PARTITION (ds='both') SELECT zk_mark('{{}}', id) FROM" \
+             " range(0, 6, 1, 2)"
+    errors = []
+
+    def writer(run) -> None:
+        try:
+            for _ in range(3):
+                run()
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    with enforce(spark, make_manager(retries=200, retry_interval=0.02)):
+        threads = [threading.Thread(target=writer, args=(lambda: locking.sql(
+                       insert.format("session")),)),
+                   threading.Thread(target=writer, args=(lambda: spark.sql(
+                       insert.format("plain")),))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    assert not errors, errors
+    with open(marks) as f:
+        order = [line.split()[0] for line in sorted(f, key=lambda ln: float(ln.split()[1]))]
+    runs = [len(list(group)) for _, group in itertools.groupby(order)]
+    assert sorted(set(order)) == ["plain", "session"] and len(order) == 36
+    assert all(n % 6 == 0 for n in runs), order  # whole writes, one after the other
+
+
 def grants(path) -> list[list[list[str]]]:
     with open(path) as f:
         return [e["locks"] for e in map(json.loads, f) if e["event"] == "grant"]
@@ -162,11 +238,16 @@ def test_refuse_mode_refuses_commands_outside_a_locking_session(spark, db, make_
     assert count(spark, table) == before + 1
 
 
-def test_reads_and_session_commands_need_no_lock_client(spark, db):
+def test_what_locks_nothing_needs_no_lock_client(spark, db, tmp_path):
+    """Reads, session commands, and files written outside every table run as they are."""
     with no_lock_client(spark):
         assert count(spark, f"{db}.dim") == 2
         spark.sql("SET spark.sql.shuffle.partitions=2")
         assert spark.sql(f"SHOW TABLES IN {db}").count() > 0
+        spark.range(3).write.parquet(str(tmp_path / "out"))
+        spark.sql(f"CREATE TEMPORARY VIEW engine_tv AS SELECT * FROM {db}.dim")
+        spark.catalog.dropTempView("engine_tv")
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 3
 
 
 def test_a_locking_session_statement_whose_nodes_are_gone_does_not_run(

@@ -732,16 +732,23 @@ public final class LockPlanner {
         }
         if (parsed instanceof org.apache.spark.sql.execution.command.SaveAsV1TableCommand) {
             // DataFrameWriter.saveAsTable of a session-catalog table
-            org.apache.spark.sql.catalyst.TableIdentifier id =
+            Target table = tableTarget(parts(
                 ((org.apache.spark.sql.execution.command.SaveAsV1TableCommand) parsed)
-                .tableDesc().identifier();
-            List<String> parts = new ArrayList<>();
-            if (id.database().isDefined()) {
-                parts.add(id.database().get());
-            }
-            parts.add(id.table());
-            Target table = tableTarget(parts, "X");
+                .tableDesc().identifier()), "X");
             return table == null ? new ArrayList<>() : one(table);
+        }
+        if (parsed instanceof org.apache.spark.sql.execution.datasources
+                .InsertIntoHadoopFsRelationCommand) {
+            // DataFrameWriter.save of files (parquet, csv, ...): built by Spark as it runs
+            org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand cmd =
+                (org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand)
+                parsed;
+            if (cmd.catalogTable().isEmpty()) {
+                return tablesAt(cmd.outputPath().toString());
+            }
+            Target table = tableTarget(parts(cmd.catalogTable().get().identifier()), "X");
+            return table == null ? new ArrayList<>()
+                : one(staticPrefix(table, new LinkedHashMap<>(mapping(cmd.staticPartitions()))));
         }
         if (parsed instanceof org.apache.spark.sql.execution.datasources
                 .SaveIntoDataSourceCommand) {
@@ -1073,6 +1080,15 @@ public final class LockPlanner {
 
     private static String last(List<String> parts) {
         return parts.get(parts.size() - 1);
+    }
+
+    private static List<String> parts(org.apache.spark.sql.catalyst.TableIdentifier id) {
+        List<String> out = new ArrayList<>();
+        if (id.database().isDefined()) {
+            out.add(id.database().get());
+        }
+        out.add(id.table());
+        return out;
     }
 
     private static List<Target> one(Target target) {

@@ -132,8 +132,8 @@ public final class NodeKinds {
         /* Parsed statements with a rule of their own in LockPlanner.writes. */
         add(Kind.STATEMENT,
             "AddPartitions AnalyzeColumn AnalyzeTable AnalyzeTables DropPartitions"
-            + " InsertIntoDir InsertIntoStatement LoadData RenamePartitions RenameTable"
-            + " SaveAsV1TableCommand SaveIntoDataSourceCommand SetTableSerDeProperties"
+            + " InsertIntoDir InsertIntoHadoopFsRelationCommand InsertIntoStatement LoadData"
+            + " RenamePartitions RenameTable SaveAsV1TableCommand SaveIntoDataSourceCommand SetTableSerDeProperties"
             + " TruncatePartition");
         /* Commands whose only effect on tables is to read their query (S on what it reads). */
         add(Kind.READS,
@@ -155,7 +155,7 @@ public final class NodeKinds {
             + " CreateDatabaseCommand CreateHiveTableAsSelectCommand CreateMetricViewCommand"
             + " CreateTableCommand CreateTableLikeCommand DropDatabaseCommand DropTableCommand"
             + " InsertIntoDataSourceCommand InsertIntoDataSourceDirCommand"
-            + " InsertIntoHadoopFsRelationCommand InsertIntoHiveDirCommand InsertIntoHiveTable"
+            + " InsertIntoHiveDirCommand InsertIntoHiveTable"
             + " LoadDataCommand RepairTableCommand SetNamespaceCollationCommand"
             + " TruncateTableCommand"
             + " UnsetNamespacePropertiesCommand WriteFiles");

@@ -167,7 +167,7 @@ def local_connect_server(session: Any) -> Optional[Any]:
     """The classic session of the Spark Connect server that PySpark started in this process
     for a local Connect ``session`` (``remote("local")``, ``spark.api.mode=connect``); None
     for a remote server, which has its own lock client or none."""
-    from pyspark.sql.classic.session import SparkSession
+    from pyspark.sql.session import SparkSession  # the classic one
 
     classic = SparkSession._instantiatedSession  # the session PySpark started it with
     if classic is None or not str(session.client.host).startswith(("localhost", "127.0.0.1")):
