@@ -27,7 +27,6 @@ from typing import Optional
 
 from zklock.errors import SparkConnectError
 from zklock.process import pid_alive, terminate
-from zklock.spark.connect import PLUGIN_CLASS, PLUGIN_SETTING
 from zklock.spark.jvm import jar_info, module_jar
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

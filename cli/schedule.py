@@ -282,8 +282,9 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
     """
     from zklock.cli.local import local_session, parse_conf, run_init_sql
     from zklock.scheduler.runner import SparkRunner
-    from zklock.spark import enforce
     from zklock.scheduler.service import SchedulerService
+
+    from zklock.spark import enforce
 
     if executors is not None and executors < 0:
         raise InvalidArguments("--executors must be 0 or more")
