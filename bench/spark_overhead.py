@@ -1,254 +1,291 @@
-"""What implicit locking adds to a Spark statement: LockingSession vs the bare SparkSession.
+"""What zklock adds to a Spark statement: zklock's application against a bare one, side by side.
 
 Run: ``make bench-spark`` (or ``.venv/bin/python bench/spark_overhead.py``).
-It starts its own ZooKeeper (fsync on) unless ZKLOCK_ZK is set and one
-local SparkSession, then runs, interleaved wrapped/bare so noise hits both:
+It starts its own ZooKeeper (fsync on) unless ZKLOCK_ZK is set, then two Spark
+applications of the same shape, each in a process of its own (one JVM cannot be both):
 
-- a trivial ``INSERT INTO t PARTITION (ds, hr) VALUES (...)`` (4 objects);
-- a small ``SELECT count(*)`` over one ds prefix (10 objects: db, table,
-  ds and its 7 hr partitions);
+- **bare**: a SparkSession built without zklock;
+- **zklock**: one built with ``zklock.spark.configure`` (the engine extension) and a
+  LockingSession, whose LockManager is also the engine's lock client.
 
-and reports the median wall time of each, the median of the paired
-differences (wrapped minus bare, run back to back), and zklock's own work
-measured step by step on the same statement: planning (one JVM call into
-zklock's planner, and reading its answer; Spark parses and analyzes anyway,
-and the wrapper executes the plan it analyzed, so parsing and analysis are
-not extra), the ZooKeeper acquire
-plus the release send, the job tag and fencing-token property, and for a write
-the removal of its application's commit staging under the table.
-``--out`` appends the Markdown table to a file.
+The driver sends each statement to both, interleaved (the order alternating) so that noise
+hits both sides, and each application times the statement itself, so the pipe between
+them costs nothing. Per statement it reports the medians and the median of the paired
+differences (zklock minus bare, run back to back):
+
+- a LockingSession ``INSERT INTO t PARTITION (ds, hr) VALUES (...)`` (4 objects) and a
+  ``SELECT count(*)`` over one ds prefix (10 objects);
+- the same INSERT through the plain session of zklock's application, locked by the engine;
+- the engine's check of a LockingSession statement (its lock nodes still exist: a sync and
+  an exists, pipelined), against one bare ZooKeeper read round trip.
+
+``--connect`` does the same over Spark Connect: a bare Connect server (Spark's own, through
+spark-submit) against zklock's (``zklock spark connect-server start``: plugin, engine, lock
+client), with a LockingSession client and a plain client. ``--out`` appends the Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import local_spark, median_ms, paired, report, start_zookeeper  # noqa: E402
+from common import local_spark, median_ms, report, start_zookeeper  # noqa: E402
+
+INSERT = "INSERT INTO bench.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"
+SELECT = "SELECT count(*) FROM bench.t WHERE ds = 'd0'"
+SETUP = ["CREATE DATABASE IF NOT EXISTS bench",
+         "CREATE TABLE IF NOT EXISTS bench.t (id INT, amt DOUBLE, ds STRING, hr INT)"
+         " USING parquet PARTITIONED BY (ds, hr)",
+         *[f"INSERT INTO bench.t PARTITION (ds='d0', hr={hr}) VALUES (1, 1.0)"
+           for hr in range(7)]]
 
 
-def connect_table(hosts: str, reps: int) -> str:
-    """The same two statements over Spark Connect: a bare Connect session against a
-    LockingSession wrapping it, paired; zklock's work is planning in the server's plugin,
-    the ZooKeeper acquire and release, and the operation tags."""
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-    from zklock.cli.connect_server import ConnectServer
+# ---- the applications -----------------------------------------------------------------
+def serve(kind: str, hosts: str) -> int:
+    """One application (``bare`` or ``zklock``): runs what the driver asks, one JSON line
+    each way, and answers with the seconds the statement took here."""
+    if kind == "bare":
+        from pyspark.sql import SparkSession
 
-    from zklock.spark import LockingSession
-    from zklock.spark.statement import LockedStatement
+        spark = (SparkSession.builder.master("local[2]")
+                 .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="zklock-bench-"))
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        session = spark
+    else:
+        from zklock.spark import LockingSession
 
-    state = Path(tempfile.mkdtemp(prefix="zklock-bench-connect-"))
-    from zklock.server import free_port
+        spark = local_spark("zklock-bench-wh-")
+        session = LockingSession(spark, hosts=hosts, root="/bench-spark", retries=0)
+    for stmt in SETUP:
+        session.sql(stmt)
+    ops = {"insert": lambda i: session.sql(INSERT.format(i=i)),
+           "select": lambda i: session.sql(SELECT).collect(),
+           "engine_insert": lambda i: spark.sql(INSERT.format(i=i))}
+    if kind == "zklock":
+        ops["check"] = engine_check(session)
+        ops["zk_read"] = zk_read(session)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        t0 = time.perf_counter()
+        ops[req["op"]](req["i"])
+        print(json.dumps({"s": time.perf_counter() - t0}), flush=True)
+    return 0
 
-    server = ConnectServer(state, port=free_port(), warehouse=str(state / "warehouse"),
-                           conf={"spark.sql.shuffle.partitions": "2"})
-    server.start()
-    cs = ConnectSession.builder.remote(server.remote).create()
-    try:
-        cs.sql("CREATE DATABASE benchc")
-        cs.sql("CREATE TABLE benchc.t (id INT, amt DOUBLE, ds STRING, hr INT) USING parquet"
-               " PARTITIONED BY (ds, hr)")
-        for hr in range(7):
-            cs.sql(f"INSERT INTO benchc.t PARTITION (ds='d0', hr={hr}) VALUES (1, 1.0)")
-        locking = LockingSession(cs, hosts=hosts, root="/bench-spark-connect", retries=0)
-        insert = "INSERT INTO benchc.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"
-        select = "SELECT count(*) FROM benchc.t WHERE ds = 'd0'"
-        cases = {
-            "INSERT INTO t PARTITION (ds, hr) VALUES": (
-                lambda i: cs.sql(insert.format(i=i)),
-                lambda i: locking.sql(insert.format(i=i)), insert.format(i=0)),
-            "SELECT count(*) ... WHERE ds = 'd0'": (
-                lambda i: cs.sql(select).collect(),
-                lambda i: locking.sql(select).collect(), select),
-        }
-        rows = []
-        for name, (bare, wrapped, sql) in cases.items():
-            for i in range(5):
-                bare(i)
-                wrapped(i)
-            times: dict[str, list[float]] = {k: [] for k in
-                                             ("bare", "wrapped", "diff", "plan", "zk", "tag")}
-            for i in range(reps):
-                pair = paired({"bare": bare, "wrapped": wrapped}, i)
-                for kind, t in pair.items():
-                    times[kind].append(t)
-                times["diff"].append(pair["wrapped"] - pair["bare"])
-                t0 = time.perf_counter()
-                plan = locking.planner.plan_sql(sql, lazy_queries=True)
-                if plan.is_command:
-                    targets = plan.targets
-                else:  # what locking.sql(select).collect() plans: the statement, the action
-                    targets = locking.planner.plan_dataframe(locking.planner.run(plan))
-                t1 = time.perf_counter()
-                lockset = locking.manager.acquire(targets)
-                t2 = time.perf_counter()
-                LockedStatement(cs, lockset, "bench", sql).run(lambda: None)
-                t3 = time.perf_counter()
-                lockset.release(wait=False)
-                t4 = time.perf_counter()
-                times["plan"].append(t1 - t0)
-                times["zk"].append((t2 - t1) + (t4 - t3))
-                times["tag"].append(t3 - t2)
-            m = {k: median_ms(v) for k, v in times.items()}
-            rows.append((name, len(targets), m))
-            print(f"connect {name}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in m.items()),
-                  file=sys.stderr)
-        locking.close()
-    finally:
-        cs.stop()
-        server.stop()
-    out = ["Spark Connect (a local Connect server with zklock's plugin; planning is a round"
-           " trip to it):", "",
-           "| statement | objects | bare ms | wrapped ms | paired difference ms (%) "
-           "| zklock work ms (%) = plan in the server + ZooKeeper + operation tags |",
-           "|---|---:|---:|---:|---:|---:|"]
-    for name, n, m in rows:
-        work = m["plan"] + m["zk"] + m["tag"]
-        out.append(f"| `{name}` | {n} | {m['bare']:.1f} | {m['wrapped']:.1f} "
-                   f"| {m['diff']:+.1f} ({100 * m['diff'] / m['bare']:+.1f}%) "
-                   f"| {work:.1f} ({100 * work / m['bare']:.1f}%) = {m['plan']:.1f}"
-                   f" + {m['zk']:.1f} + {m['tag']:.1f} |")
+
+def engine_check(locking: Any) -> Any:
+    """What the engine adds to a LockingSession statement: CommitFence.check of its nodes
+    (EngineGuard.java calls it before the command runs), here on a held INSERT's set."""
+    from py4j.java_collections import ListConverter
+
+    targets = locking.explain_locks(INSERT.format(i=0)).targets
+    lockset = locking.manager.acquire(targets)
+    gateway = locking.spark.sparkContext._gateway
+    nodes = ListConverter().convert(lockset.node_paths, gateway._gateway_client)
+    fence = locking.spark._jvm.zklock.CommitFence
+    return lambda i: fence.check(lockset.connect_string, nodes)
+
+
+def zk_read(locking: Any) -> Any:
+    """One bare ZooKeeper read round trip (an exists) from the application's own client."""
+    client = locking.manager.client
+    return lambda i: client.exists("/bench-spark")
+
+
+class App:
+    """The driver's end of one application process."""
+
+    def __init__(self, kind: str, hosts: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--hosts", hosts],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {kind} application did not start")
+
+    def run(self, op: str, i: int) -> float:
+        self.proc.stdin.write(json.dumps({"op": op, "i": i}) + "\n")
+        self.proc.stdin.flush()
+        return float(json.loads(self.proc.stdout.readline())["s"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+
+
+# ---- measuring ------------------------------------------------------------------------
+def side_by_side(cases: dict[str, tuple[Any, Any]], reps: int, warm: int = 5) -> list:
+    """(name, bare ms, zklock ms, paired difference ms) per case; each case is two
+    ``run(i) -> seconds``, run back to back, the order alternating."""
+    rows = []
+    for name, (bare, ours) in cases.items():
+        for i in range(warm):
+            bare(i)
+            ours(i)
+        b, z, d = [], [], []
+        for i in range(reps):
+            if i % 2:
+                tb, tz = bare(i), ours(i)
+            else:
+                tz, tb = ours(i), bare(i)
+            b.append(tb)
+            z.append(tz)
+            d.append(tz - tb)
+        rows.append((name, median_ms(b), median_ms(z), median_ms(d)))
+        print(f"{name}: bare {rows[-1][1]:.1f} ms, zklock {rows[-1][2]:.1f} ms,"
+              f" difference {rows[-1][3]:+.1f} ms", file=sys.stderr)
+    return rows
+
+
+def markdown(title: str, rows: list) -> str:
+    out = [title, "", "| statement | bare ms | zklock ms | paired difference ms (%) |",
+           "|---|---:|---:|---:|"]
+    for name, b, z, d in rows:
+        out.append(f"| {name} | {b:.1f} | {z:.1f} | {d:+.1f} ({100 * d / b:+.1f}%) |")
     return "\n".join(out)
 
 
-def zk_write_rtt(client, n: int = 200) -> float:
-    """Median ms of one synchronous ZooKeeper write (a set) on ``client``'s connection."""
-    path = "/bench-spark-rtt"
-    client.ensure_path(path)
-    times = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        client.set(path, str(i).encode())
-        times.append(time.perf_counter() - t0)
-    client.delete(path)
-    return median_ms(times)
+def classic_tables(hosts: str, reps: int) -> str:
+    bare, ours = App("bare", hosts), App("zklock", hosts)
+    try:
+        rows = side_by_side({
+            "LockingSession `INSERT INTO t PARTITION (ds, hr) VALUES`":
+                (lambda i: bare.run("insert", i), lambda i: ours.run("insert", i)),
+            "LockingSession `SELECT count(*) ... WHERE ds = 'd0'`":
+                (lambda i: bare.run("select", i), lambda i: ours.run("select", i)),
+            "plain session `INSERT`, locked by the engine":
+                (lambda i: bare.run("insert", i), lambda i: ours.run("engine_insert", i)),
+        }, reps)
+        check = [ours.run("check", i) for i in range(reps)]
+        read = [ours.run("zk_read", i) for i in range(reps)]
+    finally:
+        bare.close()
+        ours.close()
+    text = markdown("Classic (two local applications, 2 cores each, one ZooKeeper):", rows)
+    return (text + f"\n\nThe engine's check of a LockingSession statement (its 4 lock nodes"
+            f" still exist: sync + exists, pipelined, through py4j): {median_ms(check):.2f} ms;"
+            f" one bare ZooKeeper read round trip (kazoo exists): {median_ms(read):.2f} ms.")
 
 
-def classic_table(hosts: str, reps: int) -> str:
-    """The two statements on a classic local SparkSession, wrapped against bare, paired,
-    with zklock's work step by step."""
+def connect_tables(hosts: str, reps: int) -> str:
+    """The same statements over Spark Connect: a bare server against zklock's."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    from zklock.cli.connect_server import SERVER_CLASS, ConnectServer, pyspark_home
+
+    from zklock.server import free_port
     from zklock.spark import LockingSession
 
-    spark = local_spark("zklock-bench-wh-")
+    state = Path(tempfile.mkdtemp(prefix="zklock-bench-connect-"))
+    port = free_port()
+    home = pyspark_home()
+    plain = subprocess.Popen(
+        [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
+         "--conf", f"spark.connect.grpc.binding.port={port}",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+         "--conf", f"spark.sql.warehouse.dir={state / 'bare-warehouse'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=state,
+        env={**os.environ, "SPARK_HOME": str(home), "SPARK_CONNECT_MODE": "0"})
+    server = ConnectServer(state, port=free_port(), warehouse=str(state / "warehouse"),
+                           conf={"spark.sql.shuffle.partitions": "2"},
+                           locks={"spark.zklock.zookeeper.quorum": hosts,
+                                  "spark.zklock.root": "/bench-spark-connect-engine"})
+    server.start()
     try:
-        spark.sql("CREATE DATABASE bench")
-        spark.sql("CREATE TABLE bench.t (id INT, amt DOUBLE, ds STRING, hr INT) USING parquet"
-                  " PARTITIONED BY (ds, hr)")
-        for hr in range(7):
-            spark.sql(f"INSERT INTO bench.t PARTITION (ds='d0', hr={hr}) VALUES (1, 1.0)")
-        locking = LockingSession(spark, hosts=hosts, root="/bench-spark", retries=0)
-        insert = "INSERT INTO bench.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"
-        select = "SELECT count(*) FROM bench.t WHERE ds = 'd0'"
-        cases = {
-            "INSERT INTO t PARTITION (ds, hr) VALUES": (
-                lambda i: spark.sql(insert.format(i=i)),
-                lambda i: locking.sql(insert.format(i=i)),
-                insert.format(i=0)),
-            "SELECT count(*) ... WHERE ds = 'd0'": (
-                lambda i: spark.sql(select).collect(),
-                lambda i: locking.sql(select).collect(),
-                select),
-        }
-        from zklock.spark.statement import LockedStatement
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                bare = ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+                bare.sql("SELECT 1").collect()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        cs = ConnectSession.builder.remote(server.remote).create()
+        locking = LockingSession(cs, hosts=hosts, root="/bench-spark-connect", retries=0)
+        for stmt in SETUP:
+            bare.sql(stmt)
+            cs.sql(stmt)  # a plain client: the server locks it
 
-        planner = locking.planner
-        rtt = zk_write_rtt(locking.manager.client)
-        rows = []
-        for name, (bare, wrapped, sql) in cases.items():
-            for i in range(5):  # warm both paths (JIT, caches)
-                bare(i)
-                wrapped(i)
-            times: dict[str, list[float]] = {k: [] for k in
-                                             ("bare", "wrapped", "diff", "walk", "zk", "tag",
-                                              "staging")}
-            objects = len(locking.explain_locks(sql).targets)
-            for i in range(reps):
-                pair = paired({"bare": bare, "wrapped": wrapped}, i)
-                for kind, t in pair.items():
-                    times[kind].append(t)
-                times["diff"].append(pair["wrapped"] - pair["bare"])
-                # zklock's own work on the same statement, step by step
-                if sql.startswith("SELECT"):
-                    df = spark.sql(sql)
-                    t0 = time.perf_counter()
-                    targets = planner.plan_dataframe(df)
-                    times["walk"].append(time.perf_counter() - t0)
-                else:
-                    # planning parses and analyzes too (Spark would anyway, and the wrapper
-                    # runs the plan it analyzed): its own work is its time minus those
-                    t0 = time.perf_counter()
-                    plan = planner.plan_sql(sql)
-                    elapsed = time.perf_counter() - t0
-                    targets = plan.targets
-                    times["walk"].append(elapsed - plan.handle.sparkNanos() / 1e9)
+        def timed(fn: Any) -> Any:
+            def run(i: int) -> float:
                 t0 = time.perf_counter()
-                lockset = locking.manager.acquire(targets)
-                t1 = time.perf_counter()
-                LockedStatement(spark, lockset, "bench", sql).run(lambda: None)
-                t2 = time.perf_counter()
-                with locking.execution.commit_staging(lockset):  # a write's staging clean-up
-                    pass
-                t3 = time.perf_counter()
-                lockset.release(wait=False)
-                t4 = time.perf_counter()
-                times["zk"].append((t1 - t0) + (t4 - t3))
-                times["tag"].append(t2 - t1)
-                times["staging"].append(t3 - t2)
-            m = {k: median_ms(v) for k, v in times.items()}
-            rows.append((name, objects, m))
-            print(f"{name}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in m.items()),
-                  file=sys.stderr)
+                fn(i)
+                return time.perf_counter() - t0
+            return run
+
+        rows = side_by_side({
+            "LockingSession `INSERT INTO t PARTITION (ds, hr) VALUES`":
+                (timed(lambda i: bare.sql(INSERT.format(i=i))),
+                 timed(lambda i: locking.sql(INSERT.format(i=i)))),
+            "LockingSession `SELECT count(*) ... WHERE ds = 'd0'`":
+                (timed(lambda i: bare.sql(SELECT).collect()),
+                 timed(lambda i: locking.sql(SELECT).collect())),
+            "plain client `INSERT`, locked by zklock's server":
+                (timed(lambda i: bare.sql(INSERT.format(i=i))),
+                 timed(lambda i: cs.sql(INSERT.format(i=i)))),
+        }, reps)
         locking.close()
+        cs.stop()
+        bare.stop()
     finally:
-        spark.stop()
-    table = [
-        f"One ZooKeeper write round trip in this run: {rtt:.2f} ms (median of 200 sets).",
-        "",
-        "| statement | objects | bare ms | wrapped ms | paired difference ms (%) "
-        "| zklock work ms (%) = planning + ZooKeeper + job tag + staging clean-up "
-        "| own work (planning + tag + staging) / write RTT |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, n, m in rows:
-        work = m["walk"] + m["zk"] + m["tag"] + m["staging"]
-        own = m["walk"] + m["tag"] + m["staging"]
-        table.append(
-            f"| `{name}` | {n} | {m['bare']:.1f} | {m['wrapped']:.1f} "
-            f"| {m['diff']:+.1f} ({100 * m['diff'] / m['bare']:+.1f}%) "
-            f"| {work:.1f} ({100 * work / m['bare']:.1f}%) = {m['walk']:.1f} + {m['zk']:.1f}"
-            f" + {m['tag']:.1f} + {m['staging']:.1f} | {own:.1f} ms = {own / rtt:.2f}x |")
-    return "\n".join(table)
+        server.stop()
+        plain.terminate()
+        plain.wait(timeout=60)
+    return markdown("Spark Connect (a bare Connect server against zklock's, each a local"
+                    " application):", rows)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=40, help="runs per contender and statement")
-    ap.add_argument("--out", help="append the Markdown table to this file")
+    ap.add_argument("--out", help="append the Markdown tables to this file")
     ap.add_argument("--classic", action=argparse.BooleanOptionalAction, default=True,
-                    help="measure a classic local SparkSession")
+                    help="measure classic local applications")
     ap.add_argument("--connect", action=argparse.BooleanOptionalAction, default=True,
-                    help="also measure a Spark Connect session (a local Connect server with"
-                         " zklock's plugin)")
+                    help="also measure Spark Connect servers")
+    ap.add_argument("--serve", choices=("bare", "zklock"), help=argparse.SUPPRESS)
+    ap.add_argument("--hosts", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serve:
+        return serve(args.serve, args.hosts)
 
     # ZooKeeper's default container sweep (60 s), as a production server has
     hosts, server = start_zookeeper(container_check_ms=60000)
     try:
-        tables = []
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=hosts)
+        zk.start()
+        zk.ensure_path("/bench-spark-rtt")
+        writes = []
+        for i in range(200):
+            t0 = time.perf_counter()
+            zk.set("/bench-spark-rtt", str(i).encode())
+            writes.append(time.perf_counter() - t0)
+        zk.stop()
+        tables = [f"One ZooKeeper write round trip in this run: {median_ms(writes):.2f} ms"
+                  " (median of 200 sets)."]
         if args.classic:
-            tables.append(classic_table(hosts, args.reps))
+            tables.append(classic_tables(hosts, args.reps))
         if args.connect:
-            tables.append(connect_table(hosts, args.reps))
+            tables.append(connect_tables(hosts, args.reps))
     finally:
         if server is not None:
             server.stop()
-    text = "\n\n".join(tables)
-    report(text, args.out)
+    report("\n\n".join(tables), args.out)
     return 0
 
 

@@ -162,7 +162,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
     session = configure(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     engine = enforce(session, LockManager(settings=Settings.resolve(dict(
-        hosts=zk_hosts, root=ENGINE_ROOT, session_timeout=SESSION_TIMEOUT))))
+        hosts=zk_hosts, root=ENGINE_ROOT, session_timeout=SESSION_TIMEOUT, retries=100,
+        retry_interval=0.05))))
     yield session
     engine.close()
     engine.manager.close()

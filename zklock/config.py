@@ -57,6 +57,10 @@ def parse_duration(value: Any, positive: bool = False) -> float:
     return seconds
 
 
+def _positive_duration(value: Any) -> float:
+    return parse_duration(value, positive=True)
+
+
 def _int(value: Any) -> int:
     try:
         out = int(value)
@@ -167,11 +171,20 @@ SETTINGS: list[Setting] = [
             " `zklock server start` in the state directory, else 127.0.0.1:2181."),
     Setting("root", "/warehouse", _root, "ZKLOCK_ROOT", "spark.zklock.root",
             "Znode under which lock objects live (/<root>/<db>/<table>/<k=v>/...)."),
-    Setting("retries", 10, _int, "ZKLOCK_RETRIES", "spark.zklock.lock.retries",
-            "Extra attempts after a denied one; 0 means a single attempt."),
+    Setting("timeout", 1800.0, _positive_duration, "ZKLOCK_LOCK_TIMEOUT",
+            "spark.zklock.lock.timeout",
+            "How long a request may wait in all before LockNotAcquired (while lock.retries is"
+            " unset). Attempts start retry_interval apart and back off, doubling up to"
+            " 5 s apart (never past the timeout); a waiting request's intents keep its place,"
+            " so the backoff lets no later conflicting request pass it."),
+    Setting("retries", None, _int, "ZKLOCK_RETRIES", "spark.zklock.lock.retries",
+            "Hive's count instead of a timeout (hive.lock.numretries): extra attempts after a"
+            " denied one, retry_interval apart; 0 means a single attempt. Unset: the request"
+            " waits up to lock.timeout."),
     Setting("retry_interval", 1.0, parse_duration, "ZKLOCK_RETRY_INTERVAL",
             "spark.zklock.lock.retryInterval",
-            "Sleep between attempts (jittered +-25% so contenders do not retry in lockstep)."),
+            "Sleep between attempts (jittered +-25% so contenders do not retry in lockstep);"
+            " the first of a backoff under lock.timeout."),
     Setting("intents", True, parse_bool, "ZKLOCK_INTENTS", "spark.zklock.lock.intents",
             "A denied request that will retry leaves intents (ephemeral, ordered by its first"
             " denial) on the objects it wants, so later conflicting requests are denied until"
@@ -331,7 +344,8 @@ class Settings:
 
     hosts: Optional[str] = _default("hosts")
     root: str = _default("root")
-    retries: int = _default("retries")
+    timeout: float = _default("timeout")
+    retries: Optional[int] = _default("retries")
     retry_interval: float = _default("retry_interval")
     intents: bool = _default("intents")
     support_concurrency: bool = _default("support_concurrency")

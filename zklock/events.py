@@ -125,16 +125,20 @@ class LockEvents:
                             **fields})
 
     def grant(self, set_id: str, locks: list[list[str]], query_id: str, wait_s: float,
-              attempts: int, token: int, lease: bool = False) -> None:
+              attempts: int, token: int, lease: bool = False, holder: str = "",
+              until_ms: Optional[int] = None) -> None:
+        """A granted set; a lease's (``lease``) has its holder and the end it was granted
+        with, so that the timeline can draw it as a hold of its holder."""
         mode = strongest(locks)
         _GRANTS[mode].inc()
         _WAIT[mode].observe(wait_s)
         if not lease:  # a lease outlives this process: not counted as held by it
             for _, m in locks:
                 _HELD[m].inc()
+        extra = {"holder": holder, "until": until_ms} if lease else {}
         self._emit("grant", set=set_id, locks=locks, query_id=query_id,
                    wait_ms=round(wait_s * 1000, 1), attempts=attempts, token=token,
-                   lease=lease)
+                   lease=lease, **extra)
 
     def denial(self, locks: list[list[str]], query_id: str, attempt: int,
                blockers: list[dict[str, Any]], final: bool) -> None:

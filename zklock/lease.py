@@ -323,6 +323,8 @@ class Leases:
              holder: Optional[str] = None) -> Lease:
         lease = self._own(self.find(lease_id, objs), holder, "drop")
         self.mgr.delete_nodes([r.node for r in lease.records])
+        self.mgr.events.release(f"lease:{lease_id}", [list(o) for o in lease.objects], "",
+                                counted=False)
         return lease
 
     def force_drop(self, objs: Optional[Sequence[Union[str, LockObject]]],

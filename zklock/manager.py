@@ -141,6 +141,21 @@ def connect(settings: Settings) -> KazooClient:
     return client
 
 
+#: The longest pause between two attempts of a request that waits for lock.timeout.
+MAX_BACKOFF_S = 5.0
+
+
+def _pause(interval: float, denied: int, backoff: bool) -> float:
+    """How long to sleep after the ``denied``-th denial: ``interval``, or under a timeout
+    ``interval`` doubling with each denial up to MAX_BACKOFF_S (never less than
+    ``interval``). The request's intents keep its place meanwhile (zklock/intents.py), so a
+    longer pause costs it latency, never its turn."""
+    if not backoff:
+        return interval
+    base = max(interval, 0.05)  # never a busy loop for the whole timeout
+    return max(base, min(base * 2 ** min(max(denied - 1, 0), 20), MAX_BACKOFF_S))
+
+
 class LockManager:
     """Takes, lists and releases hierarchical S/X locks on a real ZooKeeper."""
 
@@ -204,35 +219,44 @@ class LockManager:
     # ---- acquire ------------------------------------------------------------
     def acquire(self, locks: Iterable[LockSpec], query_id: Optional[str] = None,
                 query: Optional[str] = None, retries: Optional[int] = None,
-                retry_interval: Optional[float] = None) -> LockSet:
+                retry_interval: Optional[float] = None,
+                timeout: Optional[float] = None) -> LockSet:
         """Take every lock of the request or none; raise :class:`LockNotAcquired` if denied.
 
-        A denied attempt deletes what it created, sleeps ``retry_interval``
-        (jittered) and retries the whole set, ``retries`` more times.
+        A denied attempt deletes what it created, sleeps and retries the whole set:
+        ``retries`` more times ``retry_interval`` apart (Hive's way), or, with no count
+        (the default), backing off from ``retry_interval`` until ``timeout`` has passed.
         """
         targets = normalize(locks)
         if not self.settings.support_concurrency or not targets:
             return LockSet.empty()
         data = self.lock_data(query_id, query, kind="implicit")
         return self.acquire_targets(targets, data, explicit=False, retries=retries,
-                                     retry_interval=retry_interval, query_id=query_id or "")
+                                     retry_interval=retry_interval, query_id=query_id or "",
+                                     timeout=timeout)
 
     def acquire_targets(self, targets: list[LockTarget], data: LockData, explicit: bool,
                          retries: Optional[int] = None, retry_interval: Optional[float] = None,
                          query_id: str = "", deadline: Optional[float] = None,
-                         error: type[LockNotAcquired] = LockNotAcquired) -> LockSet:
+                         error: type[LockNotAcquired] = LockNotAcquired,
+                         timeout: Optional[float] = None) -> LockSet:
         """Acquire normalised ``targets`` with ``data`` in their nodes (``explicit``: a
-        lease's persistent nodes), retrying ``retries`` times or until ``deadline``.
+        lease's persistent nodes), retrying ``retries`` times, or until ``deadline`` (a
+        monotonic time), or, with neither, for ``timeout`` seconds with a backoff.
 
         Each try is one :meth:`_attempt`, which comes to Granted, Denied or Retry
         (zklock/attempt.py says what the loop below does with each).
         """
         retries = self.settings.retries if retries is None else retries
         interval = self.settings.retry_interval if retry_interval is None else retry_interval
-        if not isinstance(retries, int) or retries < 0:
+        if retries is not None and (not isinstance(retries, int) or retries < 0):
             raise InvalidArguments(f"retries must be an int >= 0, got {retries!r}")
         if interval < 0:
             raise InvalidArguments(f"retry_interval must be >= 0, got {interval!r}")
+        backoff = retries is None and deadline is None
+        if backoff:  # Hive counts attempts; a Spark job waits for a time, fairly
+            deadline = time.monotonic() + (self.settings.timeout if timeout is None
+                                           else timeout)
         self.ensure_root()
         # a lease keeps the recipe's names, whose attempt id groups its nodes (docs/hive.md)
         naming = "recipe" if explicit else self.settings.node_naming
@@ -247,10 +271,11 @@ class LockManager:
         granted: Optional[LockSet] = None
         try:
             while True:
+                pause = _pause(interval, denied + 1, backoff)
                 if deadline is None:
                     will_retry = denied + 1 <= retries
                 else:
-                    will_retry = time.monotonic() + interval <= deadline
+                    will_retry = time.monotonic() + pause <= deadline
                 req.leave_intents = will_retry and self.settings.intents
                 try:
                     outcome = self._attempt(req, pre_read)
@@ -264,11 +289,16 @@ class LockManager:
                     case Granted(lockset):
                         lockset.query_id = query_id
                         lockset.attempts = denied + 1
-                        lockset.set_id = secrets.token_hex(8)
+                        # a lease's events name it by its id, whichever process ends it
+                        lockset.set_id = (f"lease:{lockset.fencing_token}" if explicit
+                                          else secrets.token_hex(8))
                         lockset.counted = not explicit
+                        until = (int(time.time() * 1000 + data.duration_s * 1000)
+                                 if explicit and data.duration_s else None)
                         self.events.grant(lockset.set_id, wanted, query_id,
                                           time.monotonic() - started, denied + 1,
-                                          lockset.fencing_token, lease=explicit)
+                                          lockset.fencing_token, lease=explicit,
+                                          holder=data.holder, until_ms=until)
                         if not explicit:  # a lease outlives the session: never "lost" with it
                             # the set keeps its intents until it releases (zklock/intents.py)
                             lockset.intents = req.intent_nodes()
@@ -288,10 +318,11 @@ class LockManager:
                     case Denied(conflicts):
                         denied += 1
                         pre_read = True  # a retry reads first: denies early, once it has a ticket
+                        pause = _pause(interval, denied, backoff)
                         if deadline is None:
                             exhausted = denied > retries
                         else:
-                            exhausted = time.monotonic() + interval > deadline
+                            exhausted = time.monotonic() + pause > deadline
                         if exhausted or self.events.log is not None:
                             self._describe(conflicts)  # who holds it: one read, only when said
                         self.events.denial(wanted, query_id, denied,
@@ -303,7 +334,7 @@ class LockManager:
                                         f" {text}{more}", conflicts=conflicts)
                         waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
                                                      denied, started)
-                        time.sleep(interval * random.uniform(0.75, 1.25))
+                        time.sleep(pause * random.uniform(0.75, 1.25))
                         races = _Races()
         finally:
             if waiting is not None:

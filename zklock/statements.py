@@ -18,7 +18,8 @@ from .errors import InvalidArguments
 from .sqltext import Cursor, tokenize
 
 #: ``SET spark.zklock.<key>`` is captured only for these; other spark.zklock.* keys go to Spark.
-SESSION_SET_KEYS = frozenset({"zklock.support.concurrency", "zklock.lock.retries",
+SESSION_SET_KEYS = frozenset({"zklock.support.concurrency", "zklock.lock.timeout",
+                              "zklock.lock.retries",
                               "zklock.lock.retryinterval", "zklock.unknown.statements",
                               "zklock.showlocks.format"})
 

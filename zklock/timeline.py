@@ -1,8 +1,9 @@
 """The lock timeline: a Gantt-style picture of lock events (matplotlib).
 
 One row per object; a bar for each hold, from grant to release (or loss),
-coloured by job, solid for X and light for S; a black ``x`` where a request
-for the object was denied and a red triangle where a hold was lost.
+coloured by job, solid for X and light for S; a lease is a hold of its holder, from its
+grant to its drop (or the end it was granted with); an ``x`` in the denied job's colour
+where a request for the object was denied, and a red triangle where a hold was lost.
 Built from the JSON lines of ``event_log`` (see :mod:`zklock.events`).
 """
 
@@ -40,23 +41,25 @@ def build(events: Iterable[dict[str, Any]], since_ms: Optional[int] = None,
     holds: list[Hold] = []
     marks: list[Mark] = []
     for e in events:
-        kind, key = e["event"], (e.get("pid"), e.get("set", ""))
-        if kind == "grant" and not e.get("lease"):
+        set_id = str(e.get("set", ""))
+        # a lease is named by its id (any process may drop it); a set by its process too
+        kind, key = e["event"], (set_id if set_id.startswith("lease:") else (e.get("pid"),
+                                                                            set_id))
+        if kind == "grant":
             open_sets[key] = e
         elif kind in ("release", "loss") and key in open_sets:
             g = open_sets.pop(key)
             for obj, mode in g.get("locks", []):
-                holds.append(Hold(obj, mode, g.get("job", "?"), g["ts"], e["ts"],
-                                  lost=kind == "loss"))
+                holds.append(Hold(obj, mode, _who(g), g["ts"], e["ts"], lost=kind == "loss"))
             if kind == "loss":
-                marks += [Mark(obj, e["ts"], "loss", g.get("job", "?"))
-                          for obj, _ in g.get("locks", [])]
+                marks += [Mark(obj, e["ts"], "loss", _who(g)) for obj, _ in g.get("locks", [])]
         elif kind == "denial":
             marks += [Mark(b["object"], e["ts"], "denial", e.get("job", "?"))
                       for b in e.get("blockers", [])]
-    for g in open_sets.values():  # still held when the log ends
+    for g in open_sets.values():  # still held when the log ends (a lease: until its end)
+        end = g["until"] if g.get("lease") and g.get("until") else last
         for obj, mode in g.get("locks", []):
-            holds.append(Hold(obj, mode, g.get("job", "?"), g["ts"], last))
+            holds.append(Hold(obj, mode, _who(g), g["ts"], end))
 
     def keep(obj: str, end: int) -> bool:
         return (prefix is None or obj == prefix or obj.startswith(prefix + ".")
@@ -64,6 +67,11 @@ def build(events: Iterable[dict[str, Any]], since_ms: Optional[int] = None,
     holds = [h for h in holds if keep(h.object, h.end_ms)]
     marks = [m for m in marks if keep(m.object, m.ts_ms)]
     return holds, marks
+
+
+def _who(grant: dict[str, Any]) -> str:
+    """Whose hold a grant starts: a lease's holder, else the job of the process."""
+    return str(grant.get("holder") or grant.get("job", "?"))
 
 
 def _lanes(holds: list[Hold]) -> tuple[dict[int, int], dict[str, int]]:
@@ -116,12 +124,15 @@ def draw(holds: list[Hold], marks: list[Mark], out: str, title: str = "zklock lo
         ax.barh(y, width, left=(h.start_ms - t0) / 1000, height=band * 0.9,
                 color=colour[h.job], alpha=0.95 if solid else 0.5,
                 edgecolor="black" if solid else "none", linewidth=0.6)
-    for kind, style in (("denial", dict(marker="x", color="black", s=36)),
-                        ("loss", dict(marker="v", color="red", s=70))):
-        pts = [m for m in marks if m.kind == kind]
-        if pts:
-            ax.scatter([(m.ts_ms - t0) / 1000 for m in pts], [row[m.object] for m in pts],
-                       zorder=3, label=kind, **style)
+    denials = [m for m in marks if m.kind == "denial"]
+    if denials:  # in the colour of the job whose request was denied
+        ax.scatter([(m.ts_ms - t0) / 1000 for m in denials], [row[m.object] for m in denials],
+                   marker="x", s=44, linewidths=2, zorder=3, label="denial (its job's colour)",
+                   c=[colour[m.job] for m in denials])
+    losses = [m for m in marks if m.kind == "loss"]
+    if losses:
+        ax.scatter([(m.ts_ms - t0) / 1000 for m in losses], [row[m.object] for m in losses],
+                   marker="v", color="red", s=70, zorder=3, label="loss")
     for y in range(len(objects) - 1):
         ax.axhline(y + 0.5, color="grey", linewidth=0.4, alpha=0.5)
     ax.set_yticks(range(len(objects)))

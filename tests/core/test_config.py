@@ -18,7 +18,11 @@ def test_precedence():
     s = Settings.resolve(environ=env)
     assert (s.root, s.retries) == ("/from-env", 3)
     s = Settings.resolve(environ={})
-    assert (s.root, s.retries, s.support_concurrency) == ("/warehouse", 10, True)
+    assert (s.root, s.retries, s.timeout, s.support_concurrency) == ("/warehouse", None, 1800,
+                                                                     True)
+    assert Settings.resolve(spark_conf={"spark.zklock.lock.timeout": "10m"}).timeout == 600
+    with pytest.raises(InvalidArguments, match="ZKLOCK_LOCK_TIMEOUT"):
+        Settings.resolve(environ={"ZKLOCK_LOCK_TIMEOUT": "0s"})
 
 
 def test_bad_values_name_their_source():

@@ -54,3 +54,33 @@ def test_no_incompatible_overlap_across_processes(zk_hosts, root):
         xs = [t for s, e, m, t, w in secs if m == "X"]
         assert xs == sorted(xs)
     assert overlaps == 0
+
+
+PIPELINE = r"""
+import sys, time
+from zklock import LockManager
+hosts, root, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
+m = LockManager(hosts=hosts, root=root, session_timeout=4)  # every wait setting its default
+t0 = time.monotonic()
+with m.acquire([("sales.orders/ds=2024-01-01", "X")], query_id=f"p{hold}") as ls:
+    print(f"granted {time.monotonic() - t0:.1f} after {ls.attempts} attempt(s)", flush=True)
+    time.sleep(hold)
+m.close()
+"""
+
+
+def test_a_second_pipeline_waits_with_default_settings_and_succeeds(zk_hosts, root):
+    """Two pipelines overwriting one partition, each with zklock's default settings: the
+    second waits as long as the first holds (here 20 s, beyond Hive-style 10 retries a
+    second apart), backing off, and then gets its locks."""
+    first = subprocess.Popen([PYTHON, "-c", PIPELINE, zk_hosts, root, "20"],
+                             stdout=subprocess.PIPE, text=True)
+    assert first.stdout.readline().startswith("granted")
+    second = subprocess.Popen([PYTHON, "-c", PIPELINE, zk_hosts, root, "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err[-2000:]
+    waited, attempts = float(out.split()[1]), int(out.split()[3])
+    assert waited >= 15, out
+    assert attempts <= 12, out  # backing off: 1, 2, 4, then 5 s apart
+    assert first.wait(timeout=60) == 0

@@ -147,6 +147,13 @@ def test_timeline_picture_from_the_event_log(make_manager, tmp_path):
             pass
     with b.acquire([("sales.orders/ds=1", "S")]):
         pass
+    ops = make_manager(event_log=log, job="ops-shell")  # an operator's lease blocks a writer
+    lease = ops.leases.grab([("sales.orders/ds=2", "X")], "1h", holder="operator")
+    try:
+        a.acquire([("sales.orders/ds=2", "X")], retries=0)
+    except Exception:
+        pass
+    ops.leases.drop(lease, holder="operator")
     EventLog.for_path(log).flush()
     out_png = tmp_path / "t.png"
     out = CliRunner().invoke(cli, ["timeline", "--events", log, "--object", "sales.orders",
@@ -159,8 +166,12 @@ def test_timeline_picture_from_the_event_log(make_manager, tmp_path):
     holds, marks = build(read_events([log]), prefix="sales.orders")
     assert {(h.object, h.mode, h.job) for h in holds} == {
         ("sales.orders", "S", "writer"), ("sales.orders/ds=1", "X", "writer"),
-        ("sales.orders", "S", "reader"), ("sales.orders/ds=1", "S", "reader")}
-    assert [m.kind for m in marks] == ["denial", "denial"]
+        ("sales.orders", "S", "reader"), ("sales.orders/ds=1", "S", "reader"),
+        ("sales.orders", "S", "operator"), ("sales.orders/ds=2", "X", "operator")}
+    lease_hold = next(h for h in holds if h.object == "sales.orders/ds=2")
+    assert lease_hold.end_ms - lease_hold.start_ms < 60_000  # to its drop, not its 1 h end
+    assert [(m.kind, m.job) for m in marks] == [("denial", "reader"), ("denial", "reader"),
+                                                 ("denial", "writer")]
     empty = CliRunner().invoke(cli, ["timeline", "--events", log, "--object", "nope",
                                      "-o", str(tmp_path / "x.png")])
     assert empty.exit_code == 1 and "no lock events" in empty.output

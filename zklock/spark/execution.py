@@ -40,7 +40,8 @@ class SessionOptions:
     """What a session changes at run time with ``SET`` (initialised from its Settings)."""
 
     concurrency: bool
-    retries: int
+    timeout: float
+    retries: Optional[int]  # None: wait up to timeout (with a backoff)
     retry_interval: float
     show_locks_format: str
 
@@ -149,7 +150,8 @@ class LockedExecution:
     def _acquire(self, targets: list[LockTarget], query_id: str, query: str) -> LockSet:
         return self._manager().acquire(targets, query_id=query_id, query=query,
                                        retries=self.options.retries,
-                                       retry_interval=self.options.retry_interval)
+                                       retry_interval=self.options.retry_interval,
+                                       timeout=self.options.timeout)
 
 
 class HeldRead:

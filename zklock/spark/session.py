@@ -68,6 +68,7 @@ class LockingSession:
         self.connect = is_connect(spark)
         self._planner = self._make_planner(spark)
         self.options = SessionOptions(concurrency=self.settings.support_concurrency,
+                                      timeout=self.settings.timeout,
                                       retries=self.settings.retries,
                                       retry_interval=self.settings.retry_interval,
                                       show_locks_format=self.settings.show_locks_format)
@@ -144,6 +145,7 @@ class LockingSession:
         overrides = {f.name: getattr(self.settings, f.name)
                      for f in dataclasses.fields(self.settings) if f.name != "extra"}
         overrides.update(support_concurrency=self.options.concurrency,
+                         timeout=self.options.timeout,
                          retries=self.options.retries,
                          retry_interval=self.options.retry_interval,
                          show_locks_format=self.options.show_locks_format,

@@ -49,6 +49,7 @@ DEFAULT_LEASE_S = 3600.0
 #: Session-level keys accepted by ``SET zklock.<key>=<value>``.
 SESSION_KEYS = {
     "zklock.support.concurrency": "support_concurrency",
+    "zklock.lock.timeout": "timeout",
     "zklock.lock.retries": "retries",
     "zklock.lock.retryinterval": "retry_interval",
     "zklock.unknown.statements": "unknown_statements",
@@ -172,9 +173,13 @@ def set_option(session: SessionContext, ext: SetZkLock) -> Any:
             if not (ext.value.isascii() and ext.value.isdigit()):
                 raise InvalidArguments(f"{ext.key} must be an integer >= 0")
             options.retries = int(ext.value)
+        elif attr == "timeout":
+            options.timeout = Settings.resolve({"timeout": ext.value}).timeout
+            options.retries = None  # a timeout set now governs the wait, as documented
         else:
             options.retry_interval = parse_duration(ext.value)
-    current = {"support_concurrency": options.concurrency, "retries": options.retries,
+    current = {"support_concurrency": options.concurrency, "timeout": options.timeout,
+               "retries": "unset" if options.retries is None else options.retries,
                "retry_interval": options.retry_interval,
                "unknown_statements": planner.unknown_statements,
                "show_locks_format": options.show_locks_format}[attr]
