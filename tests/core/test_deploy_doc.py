@@ -40,5 +40,6 @@ def test_the_committers_it_names_are_in_the_jvm_module():
     conf = spark_defaults()
     sources = {p.stem for p in (DOC.parents[1] / "zklock" / "spark").glob("*.java")}
     for key in ("spark.sql.parquet.output.committer.class",
-                "spark.sql.sources.outputCommitterClass"):
+                "spark.sql.sources.outputCommitterClass",
+                "spark.hadoop.mapred.output.committer.class", "spark.sql.extensions"):
         assert conf[key].split(".")[-1] in sources

@@ -284,3 +284,77 @@ def test_denial_message_is_one_line_and_names_the_holder(spark, db, make_manager
         assert not isinstance(caught.value, LockNotAcquired)  # Spark's error, zklock's words
     finally:
         held.release()
+
+
+def test_an_rdd_save_into_a_tables_files_is_refused(spark, db, tmp_path):
+    """RDD saves never reach the SQL engine; zklock's committer refuses one into a catalog
+    table's directory (it would write the table without its X lock). Elsewhere it commits."""
+    table = f"{db}.dim"
+    before = count(spark, table)
+    rdd = spark.sparkContext.parallelize(["x"], 1)
+    with pytest.raises(Exception) as caught:
+        rdd.saveAsTextFile(table_location(spark, table) + "/rdd-out")
+    assert f"zklock: refused an RDD save to" in message_anywhere(caught.value)
+    assert f"the files of {table} without its X lock" in message_anywhere(caught.value)
+    rdd.saveAsTextFile(str(tmp_path / "rdd-out"))
+    assert (tmp_path / "rdd-out" / "_SUCCESS").exists()
+    assert count(spark, table) == before
+
+
+def message_anywhere(exc: BaseException) -> str:
+    """The messages of a Java exception and its causes (Spark wraps a failed job commit)."""
+    java = getattr(exc, "java_exception", None)
+    out = []
+    while java is not None and len(out) < 10:
+        out.append(str(java.getMessage()))
+        java = java.getCause()
+    return "\n".join(out) or str(exc)
+
+
+def test_engine_locks_are_seen_and_lost_as_a_wrappers_are(spark, db, make_manager, zk,
+                                                            tmp_path):
+    """While a plain-session INSERT runs, its locks show with the statement and the user;
+    when another client deletes its lock node, its Spark jobs are cancelled and the command
+    fails with the loss, and nothing it wrote becomes visible."""
+    from conftest import wait_for
+
+    table = f"{db}.events"
+    spark.udf.register("zk_slow", lambda i: (time.sleep(0.25), i)[1], "bigint")
+    insert = (f"INSERT INTO {table} PARTITION (ds='slow') SELECT zk_slow(id) FROM"
+              " range(0, 40, 1, 1)")
+    manager = make_manager(user="etl-user")
+    before = count(spark, table)
+    failure = []
+
+    def run() -> None:
+        try:
+            spark.sql(insert)
+        except Exception as exc:  # expected: the locks are lost
+            failure.append(exc)
+
+    with enforce(spark, manager):
+        writer = threading.Thread(target=run)
+        writer.start()
+        shown = []
+        assert wait_for(lambda: shown.extend(r for r in manager.show(table, extended=True)
+                                             if r.mode is Mode.EXCLUSIVE) or shown,
+                        timeout=30)
+        held = shown[0]
+        assert held.object == f"{table}/ds=slow" and held.data.user == "etl-user"
+        assert held.data.query == insert and held.data.query_id.startswith("zklock-")
+        zk.delete(held.node)  # another client removes it: the lock is lost
+        writer.join(timeout=60)
+    assert failure and "zklock: locks lost while" in message(failure[0])
+    assert "its Spark jobs were cancelled" in message(failure[0])
+    assert count(spark, table) == before
+
+
+def test_a_failing_command_releases_its_locks(spark, db, make_manager, zk, root):
+    from conftest import lock_nodes, wait_for
+
+    spark.udf.register("zk_fail", lambda i: i // 0, "bigint")
+    with enforce(spark, make_manager()):
+        with pytest.raises(Exception):
+            spark.sql(f"INSERT INTO {db}.events PARTITION (ds='f') SELECT zk_fail(id) FROM"
+                      " range(1)")
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)

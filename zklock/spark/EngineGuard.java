@@ -44,6 +44,10 @@ final class EngineGuard {
         Refused(String message) {
             super(message, null, false, false);
         }
+
+        Refused(String message, Throwable cause) {
+            super(message, cause, false, false);
+        }
     }
 
     private final EngineLockClient client;
@@ -158,20 +162,19 @@ final class EngineGuard {
         return null;
     }
 
-    /** Release what {@link #enter} took; after a command that completed, throws when its
-     *  locks were lost while it ran. */
-    void exit(boolean failed) {
+    /** Release what {@link #enter} took; why its locks were lost while the command ran, or
+     *  null when they were not. */
+    String exit() {
         if (client == null) {
-            return;
+            return null;
         }
         sc.removeJobTag(handle);
         sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
         JsonNode released = read(client.release(handle), VERSION);
-        if (!failed && "lost".equals(released.path("outcome").asText())) {
-            throw new Refused(released.path("message").asText("zklock: locks lost"));
-        }
+        return "lost".equals(released.path("outcome").asText())
+            ? released.path("message").asText("session lost") : null;
     }
 
     private static String statement(LogicalPlan parsed, String name, String what) {

@@ -10,7 +10,7 @@
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
 //         "token": "...", "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
 //      | {"version": 1, "outcome": "denied" | "refused", "message": "..."}
-//   release("<handle>") -> {"version": 1, "outcome": "released" | "lost", "message": "..."}
+//   release("<handle>") -> {"version": 1, "outcome": "released" | "lost", "message": "<why>"}
 package zklock;
 
 public interface EngineLockClient {

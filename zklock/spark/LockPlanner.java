@@ -1039,7 +1039,8 @@ public final class LockPlanner {
     /** X on the catalog tables a write to {@code path} touches: stored at it, below it
      *  (overwriting a parent directory replaces them) or above it (a file written inside a
      *  table's directory is a write to that table). */
-    private List<Target> tablesAt(String path) {
+    /** X on every catalog table whose directory {@code path} is, lies in, or contains. */
+    List<Target> tablesAt(String path) {
         String target = rstripSlash(qualify(path));
         List<Target> out = new ArrayList<>();
         ExternalCatalog external = catalog.externalCatalog();

@@ -27,11 +27,21 @@ public final class LockedCommandExec extends V2CommandExec {
         InternalRow[] rows;
         try {
             rows = child.executeCollect();
-        } catch (RuntimeException | Error e) {
-            guard.exit(true);
-            throw e;
+        } catch (Throwable e) {  // Scala code throws checked exceptions (SparkException) too
+            String lost = guard.exit();
+            if (lost != null) {  // its jobs were cancelled because the locks were lost
+                throw new EngineGuard.Refused("zklock: locks lost while "
+                    + PlanWalker.nodeName(command) + " ran (" + lost
+                    + "): its Spark jobs were cancelled", e);
+            }
+            throw LockedCommandExec.<RuntimeException>rethrow(e);
         }
-        guard.exit(false);
+        String lost = guard.exit();
+        if (lost != null) {
+            throw new EngineGuard.Refused("zklock: locks lost while "
+                + PlanWalker.nodeName(command) + " ran (" + lost + "): it completed, but"
+                + " others may have overlapped it");
+        }
         return scala.collection.immutable.ArraySeq$.MODULE$.unsafeWrapArray(rows);
     }
 
@@ -70,6 +80,11 @@ public final class LockedCommandExec extends V2CommandExec {
     @Override
     public boolean canEqual(Object other) {
         return other instanceof LockedCommandExec;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> RuntimeException rethrow(Throwable e) throws E {
+        throw (E) e;  // Spark's own exception, unchanged
     }
 
     static <T> scala.collection.immutable.Seq<T> list(T one) {

@@ -23,6 +23,8 @@ EXTENSIONS = "spark.sql.extensions"
 SPARK_DEFAULTS = {
     # sysdb.locks (and the scheduler's sysdb views) are global temporary views in "sysdb".
     "spark.sql.globalTempDatabase": "sysdb",
+    # RDD saves commit through zklock's committer, which refuses one into a table's files
+    "spark.hadoop.mapred.output.committer.class": "zklock.FencedMapredOutputCommitter",
 }
 
 

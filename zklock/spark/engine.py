@@ -97,9 +97,7 @@ class EngineLockClient:
         reason = lockset.lost_reason
         lockset.release(wait=False)
         if lost:
-            return _answer("lost", message=f"zklock: locks of {handle} lost while it ran"
-                           f" ({reason}); the command completed, but others may have"
-                           " overlapped it")
+            return _answer("lost", message=reason or "session lost")
         return _answer("released")
 
     class Java:
