@@ -73,8 +73,10 @@ final class EngineGuard {
                 + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
         }
         String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
-        JsonNode answer = read(new LockPlanner(session, policy).planPlan(parsed, true),
-            LockAnswer.VERSION);
+        LockPlanner planner = new LockPlanner(session, policy);
+        LogicalPlan analyzed = EngineLocks.analyzed(command);
+        JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
+            : planner.planPlan(parsed, true), LockAnswer.VERSION);
         if ("refused".equals(answer.path("kind").asText())) {
             throw new Refused("zklock: " + answer.path("message").asText());
         }
@@ -136,7 +138,7 @@ final class EngineGuard {
             throw new Refused("zklock: a locked statement named no lock nodes; it does not run");
         }
         try {
-            CommitFence.check(zookeeper, paths);
+            CommitFence.exist(zookeeper, paths);
         } catch (IOException e) {
             throw new Refused(e.getMessage());
         }

@@ -32,6 +32,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     public static final String MODE = "spark.zklock.engine.mode";
     /** The parsed plan, on the root of the plan Spark analyzes from it. */
     static final TreeNodeTag<LogicalPlan> PARSED = new TreeNodeTag<>("zklock.parsed");
+    /** The resolved plan, on the same root: the planner reads it instead of analyzing again. */
+    static final TreeNodeTag<LogicalPlan> ANALYZED = new TreeNodeTag<>("zklock.analyzed");
 
     private static volatile EngineLockClient client;
 
@@ -67,6 +69,12 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return found.isDefined() ? found.get() : null;
     }
 
+    /** The plan as it was resolved from its parsed form; null when not known. */
+    static LogicalPlan analyzed(LogicalPlan plan) {
+        scala.Option<LogicalPlan> found = plan.getTagValue(ANALYZED);
+        return found.isDefined() ? found.get() : null;
+    }
+
     /** The plan of the analysis running on this thread, as the analyzer received it. */
     private static final ThreadLocal<Object[]> ANALYZING = new ThreadLocal<>();
 
@@ -94,6 +102,7 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
             if (plan instanceof Command && current != null && current[0] == context()
                     && plan.getTagValue(PARSED).isEmpty()) {
                 plan.setTagValue(PARSED, (LogicalPlan) current[1]);
+                plan.setTagValue(ANALYZED, plan);
             }
             return plan;
         }

@@ -156,6 +156,16 @@ public final class LockPlanner {
         }
     }
 
+    /** The answer for a command Spark is about to execute (zklock's engine extension): its
+     *  parsed form and the analysis Spark made of it, so that it is not analyzed twice. */
+    String planCommand(LogicalPlan parsed, LogicalPlan analyzed) {
+        try {
+            return answer(planParsed(parsed, true, false, analyzed));
+        } catch (Refusal r) {
+            return LockAnswer.refused(r).toJson();
+        }
+    }
+
     /** S on what an action on {@code ds} reads (Spark caches its analyzed plan). */
     public String planDataFrame(org.apache.spark.sql.classic.Dataset<?> ds) {
         try {
@@ -246,6 +256,12 @@ public final class LockPlanner {
     }
 
     private Plan planParsed(LogicalPlan parsed, boolean strict, boolean toRun) {
+        return planParsed(parsed, strict, toRun, null);
+    }
+
+    /** ... with {@code analyzedAlready}, Spark's analysis of {@code parsed} when it has one. */
+    private Plan planParsed(LogicalPlan parsed, boolean strict, boolean toRun,
+                            LogicalPlan analyzedAlready) {
         String name = PlanWalker.nodeName(parsed);
         if (NodeKinds.is(name, Kind.NO_LOCKS)) {
             return new Plan(new ArrayList<>(), true, new ArrayList<>(),
@@ -268,13 +284,15 @@ public final class LockPlanner {
         if (!unknown.isEmpty()) {
             return conservative(census, unknown);
         }
-        QueryExecution execution;
-        LogicalPlan analyzed;
+        QueryExecution execution = null;
+        LogicalPlan analyzed = analyzedAlready;
         long started = System.nanoTime();
         try {
-            execution = toRun ? execution(parsed)
-                : session.sessionState().executePlan(parsed, CommandExecutionMode.SKIP());
-            analyzed = execution.analyzed();
+            if (analyzed == null) {
+                execution = toRun ? execution(parsed)
+                    : session.sessionState().executePlan(parsed, CommandExecutionMode.SKIP());
+                analyzed = execution.analyzed();
+            }
         } catch (Exception e) {
             if (strict) {
                 throw sneaky(e);
