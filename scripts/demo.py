@@ -48,7 +48,9 @@ def show(hosts: str, *args: str) -> None:
 
 def lease_cli(hosts: str, *args: str) -> None:
     print(f"$ zklock lease {' '.join(args)}", flush=True)
-    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "lease", *args], check=False)
+    events = Path(".zklock/demo-warehouse/events.jsonl").resolve()
+    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "lease", *args], check=False,
+                   env=dict(os.environ, ZKLOCK_EVENT_LOG=str(events), ZKLOCK_JOB="ops"))
 
 
 def start_job(role: str, hosts: str, warehouse: Path) -> subprocess.Popen:
@@ -209,7 +211,9 @@ def main() -> int:
     events = warehouse / "events.jsonl"
     jobs: list[subprocess.Popen] = []
     try:
-        watcher = LockManager(hosts=hosts, root="/demo")
+        # the operator's lease goes into the event log too: the timeline draws it
+        watcher = LockManager(hosts=hosts, root="/demo", event_log=str(events),
+                              job="ops")
         # a fresh start: no locks, scheduled queries or executions left from an earlier demo
         watcher.client.delete("/zklock/scheduler/demo", recursive=True)
         watcher.client.delete("/demo", recursive=True)
@@ -267,6 +271,7 @@ def main() -> int:
         show(hosts)
         watcher.close()
         time.sleep(0.5)
+        watcher.events.flush()
         summary(events)
         timeline_picture(events, Path(".zklock/demo-timeline.png").resolve())
         if any(codes):
