@@ -50,7 +50,8 @@ def show(obj: Context, target: Optional[str], extended: bool, as_json: bool, wat
         rows = [r.to_dict(extended=extended or as_json) for r in records]
         cols = ["object", "mode"]
         if extended:
-            cols += ["kind", "user", "host", "pid", "query_id", "acquired_at", "fencing_token"]
+            cols += ["kind", "user", "host", "pid", "app", "query_id", "acquired_at",
+                     "fencing_token"]
             for r in rows:
                 if r.get("kind") in ("foreign", "unknown"):
                     r["user"] = r["user"] or "(unknown)"

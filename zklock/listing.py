@@ -76,7 +76,7 @@ class LockRecord:
             return out
         d = self.data or LockData()
         out.update({
-            "user": d.user, "host": d.host, "pid": d.pid, "query_id": d.query_id,
+            "user": d.user, "host": d.host, "pid": d.pid, "app": d.app, "query_id": d.query_id,
             "query": d.query, "acquired_at": self.acquired_at, "kind": self.kind,
             "fencing_token": self.czxid, "session": d.session, "node": self.node,
         })

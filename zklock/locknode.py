@@ -267,6 +267,7 @@ class LockData:
     duration_s: Optional[float] = None
     ticket: int = 0  # the request's place in the queue once it was denied (0: none)
     protocol: int = 0  # PROTOCOL when written by a zklock that honours intents
+    app: str = ""  # the Spark application id of the holder, when a Spark layer took it
     extra: dict = field(default_factory=dict)
 
     def who(self) -> str:

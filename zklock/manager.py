@@ -189,6 +189,9 @@ class LockManager:
             self.client, self.ops, self.events, settings.lose_on_suspend,
             self._session_label(), release_nodes=self._let_go,
             delete_nodes=self.delete_nodes, after_reconnect=self._finish_leftovers)
+        #: the Spark application whose statements this manager locks (zklock.spark sets
+        #: it): recorded in implicit lock nodes, so that `zklock show --extended` names it
+        self.application = ""
         self.leases = Leases(self)
         self.waits = Waits(self)
         if settings.metrics_port:
@@ -230,7 +233,7 @@ class LockManager:
         targets = normalize(locks)
         if not self.settings.support_concurrency or not targets:
             return LockSet.empty()
-        data = self.lock_data(query_id, query, kind="implicit")
+        data = self.lock_data(query_id, query, kind="implicit", app=self.application)
         return self.acquire_targets(targets, data, explicit=False, retries=retries,
                                      retry_interval=retry_interval, query_id=query_id or "",
                                      timeout=timeout)

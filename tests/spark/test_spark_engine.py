@@ -342,6 +342,7 @@ def test_engine_locks_are_seen_and_lost_as_a_wrappers_are(spark, db, make_manage
         held = shown[0]
         assert held.object == f"{table}/ds=slow" and held.data.user == "etl-user"
         assert held.data.query == insert and held.data.query_id.startswith("zklock-")
+        assert held.data.app == spark.sparkContext.applicationId
         zk.delete(held.node)  # another client removes it: the lock is lost
         writer.join(timeout=60)
     assert failure and "zklock: locks lost while" in message(failure[0])

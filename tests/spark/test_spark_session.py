@@ -72,6 +72,7 @@ def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slo
     held = seen[0]
     assert held.object == f"{db}.events/ds=busy"
     assert held.data.query.startswith("INSERT INTO") and held.data.query_id.startswith("zklock-")
+    assert held.data.app == locking.sparkContext.applicationId  # which Spark application
     assert wait_for(lambda: watcher.show() == [], timeout=5)
 
 

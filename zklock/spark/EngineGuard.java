@@ -100,6 +100,7 @@ final class EngineGuard {
         request.put("answer", answer);
         request.put("statement", statement(parsed, name, what));
         request.put("user", connectUser(sc));
+        request.put("application", sc.applicationId());
         request.put("command", name);
         request.put("objects", what);
         request.put("mode", session.conf().get(EngineLocks.MODE, null));

@@ -5,6 +5,7 @@
 //
 // Both directions are versioned JSON documents (docs/spark.md, "The engine's lock client"):
 //   acquire({"version": 1, "answer": <LockAnswer>, "statement": "...", "user": "..."|null,
+//            "application": "<Spark application id>",
 //            "command": "<plan node>", "objects": "<what it locks, for messages>",
 //            "mode": "<spark.zklock.engine.mode of the session>"|null})
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",

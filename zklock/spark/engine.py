@@ -72,6 +72,7 @@ class EngineLockClient:
             planned = answer.read(json.dumps(doc["answer"]))
             query_id = new_query_id()
             data = self.manager.lock_data(query_id, doc.get("statement") or "", "implicit")
+            data = dataclasses.replace(data, app=str(doc.get("application") or ""))
             if doc.get("user"):  # a Spark Connect client's user, not the server's
                 data = dataclasses.replace(data, user=str(doc["user"]))
             lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,

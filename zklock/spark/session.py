@@ -64,8 +64,10 @@ class LockingSession:
         self.settings = Settings.resolve(settings, spark_conf=conf)
         self._manager = manager
         self._own_manager = manager is None
-        self._manager_lock = threading.Lock()
         self.connect = is_connect(spark)
+        if manager is not None and not manager.application:
+            manager.application = self._application()
+        self._manager_lock = threading.Lock()
         self._planner = self._make_planner(spark)
         self.options = SessionOptions(concurrency=self.settings.support_concurrency,
                                       timeout=self.settings.timeout,
@@ -158,10 +160,20 @@ class LockingSession:
         with self._manager_lock:
             if self._manager is None:
                 self._manager = LockManager(settings=self.settings)
+                self._manager.application = self._application()
                 # close the ZooKeeper session cleanly at exit: its last async release is sent
                 # and its ephemeral nodes go at once instead of after the session timeout
                 atexit.register(self.close)
             return self._manager
+
+    def _application(self) -> str:
+        """This session's Spark application id (a Connect server's, over Connect)."""
+        try:
+            if self.connect:
+                return str(self._spark.conf.get("spark.app.id", "") or "")
+            return str(self._spark.sparkContext.applicationId)
+        except Exception:  # a stopped session: the lock data goes without it
+            return ""
 
     @property
     def support_concurrency(self) -> bool:
