@@ -110,12 +110,6 @@ class EngineLockClient:
         """The LockManager that takes the engine's locks."""
         return self._manager()
 
-    @property
-    def held(self) -> list[LockSet]:
-        """The lock sets of the commands running now."""
-        with self._lock:
-            return list(self._held.values())
-
     def install(self) -> EngineLockClient:
         """Make this the lock client of the Spark application's JVM."""
         from pyspark.java_gateway import ensure_callback_server_started
