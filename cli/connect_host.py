@@ -63,14 +63,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         signal.signal(sig, lambda *_: done.set())
     print(f"zklock Spark Connect server listening on {args.host}:{args.port}", flush=True)
     done.wait()
-    try:
-        service.stop(getattr(service, "stop$default$1")(),
-                     getattr(service, "stop$default$2")())
-    except Exception:  # stopping anyway
-        pass
-    engine.close()
-    manager.close()
-    spark.stop()
+    try:  # no new commands, then none running, then no lock client: never a command unlocked
+        try:
+            service.stop(getattr(service, "stop$default$1")(),
+                         getattr(service, "stop$default$2")())
+        except Exception:  # stopping anyway
+            pass
+        spark.sparkContext.cancelAllJobs()
+        spark.stop()
+    finally:
+        engine.close()
+        manager.close()
     return 0
 
 

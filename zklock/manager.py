@@ -250,7 +250,8 @@ class LockManager:
         Each try is one :meth:`_attempt`, which comes to Granted, Denied or Retry
         (zklock/attempt.py says what the loop below does with each).
         """
-        retries = self.settings.retries if retries is None else retries
+        if retries is None and timeout is None:  # an explicit timeout waits by time
+            retries = self.settings.retries
         interval = self.settings.retry_interval if retry_interval is None else retry_interval
         if retries is not None and (not isinstance(retries, int) or retries < 0):
             raise InvalidArguments(f"retries must be an int >= 0, got {retries!r}")
@@ -274,11 +275,12 @@ class LockManager:
         granted: Optional[LockSet] = None
         try:
             while True:
-                pause = _pause(interval, denied + 1, backoff)
                 if deadline is None:
                     will_retry = denied + 1 <= retries
+                elif backoff:
+                    will_retry = time.monotonic() < deadline
                 else:
-                    will_retry = time.monotonic() + pause <= deadline
+                    will_retry = time.monotonic() + interval <= deadline
                 req.leave_intents = will_retry and self.settings.intents
                 try:
                     outcome = self._attempt(req, pre_read)
@@ -324,6 +326,9 @@ class LockManager:
                         pause = _pause(interval, denied, backoff)
                         if deadline is None:
                             exhausted = denied > retries
+                        elif backoff:  # the last pause ends at the timeout, not before
+                            pause = min(pause, deadline - time.monotonic())
+                            exhausted = pause <= 0
                         else:
                             exhausted = time.monotonic() + pause > deadline
                         if exhausted or self.events.log is not None:
@@ -337,7 +342,10 @@ class LockManager:
                                         f" {text}{more}", conflicts=conflicts)
                         waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
                                                      denied, started)
-                        time.sleep(pause * random.uniform(0.75, 1.25))
+                        jittered = pause * random.uniform(0.75, 1.25)
+                        if backoff:
+                            jittered = min(jittered, max(0.0, deadline - time.monotonic()))
+                        time.sleep(jittered)
                         races = _Races()
         finally:
             if waiting is not None:

@@ -84,3 +84,23 @@ def test_a_second_pipeline_waits_with_default_settings_and_succeeds(zk_hosts, ro
     assert waited >= 12, out
     assert attempts <= 8, out  # backing off: 1, 2, 4, then 5 s apart
     assert first.wait(timeout=60) == 0
+
+
+def test_a_timeout_waits_to_its_end_and_wins_over_a_configured_count(make_manager):
+    """An explicit timeout waits by time even where a retry count is configured (a
+    LockingSession after SET zklock.lock.timeout), and gives up at its end, not a pause
+    before it."""
+    import time
+
+    import pytest
+
+    from zklock import LockNotAcquired
+
+    holder = make_manager()
+    waiter = make_manager(retries=0, retry_interval=1.0)
+    with holder.acquire([("db.t", "X")]):
+        started = time.monotonic()
+        with pytest.raises(LockNotAcquired):
+            waiter.acquire([("db.t", "S")], timeout=2.5)
+        waited = time.monotonic() - started
+    assert 2.3 <= waited < 4.0, waited

@@ -372,14 +372,14 @@ def test_cli_start_twice_or_on_a_taken_port_is_one_clear_error(servers, tmp_path
 @pytest.fixture
 def make_connect_locking(cs, zk_hosts, root):
     """LockingSessions wrapping the module's Connect session (each its own ZooKeeper
-    session), on the test's own znode root."""
+    session), on the server's root: the server checks a client's locks there."""
     from zklock.spark import LockingSession
 
     made = []
 
     def make(session=None, **kw):
         kw.setdefault("hosts", zk_hosts)
-        kw.setdefault("root", root)
+        kw.setdefault("root", SERVER_ROOT)
         kw.setdefault("retries", 0)
         kw.setdefault("retry_interval", 0.05)
         kw.setdefault("session_timeout", 2.0)
@@ -404,7 +404,7 @@ def test_connect_session_denies_writes_and_leaves_the_table(make_connect_locking
 
     locking = make_connect_locking()
     before = ccount(cs, f"{cdb}.dim")
-    other = make_manager()
+    other = make_manager(root=SERVER_ROOT)
     with other.acquire([(f"{cdb}.dim", "X")], query_id="holder-c"):
         with pytest.raises(LockNotAcquired, match="holder-c"):
             locking.sql(f"INSERT INTO {cdb}.dim VALUES (21, 'c')")
@@ -416,7 +416,7 @@ def test_connect_session_denies_writes_and_leaves_the_table(make_connect_locking
         with pytest.raises(UnsupportedStatement):
             locking.sql("CALL system.no_such_procedure()")
     assert ccount(cs, f"{cdb}.dim") == before
-    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, SERVER_ROOT) == [], timeout=5)
     locking.sql(f"INSERT INTO {cdb}.dim VALUES (21, 'c')")
     assert ccount(cs, f"{cdb}.dim") == before + 1
 
@@ -437,7 +437,7 @@ def test_connect_query_is_planned_once_in_sql_and_again_by_its_action(
     df = locking.sql("SELECT count(*) AS n FROM pick")
     assert df.collect()[0].n == ccount(cs, f"{cdb}.dim")
     cs.sql(f"CREATE OR REPLACE TEMPORARY VIEW pick AS SELECT id FROM {cdb}.staging")
-    other = make_manager()
+    other = make_manager(root=SERVER_ROOT)
     with other.acquire([(f"{cdb}.staging", "X")], query_id="holder-q"):
         with pytest.raises(LockNotAcquired, match="holder-q"):
             df.collect()  # reads staging now: S on it is denied
@@ -476,7 +476,7 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
             f" WHERE java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
 
     def expire_when_held():
-        if wait_for(lambda: bool(lock_nodes(zk, root)), timeout=30):
+        if wait_for(lambda: bool(lock_nodes(zk, SERVER_ROOT)), timeout=30):
             time.sleep(1.5)
             expire_session(locking.manager.client, zk_hosts)
     killer = threading.Thread(target=expire_when_held)
@@ -565,7 +565,7 @@ def test_zklock_sql_over_connect(make_connect_locking, cdb):
 
 def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_manager,
                                               zk_hosts, root):
-    other = make_manager()
+    other = make_manager(root=SERVER_ROOT)
     with other.acquire([(f"{cdb}.dim", "S")], query_id="reader-c"):
         locking = make_connect_locking()
         rows = locking.sql("SELECT object, query_id FROM sysdb.locks").collect()
@@ -613,6 +613,30 @@ def test_a_plain_client_is_locked_by_the_server(servers, cs, cdb, make_manager):
     assert wait_for(lambda: len(server_grants(servers)) > granted, timeout=10)
     assert server_grants(servers)[-1] == [list(r) for r in plan_locks(cs, sql=insert)]
     assert ccount(cs, table) == before + 1
+
+
+def test_a_forged_claim_does_not_skip_the_locks(servers, cs, cdb, make_manager, zk_hosts):
+    """A client that sends an operation tag claiming locks it does not hold: nodes outside
+    the server's root, or lock nodes that do not cover the command, are refused."""
+    import base64
+
+    other = make_manager(root=SERVER_ROOT)
+    elsewhere = other.acquire([(f"{cdb}.staging", "X")], query_id="not-dim")
+    before = ccount(cs, f"{cdb}.dim")
+    try:
+        for nodes, says in ((["/zookeeper/quota"], "is not a lock node"),
+                            (elsewhere.node_paths, f"do not cover {cdb}")):
+            fence = json.dumps({"zookeeper": zk_hosts, "nodes": nodes})
+            tag = "zklock-fence-" + base64.urlsafe_b64encode(fence.encode()).decode()
+            cs.addTag(tag)
+            try:
+                with pytest.raises(Exception, match=says):
+                    cs.sql(f"INSERT INTO {cdb}.dim VALUES (41, 'forged')")
+            finally:
+                cs.removeTag(tag)
+    finally:
+        elsewhere.release()
+    assert ccount(cs, f"{cdb}.dim") == before
 
 
 def test_a_server_without_a_lock_client_refuses_writes_in_one_line(servers):

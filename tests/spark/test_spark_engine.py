@@ -107,6 +107,8 @@ def more_write_paths(spark, table: str):
         ("a SQL script", lambda: spark.sql(f"BEGIN INSERT INTO {table} VALUES (9, 's'); END")),
         ("TRUNCATE", lambda: spark.sql(f"TRUNCATE TABLE {table}")),
         ("ALTER TABLE", lambda: spark.sql(f"ALTER TABLE {table} ADD COLUMNS (note STRING)")),
+        ("CREATE OR REPLACE VIEW of it", lambda: spark.sql(
+            f"CREATE OR REPLACE VIEW {table} AS SELECT 1 AS id")),
         ("catalog.createTable over its path",
          lambda: spark.catalog.createTable(f"{table}_twin", path=location)),
     ]
@@ -196,6 +198,10 @@ def test_sql_commands_take_what_explain_locks_shows(spark, db, make_manager, mak
         f"INSERT INTO {db}.orders PARTITION (ds='2024-03-01', hr=2) SELECT id, amt FROM"
         f" {db}.staging",
         f"CREATE TABLE {db}.copy AS SELECT * FROM {db}.dim",
+        f"INSERT INTO {db}.dim SELECT id, name FROM {db}.day1",  # a permanent view
+        f"INSERT INTO {db}.copy SELECT * FROM {db}.dim WHERE id IN"
+        f" (SELECT id FROM {db}.staging)",  # a subquery
+        f"CREATE OR REPLACE VIEW {db}.day2 AS SELECT * FROM {db}.dim",
         f"ALTER TABLE {db}.orders ADD PARTITION (ds='2024-03-02', hr=1)",
         f"TRUNCATE TABLE {db}.staging",
         f"DROP TABLE {db}.copy",

@@ -35,7 +35,7 @@ final class EngineGuard {
     static final String FENCE_TAG = "zklock-fence-";
 
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final EngineGuard COVERED = new EngineGuard(null, null, null);
+    private static final EngineGuard COVERED = new EngineGuard(null, null, null, null);
 
     /** A command zklock does not run: refused, denied, or its locks lost. */
     static final class Refused extends RuntimeException {
@@ -52,38 +52,24 @@ final class EngineGuard {
 
     private final EngineLockClient client;
     private final String handle;
+    private final String jobTag;
     private final SparkContext sc;
 
-    private EngineGuard(EngineLockClient client, String handle, SparkContext sc) {
+    private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc) {
         this.client = client;
         this.handle = handle;
+        this.jobTag = jobTag;
         this.sc = sc;
     }
 
     /** The locks {@code command} needs, held from now until {@link #exit}. */
     static EngineGuard enter(SparkSession session, LogicalPlan command) {
         SparkContext sc = session.sparkContext();
-        if (heldLocks(sc)) {
+        if (heldLocks(session, command, sc)) {
             return COVERED;
         }
-        LogicalPlan parsed = EngineLocks.parsed(command);
         String name = PlanWalker.nodeName(command);
-        if (parsed == null) {
-            throw new Refused("zklock: cannot tell what " + name + " writes (Spark built it"
-                + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
-        }
-        String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
-        LockPlanner planner = new LockPlanner(session, policy);
-        LogicalPlan analyzed = EngineLocks.analyzed(command);
-        JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
-            : planner.planPlan(parsed, true), LockAnswer.VERSION);
-        if ("refused".equals(answer.path("kind").asText())) {
-            throw new Refused("zklock: " + answer.path("message").asText());
-        }
-        if (!"command".equals(answer.path("kind").asText())) {
-            throw new Refused("zklock: " + name + " was planned as a query; it does not run"
-                + " unlocked");
-        }
+        JsonNode answer = plan(session, command);
         if (answer.path("targets").size() == 0) {
             return COVERED;
         }
@@ -98,7 +84,7 @@ final class EngineGuard {
         Map<String, Object> request = new LinkedHashMap<>();
         request.put("version", VERSION);
         request.put("answer", answer);
-        request.put("statement", statement(parsed, name, what));
+        request.put("statement", statement(EngineLocks.parsed(command), name, what));
         request.put("user", connectUser(sc));
         request.put("application", sc.applicationId());
         request.put("command", name);
@@ -112,16 +98,21 @@ final class EngineGuard {
         String handle = grant.path("handle").asText();
         List<String> nodes = new ArrayList<>();
         grant.path("nodes").forEach(n -> nodes.add(n.asText()));
-        sc.addJobTag(grant.path("query_id").asText());
+        String jobTag = grant.path("query_id").asText();
+        sc.addJobTag(jobTag);
         sc.setLocalProperty(JobTags.FENCING_TOKEN, grant.path("token").asText());
         sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path("zookeeper").asText());
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
-        return new EngineGuard(client, handle, sc);
+        return new EngineGuard(client, handle, jobTag, sc);
     }
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
-     *  checked to still exist (else Refused, with the fence's message). */
-    private static boolean heldLocks(SparkContext sc) {
+     *  checked (else Refused). This process's own statements (local properties, set by
+     *  zklock) are checked to still exist; a Spark Connect client's (its operation tag, which
+     *  a client could forge) are checked by the lock client to be lock nodes covering what
+     *  the command needs, or, with no lock client here, to exist. */
+    private static boolean heldLocks(SparkSession session, LogicalPlan command,
+                                     SparkContext sc) {
         String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
         String nodes = sc.getLocalProperty(CommitFence.NODES);
         List<String> paths = new ArrayList<>();
@@ -134,6 +125,18 @@ final class EngineGuard {
             }
             zookeeper = fence.path("zookeeper").asText();
             fence.path("nodes").forEach(n -> paths.add(n.asText()));
+            EngineLockClient client = EngineLocks.client();
+            if (client != null) {
+                Map<String, Object> claim = new LinkedHashMap<>();
+                claim.put("version", VERSION);
+                claim.put("answer", plan(session, command));
+                claim.put("nodes", paths);
+                JsonNode verdict = read(client.verify(write(claim)), VERSION);
+                if (!"covered".equals(verdict.path("outcome").asText())) {
+                    throw new Refused(verdict.path("message").asText("zklock: claim refused"));
+                }
+                return true;
+            }
         }
         if (paths.isEmpty()) {
             throw new Refused("zklock: a locked statement named no lock nodes; it does not run");
@@ -165,13 +168,38 @@ final class EngineGuard {
         return null;
     }
 
+    /** The planner's answer for {@code command}, from its parsed form (and the analysis Spark
+     *  made of it); Refused when it has none, when the planner refuses it, or when it is not
+     *  planned as a command. */
+    private static JsonNode plan(SparkSession session, LogicalPlan command) {
+        LogicalPlan parsed = EngineLocks.parsed(command);
+        String name = PlanWalker.nodeName(command);
+        if (parsed == null) {
+            throw new Refused("zklock: cannot tell what " + name + " writes (Spark built it"
+                + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
+        }
+        String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
+        LockPlanner planner = new LockPlanner(session, policy);
+        LogicalPlan analyzed = EngineLocks.analyzed(command);
+        JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
+            : planner.planPlan(parsed, true), LockAnswer.VERSION);
+        if ("refused".equals(answer.path("kind").asText())) {
+            throw new Refused("zklock: " + answer.path("message").asText());
+        }
+        if (!"command".equals(answer.path("kind").asText())) {
+            throw new Refused("zklock: " + name + " was planned as a query; it does not run"
+                + " unlocked");
+        }
+        return answer;
+    }
+
     /** Release what {@link #enter} took; why its locks were lost while the command ran, or
      *  null when they were not. */
     String exit() {
         if (client == null) {
             return null;
         }
-        sc.removeJobTag(handle);
+        sc.removeJobTag(jobTag);
         sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);

@@ -12,6 +12,8 @@
 //         "token": "...", "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
 //      | {"version": 1, "outcome": "denied" | "refused", "message": "..."}
 //   release("<handle>") -> {"version": 1, "outcome": "released" | "lost", "message": "<why>"}
+//   verify({"version": 1, "answer": <LockAnswer>, "nodes": [...]})
+//     -> {"version": 1, "outcome": "covered" | "refused", "message": "..."}
 package zklock;
 
 public interface EngineLockClient {
@@ -20,4 +22,7 @@ public interface EngineLockClient {
 
     /** Release what {@link #acquire} granted; says whether the set was lost meanwhile. */
     String release(String handle);
+
+    /** Does a Spark Connect client's claim cover the command and still exist? */
+    String verify(String request);
 }

@@ -7,14 +7,18 @@
 //   spark.sql.extensions=zklock.EngineLocks
 // (zklock.spark.configure(builder) sets both). It adds two things to every session:
 //  - two analyzer rules that leave the parsed form of an analyzed command on it (the tag
-//    PARSED), because the planner's rules read statements as parsed: one runs before Spark
-//    resolves anything and remembers the plan of this analysis (one AnalysisContext per
-//    analysis; a view's or subquery's nested analysis shares its statement's), the other runs
-//    once the plan is resolved and tags its root (Spark then keeps tags through optimization);
+//    PARSED, with the resolved plan as ANALYZED), because the planner's rules read statements
+//    as parsed: one runs before Spark resolves anything and remembers the plan each analysis
+//    starts from (by AnalysisContext: a view's or subquery's nested analysis has its own), the
+//    other runs once the plan is resolved and tags its root (Spark then keeps tags through
+//    optimization);
 //  - a planner strategy, LockedCommands.java, that puts every command that may change data
 //    or metadata under a LockedCommandExec.java, which holds the command's locks while it
 //    runs (EngineGuard.java says how it gets them).
 package zklock;
+
+import java.util.IdentityHashMap;
+import java.util.Map;
 
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.analysis.AnalysisContext;
@@ -75,8 +79,11 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return found.isDefined() ? found.get() : null;
     }
 
-    /** The plan of the analysis running on this thread, as the analyzer received it. */
-    private static final ThreadLocal<Object[]> ANALYZING = new ThreadLocal<>();
+    /** The plans the analyses running on this thread started from, one per AnalysisContext
+     *  (a view's or a subquery's analysis has a context of its own and runs inside its
+     *  statement's), by identity; bounded, as a failed analysis never comes to TagParsed. */
+    private static final ThreadLocal<Map<AnalysisContext, LogicalPlan>> ANALYZING =
+        ThreadLocal.withInitial(IdentityHashMap::new);
 
     private static AnalysisContext context() {
         return AnalysisContext$.MODULE$.get();
@@ -86,10 +93,11 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     static final class RememberParsed extends Rule<LogicalPlan> {
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
-            Object[] current = ANALYZING.get();
-            if (current == null || current[0] != context()) {
-                ANALYZING.set(new Object[] {context(), plan});
+            Map<AnalysisContext, LogicalPlan> started = ANALYZING.get();
+            if (started.size() > 64) {
+                started.clear();  // left by analyses that failed
             }
+            started.putIfAbsent(context(), plan);
             return plan;
         }
     }
@@ -98,10 +106,9 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     static final class TagParsed extends Rule<LogicalPlan> {
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
-            Object[] current = ANALYZING.get();
-            if (plan instanceof Command && current != null && current[0] == context()
-                    && plan.getTagValue(PARSED).isEmpty()) {
-                plan.setTagValue(PARSED, (LogicalPlan) current[1]);
+            LogicalPlan parsed = ANALYZING.get().remove(context());
+            if (plan instanceof Command && parsed != null && plan.getTagValue(PARSED).isEmpty()) {
+                plan.setTagValue(PARSED, parsed);
                 plan.setTagValue(ANALYZED, plan);
             }
             return plan;

@@ -28,7 +28,13 @@ public final class LockedCommandExec extends V2CommandExec {
         try {
             rows = child.executeCollect();
         } catch (Throwable e) {  // Scala code throws checked exceptions (SparkException) too
-            String lost = guard.exit();
+            String lost;
+            try {
+                lost = guard.exit();
+            } catch (RuntimeException releaseFailed) {  // the command's own error comes first
+                e.addSuppressed(releaseFailed);
+                throw LockedCommandExec.<RuntimeException>rethrow(e);
+            }
             if (lost != null) {  // its jobs were cancelled because the locks were lost
                 throw new EngineGuard.Refused("zklock: locks lost while "
                     + PlanWalker.nodeName(command) + " ran (" + lost

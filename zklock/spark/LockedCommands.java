@@ -30,8 +30,11 @@ final class LockedCommands extends SparkStrategy {
 
     @Override
     public scala.collection.immutable.Seq<SparkPlan> apply(LogicalPlan plan) {
-        if (!(plan instanceof Command)
-                || NodeKinds.is(PlanWalker.nodeName(plan), NodeKinds.Kind.NO_LOCKS)
+        // what touches nothing shared is judged on the statement as written: Spark turns a
+        // persistent CREATE VIEW into the same command as a temporary one
+        LogicalPlan parsed = EngineLocks.parsed(plan);
+        String name = PlanWalker.nodeName(parsed != null ? parsed : plan);
+        if (!(plan instanceof Command) || NodeKinds.is(name, NodeKinds.Kind.NO_LOCKS)
                 || PLANNING.get().contains(plan)) {
             return scala.collection.immutable.List$.MODULE$.empty();
         }

@@ -26,8 +26,11 @@ from typing import Any, Optional
 
 from ..config import engine_mode
 from ..errors import LockNotAcquired
+from ..locknode import LockNodeName
 from ..lockset import LockSet
 from ..manager import LockManager
+from ..mode import Mode
+from ..objects import LockObject
 from . import answer
 from .jvm import JvmModuleError
 from .statement import new_query_id
@@ -88,6 +91,41 @@ class EngineLockClient:
         return _answer("granted", handle=query_id, query_id=query_id,
                        token=str(lockset.fencing_token),
                        zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
+
+    def verify(self, request: str) -> str:
+        """Does a Spark Connect client's claim (its LockingSession statement's lock nodes,
+        sent as an operation tag) cover the command's planned locks, and do the nodes still
+        exist? A client could name any nodes: they must be lock nodes under this client's
+        root, of the modes the command needs, and alive."""
+        try:
+            doc = json.loads(request)
+            if doc.get("version") != VERSION:
+                return _answer("refused", message="zklock: a claim in an unknown format")
+            planned = answer.read(json.dumps(doc["answer"]))
+            held = {}
+            root = self.manager.root.rstrip("/")
+            for path in doc.get("nodes", []):
+                parts = str(path).split("/")
+                name = LockNodeName.parse(parts[-1])
+                if not str(path).startswith(root + "/") or name is None:
+                    return _answer("refused", message=f"zklock: {path} is not a lock node"
+                                   f" under {root}: the command does not run")
+                obj = LockObject.from_znode_parts(str(path)[len(root) + 1:].split("/")[:-1])
+                if held.get(obj) is not Mode.EXCLUSIVE:
+                    held[obj] = name.mode
+            missing = [t for t in planned.targets if t.obj not in held
+                       or (t.mode is Mode.EXCLUSIVE and held[t.obj] is not Mode.EXCLUSIVE)]
+            if missing:
+                return _answer("refused", message=f"zklock: the statement's locks do not cover"
+                               f" {missing[0].obj.name} in {missing[0].mode.value}: the command"
+                               " does not run")
+            gone = [p for p in doc.get("nodes", []) if self.manager.client.exists(p) is None]
+            if gone:
+                return _answer("refused", message=f"zklock: locks lost before the command ran"
+                               f" ({gone[0]} is gone)")
+        except Exception as exc:  # fail closed
+            return _answer("refused", message=f"zklock: {exc}")
+        return _answer("covered")
 
     def release(self, handle: str) -> str:
         with self._lock:
