@@ -762,7 +762,7 @@ public final class LockPlanner {
                 (org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand)
                 parsed;
             if (cmd.catalogTable().isEmpty()) {
-                return tablesAt(cmd.outputPath().toString());
+                return new ArrayList<>();  // the tables at its path: pathInserts, once
             }
             Target table = tableTarget(parts(cmd.catalogTable().get().identifier()), "X");
             return table == null ? new ArrayList<>()

@@ -119,7 +119,10 @@ class EngineLockClient:
                 return _answer("refused", message=f"zklock: the statement's locks do not cover"
                                f" {missing[0].obj.name} in {missing[0].mode.value}: the command"
                                " does not run")
-            gone = [p for p in doc.get("nodes", []) if self.manager.client.exists(p) is None]
+            client = self.manager.client
+            asked = [(p, client.exists_async(p)) for p in doc.get("nodes", [])]  # one round
+            gone = [p for p, reply in asked if reply.get(timeout=self.manager.settings
+                                                         .connect_timeout) is None]
             if gone:
                 return _answer("refused", message=f"zklock: locks lost before the command ran"
                                f" ({gone[0]} is gone)")
