@@ -217,10 +217,11 @@ def connect_tables(hosts: str, reps: int) -> str:
          "--conf", f"spark.sql.warehouse.dir={state / 'bare-warehouse'}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=state,
         env={**os.environ, "SPARK_HOME": str(home), "SPARK_CONNECT_MODE": "0"})
+    # one root for the server and the LockingSession client: the server checks its locks there
     server = ConnectServer(state, port=free_port(), warehouse=str(state / "warehouse"),
                            conf={"spark.sql.shuffle.partitions": "2"},
                            locks={"spark.zklock.zookeeper.quorum": hosts,
-                                  "spark.zklock.root": "/bench-spark-connect-engine"})
+                                  "spark.zklock.root": "/bench-spark-connect"})
     server.start()
     try:
         deadline = time.monotonic() + 120
