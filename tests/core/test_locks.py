@@ -182,3 +182,16 @@ def test_large_sets_ride_out_the_container_sweep(make_manager):
         with mgr.acquire(request):
             pass
         time.sleep(0.6)  # the objects are empty now: the sweep starts removing them
+
+
+def test_closing_the_manager_loses_what_it_still_holds(make_manager, zk, root):
+    """A set still held when its manager closes is lost (its callbacks run: a Spark command
+    under it is cancelled), and its nodes go with the manager's session."""
+    manager = make_manager()
+    held = manager.acquire([("db1.t1", "X")])
+    lost = []
+    held.on_lost(lambda s: lost.append(s.lost_reason))
+    manager.close()
+    assert not held.is_valid
+    assert lost == ["its LockManager was closed"]
+    assert lock_nodes(zk, root) == []

@@ -211,36 +211,6 @@ def test_dataframes_lock_as_in_a_classic_session(cs, cdb):
                                                                   for e in expected]
 
 
-def test_dataframe_writes_lock_as_in_a_classic_session(cs, cdb, spark, shared_db):
-    from pyspark.sql import functions as F
-    from pyspark.sql.connect import functions as CF
-
-    classic = ClassicPlanner(spark)
-    for table, partition in [("orders", {"ds": "2024-01-01", "hr": "01"}),
-                             ("orders", {"hr": 1}), ("dim", None)]:
-        expected = [(t.obj.name.replace(shared_db, cdb), t.mode.value)
-                    for t in classic.plan_write(f"{shared_db}.{table}",
-                                                spark.table(f"{shared_db}.staging"),
-                                                partition)]
-        got = plan_locks(cs, df=cs.table(f"{cdb}.staging"), table=f"{cdb}.{table}",
-                         partition=partition)
-        assert got == expected
-    # writeTo(t).overwrite(cond) pins the partition over Connect too (it once took X on the
-    # whole table there, and the partition in a classic session)
-    pinned = connect_module.plan_write(cs, f"{cdb}.orders", cs.table(f"{cdb}.staging"),
-                                       condition=CF.col("ds") == "2024-01-01")
-    expected = classic.plan_write(f"{shared_db}.orders", spark.table(f"{shared_db}.staging"),
-                                  condition=F.col("ds") == "2024-01-01")
-    assert [t.obj.name.replace(cdb, "DB") for t in pinned.targets] == [
-        t.obj.name.replace(shared_db, "DB") for t in expected]
-    assert (f"{cdb}.orders/ds=2024-01-01", "X") in [(t.obj.name, t.mode.value)
-                                                    for t in pinned.targets]
-    (location,) = [r.data_type for r in cs.sql(f"DESCRIBE TABLE EXTENDED {cdb}.events")
-                   .collect() if r.col_name == "Location"]
-    assert plan_locks(cs, df=cs.table(f"{cdb}.staging"), paths=[location + "/ds=1"]) == [
-        (cdb, "S"), (f"{cdb}.events", "X"), (f"{cdb}.staging", "S")]
-
-
 def test_a_refusal_is_unsupported_statement_and_bad_names_invalid_arguments(cs, cdb):
     with pytest.raises(UnsupportedStatement, match="zklock does not lock Call"):
         plan_locks(cs, sql="CALL system.noop()")

@@ -365,3 +365,60 @@ def test_a_failing_command_releases_its_locks(spark, db, make_manager, zk, root)
             spark.sql(f"INSERT INTO {db}.events PARTITION (ds='f') SELECT zk_fail(id) FROM"
                       " range(1)")
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+
+
+# ---- a LockingSession's own writes: PySpark's writers, locked in the engine as the session
+def test_a_locking_sessions_writes_lock_with_its_own_manager(spark, db, make_locking,
+                                                            make_manager, root, zk):
+    """Two LockingSessions over one SparkSession, on two roots: each writer call is locked
+    by its own session's manager (its root, its retries), raised as zklock's exception."""
+    from conftest import lock_nodes
+
+    from zklock.spark import LockingSession
+
+    here = make_locking()
+    elsewhere = make_locking(root=root + "-elsewhere")
+    assert here.spark is elsewhere.spark is spark
+    rows = here.createDataFrame([(9, "mine")], "id INT, name STRING")
+    theirs = elsewhere.createDataFrame([(10, "theirs")], "id INT, name STRING")
+    other = make_manager()
+    before = count(spark, f"{db}.dim")
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-own"):
+        with pytest.raises(LockNotAcquired, match="holder-own") as denied:
+            rows.write.insertInto(f"{db}.dim")
+        assert denied.value.conflicts  # the very exception the lock client raised
+        theirs.write.insertInto(f"{db}.dim")  # its root has no holder
+        with pytest.raises(LockNotAcquired, match="holder-own"):
+            here.catalog.dropTable(f"{db}.dim")
+    assert count(spark, f"{db}.dim") == before + 1
+    assert lock_nodes(zk, root) == []
+    assert isinstance(here, LockingSession)
+
+
+def test_a_locking_session_write_whose_locks_are_lost_raises_lock_lost(spark, db, make_locking,
+                                                                       zk, root, tmp_path):
+    from conftest import lock_nodes, wait_for
+
+    from zklock.errors import LockLost
+
+    spark.udf.register("zk_slower", lambda i: (time.sleep(0.25), i)[1], "bigint")
+    here = make_locking()
+    before = count(spark, f"{db}.events")
+    slow = here.sql("SELECT zk_slower(id) AS id FROM range(0, 40, 1, 1)")
+    failure = []
+
+    def run() -> None:
+        try:
+            slow.selectExpr("id", "'lost' AS ds").write.insertInto(f"{db}.events")
+        except Exception as exc:  # expected: the locks are lost
+            failure.append(exc)
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    nodes = []
+    assert wait_for(lambda: nodes.extend(n for n in lock_nodes(zk, root) if "/write-" in n)
+                    or nodes, timeout=30)
+    zk.delete(nodes[0])  # another client removes it: the lock is lost
+    writer.join(timeout=60)
+    assert failure and isinstance(failure[0], LockLost), failure
+    assert count(spark, f"{db}.events") == before

@@ -281,24 +281,6 @@ def test_an_integral_partition_value_is_read_as_spark_reads_it(locking, shared_d
                                            f"{d}.orders/{P1}:X"]
 
 
-def test_overwrite_with_a_condition_pins_the_partition(locking, spark, shared_db):
-    """``writeTo(t).overwrite(cond)``: X on the partition the condition pins (once X on the
-    whole table over Connect, where the pins were not read)."""
-    from pyspark.sql import functions as F
-
-    d = shared_db
-    src = spark.table(f"{d}.staging")
-    pinned = locking.planner.plan_write(f"{d}.orders", src,
-                                        condition=F.col("ds") == "2024-01-01")
-    assert names(pinned) == [f"{d}:S", f"{d}.orders:S", f"{d}.orders/ds=2024-01-01:X",
-                             f"{d}.staging:S"]
-    both = locking.planner.plan_write(f"{d}.orders", src, condition=(F.col("hr") == 1)
-                                      & (F.col("ds") == "2024-01-02"))
-    assert f"{d}.orders/{P2}:X" in names(both)
-    unpinned = locking.planner.plan_write(f"{d}.orders", src, condition=F.col("hr") > 0)
-    assert f"{d}.orders:X" in names(unpinned)
-
-
 def test_partition_names_hive_escapes_are_listed_back(locking, spark, db):
     """Partitions whose names Hive escapes come back from the catalog as their values, and
     an insert into a temporary view over a table's files writes that table."""

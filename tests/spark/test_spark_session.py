@@ -188,8 +188,6 @@ def test_writers_lock_their_target(locking, make_manager, db, spark):
         with pytest.raises(LockNotAcquired):
             src.select("id", F.lit("n").alias("name")).write.insertInto(f"{db}.dim")
         with pytest.raises(LockNotAcquired):
-            src.select("id", F.lit("n").alias("name")).writeTo(f"{db}.dim").append()
-        with pytest.raises(LockNotAcquired):
             src.write.mode("overwrite").saveAsTable(f"{db}.dim")
     with other.acquire([(f"{db}.staging", "X")]):
         with pytest.raises(LockNotAcquired):  # the sources are read under S
@@ -322,7 +320,8 @@ def test_path_writes_lock_their_sources(locking, make_manager, db, tmp_path):
     # so only the builder chain is checked here (SQL MERGE's locks are in the planner tests)
     merge = (src.select("id", F.lit("n").alias("name")).alias("s")
              .mergeInto(f"{db}.dim", F.expr(f"{db}.dim.id = s.id")))
-    assert type(merge).__name__ == "LockingMerge"
+    assert type(merge).__name__ == "EngineWrites"
+    assert type(merge.whenMatched().updateAll()).__name__ == "EngineWrites"
 
 
 def test_if_not_exists_on_an_existing_object_takes_s_and_does_not_wait(locking, make_manager,

@@ -8,8 +8,8 @@
 // to be compiled on either side:
 //   {"protocol": 1, "op": "plan", "sql": "...", "strict": true, "unknown_statements": "refuse"}
 //   {"protocol": 1, "op": "plan", "relation": "<base64 of a spark.connect.Relation>", ...}
-//   {"protocol": 1, "op": "write", "table": "db.t", "partition": {"ds": "1"}, "paths": [...],
-//    "relation": "...", "condition": "<base64 relation: the table filtered by a condition>"}
+//   {"protocol": 1, "op": "write", "table": "db.t", "partition": {"ds": "1"}}  (an object
+//    zklock's own SQL names: X on the table or its static partition prefix)
 //   {"protocol": 1, "op": "version"}
 // A plan request also carries "client": {"version", "build"}: a client whose zklock build
 // differs from the plugin's is answered with a refusal of kind "incompatible", so that classic
@@ -119,13 +119,11 @@ public final class ConnectLockPlugin implements RelationPlugin {
                     partition.put(e.getKey(), e.getValue().asText());
                 }
             }
-            List<String> paths = new ArrayList<>();
-            for (JsonNode p : request.path("paths")) {
-                paths.add(p.asText());
+            if (!request.hasNonNull("table")) {
+                return LockAnswer.refused(LockAnswer.invalidArguments("a zklock write request"
+                    + " needs a table")).toJson();
             }
-            String table = request.hasNonNull("table") ? request.get("table").asText() : null;
-            return locks.planWrite(table, partition, paths, relation,
-                relation(request, "condition", planner));
+            return locks.planWrite(request.get("table").asText(), partition);
         }
         if (!op.equals("plan")) {
             return LockAnswer.refused(LockAnswer.invalidArguments("unknown zklock request " + op))

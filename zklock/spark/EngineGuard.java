@@ -33,22 +33,13 @@ final class EngineGuard {
     static final int VERSION = 1;
     /** The operation tag carrying a Connect statement's lock nodes (statement.FENCE_TAG). */
     static final String FENCE_TAG = "zklock-fence-";
+    /** The local property naming the LockingSession a command runs for (engine.py's
+     *  OWNER_PROPERTY): its lock client takes the locks with that session's manager and
+     *  settings. */
+    static final String OWNER = "zklock.owner";
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final EngineGuard COVERED = new EngineGuard(null, null, null, null);
-
-    /** A command zklock does not run: refused, denied, or its locks lost. */
-    static final class Refused extends RuntimeException {
-        private static final long serialVersionUID = 1L;
-
-        Refused(String message) {
-            super(message, null, false, false);
-        }
-
-        Refused(String message, Throwable cause) {
-            super(message, cause, false, false);
-        }
-    }
 
     private final EngineLockClient client;
     private final String handle;
@@ -76,7 +67,7 @@ final class EngineGuard {
         String what = describe(answer.path("targets"));
         EngineLockClient client = EngineLocks.client();
         if (client == null) {
-            throw new Refused("zklock: refused " + name + " on " + what + ": it needs locks"
+            throw new EngineRefusal("zklock: refused " + name + " on " + what + ": it needs locks"
                 + " and no lock client runs in this process; create a LockingSession or call"
                 + " zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
@@ -90,10 +81,16 @@ final class EngineGuard {
         request.put("command", name);
         request.put("objects", what);
         request.put("mode", session.conf().get(EngineLocks.MODE, null));
+        request.put("owner", sc.getLocalProperty(OWNER));
         JsonNode grant = read(client.acquire(write(request)), VERSION);
-        if (!"granted".equals(grant.path("outcome").asText())) {
-            throw new Refused(grant.path("message").asText("zklock: " + name + " on " + what
-                + ": the lock client refused it"));
+        String outcome = grant.path("outcome").asText();
+        if ("unlocked".equals(outcome)) {  // its LockingSession turned locking off (as Hive's
+            return COVERED;                // hive.support.concurrency=false does)
+        }
+        if (!"granted".equals(outcome)) {
+            throw EngineRefusal.of(outcome, grant.path("message").asText("zklock: " + name
+                + " on " + what + ": the lock client refused it"),
+                grant.path("error").asText(""), null);
         }
         String handle = grant.path("handle").asText();
         List<String> nodes = new ArrayList<>();
@@ -107,7 +104,7 @@ final class EngineGuard {
     }
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
-     *  checked (else Refused). This process's own statements (local properties, set by
+     *  checked (else EngineRefusal). This process's own statements (local properties, set by
      *  zklock) are checked to still exist; a Spark Connect client's (its operation tag, which
      *  a client could forge) are checked by the lock client to be lock nodes covering what
      *  the command needs, or, with no lock client here, to exist. */
@@ -132,19 +129,22 @@ final class EngineGuard {
                 claim.put("answer", plan(session, command));
                 claim.put("nodes", paths);
                 JsonNode verdict = read(client.verify(write(claim)), VERSION);
-                if (!"covered".equals(verdict.path("outcome").asText())) {
-                    throw new Refused(verdict.path("message").asText("zklock: claim refused"));
+                String outcome = verdict.path("outcome").asText();
+                if (!"covered".equals(outcome)) {
+                    throw EngineRefusal.of(outcome,
+                        verdict.path("message").asText("zklock: claim refused"), "", null);
                 }
                 return true;
             }
         }
         if (paths.isEmpty()) {
-            throw new Refused("zklock: a locked statement named no lock nodes; it does not run");
+            throw new EngineRefusal("zklock: a locked statement named no lock nodes; it does"
+                + " not run");
         }
         try {
             CommitFence.exist(zookeeper, paths);
         } catch (IOException e) {
-            throw new Refused(e.getMessage());
+            throw EngineRefusal.of("lost", e.getMessage(), "", e);
         }
         return true;
     }
@@ -161,7 +161,8 @@ final class EngineGuard {
                 try {
                     return JSON.readTree(java.util.Base64.getUrlDecoder().decode(encoded));
                 } catch (IOException | IllegalArgumentException e) {
-                    throw new Refused("zklock: unreadable lock nodes in operation tag " + tag);
+                    throw new EngineRefusal("zklock: unreadable lock nodes in operation tag "
+                        + tag);
                 }
             }
         }
@@ -169,13 +170,13 @@ final class EngineGuard {
     }
 
     /** The planner's answer for {@code command}, from its parsed form (and the analysis Spark
-     *  made of it); Refused when it has none, when the planner refuses it, or when it is not
+     *  made of it); EngineRefusal when it has none, when the planner refuses it, or when it is not
      *  planned as a command. */
     private static JsonNode plan(SparkSession session, LogicalPlan command) {
         LogicalPlan parsed = EngineLocks.parsed(command);
         String name = PlanWalker.nodeName(command);
         if (parsed == null) {
-            throw new Refused("zklock: cannot tell what " + name + " writes (Spark built it"
+            throw new EngineRefusal("zklock: cannot tell what " + name + " writes (Spark built it"
                 + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
         }
         String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
@@ -184,18 +185,19 @@ final class EngineGuard {
         JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
             : planner.planPlan(parsed, true), LockAnswer.VERSION);
         if ("refused".equals(answer.path("kind").asText())) {
-            throw new Refused("zklock: " + answer.path("message").asText());
+            throw new EngineRefusal("zklock: " + answer.path("message").asText());
         }
         if (!"command".equals(answer.path("kind").asText())) {
-            throw new Refused("zklock: " + name + " was planned as a query; it does not run"
+            throw new EngineRefusal("zklock: " + name + " was planned as a query; it does not run"
                 + " unlocked");
         }
         return answer;
     }
 
-    /** Release what {@link #enter} took; why its locks were lost while the command ran, or
-     *  null when they were not. */
-    String exit() {
+    /** Release what {@link #enter} took. When its locks were lost while the command ran,
+     *  the refusal to fail the command with, caused by {@code failure} (its own error, or
+     *  null when it completed); else null. */
+    EngineRefusal exit(String command, Throwable failure) {
         if (client == null) {
             return null;
         }
@@ -204,8 +206,14 @@ final class EngineGuard {
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
         JsonNode released = read(client.release(handle), VERSION);
-        return "lost".equals(released.path("outcome").asText())
-            ? released.path("message").asText("session lost") : null;
+        if (!"lost".equals(released.path("outcome").asText())) {
+            return null;
+        }
+        String why = "zklock: locks lost while " + command + " ran ("
+            + released.path("message").asText("session lost") + "): "
+            + (failure != null ? "its Spark jobs were cancelled"
+                : "it completed, but others may have overlapped it");
+        return EngineRefusal.of("lost", why, released.path("error").asText(""), failure);
     }
 
     private static String statement(LogicalPlan parsed, String name, String what) {
@@ -251,12 +259,13 @@ final class EngineGuard {
         try {
             JsonNode doc = JSON.readTree(text);
             if (doc.path("version").asInt() != version) {
-                throw new Refused("zklock: an answer in format " + doc.path("version")
+                throw new EngineRefusal("zklock: an answer in format " + doc.path("version")
                     + ", where this module reads format " + version);
             }
             return doc;
         } catch (IOException e) {
-            throw new Refused("zklock: unreadable answer of the lock client: " + e.getMessage());
+            throw new EngineRefusal("zklock: unreadable answer of the lock client: "
+                + e.getMessage());
         }
     }
 
@@ -264,7 +273,7 @@ final class EngineGuard {
         try {
             return JSON.writeValueAsString(doc);
         } catch (IOException e) {
-            throw new Refused("zklock: could not write a lock request: " + e.getMessage());
+            throw new EngineRefusal("zklock: could not write a lock request: " + e.getMessage());
         }
     }
 }

@@ -178,38 +178,18 @@ public final class LockPlanner {
     }
 
     /**
-     * A DataFrame write: X on {@code table} (may be null), or on its static {@code partition}
-     * prefix (may be null), or on the partition {@code condition} pins (a plan of the table
-     * filtered by an overwrite's condition; may be null); X on every catalog table stored at,
-     * above or below each of {@code paths} (may be null); and the locks of {@code source}, the
-     * written DataFrame's plan (may be null).
+     * The object a write to {@code table} locks in X: the table, or its static
+     * {@code partition} prefix (may be null); no targets for a temporary view. zklock's own
+     * statements (LOCK TABLE, leases) name their objects with it.
      */
-    public String planWrite(String table, Map<String, String> partition, List<String> paths,
-                            LogicalPlan source, LogicalPlan condition) {
+    public String planWrite(String table, Map<String, String> partition) {
         try {
             List<Target> specs = new ArrayList<>();
-            if (table != null) {
-                Target target = tableTarget(nameParts(table), "X");
-                if (target != null) {
-                    Map<String, String> spec = partition == null ? new HashMap<>() : partition;
-                    if (condition != null) {
-                        spec = pins(condition);
-                    }
-                    specs.add(staticPrefix(target, spec));
-                }
+            Target target = tableTarget(nameParts(table), "X");
+            if (target != null) {
+                specs.add(staticPrefix(target, partition == null ? new HashMap<>() : partition));
             }
-            if (paths != null) {
-                for (String path : paths) {
-                    specs.addAll(tablesAt(path));
-                }
-            }
-            List<String> notes = new ArrayList<>();
-            if (source != null) {
-                Plan planned = planParsed(source, true, false);
-                specs.addAll(planned.targets);
-                notes.addAll(planned.notes);
-            }
-            return LockAnswer.locks(true, specs, notes, false).toJson();
+            return LockAnswer.locks(true, specs, new ArrayList<>(), false).toJson();
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();
         }
@@ -749,11 +729,20 @@ public final class LockPlanner {
             return parts.isEmpty() ? new ArrayList<>() : one(Target.database(last(parts), "S"));
         }
         if (parsed instanceof org.apache.spark.sql.execution.command.SaveAsV1TableCommand) {
-            // DataFrameWriter.saveAsTable of a session-catalog table
-            Target table = tableTarget(parts(
-                ((org.apache.spark.sql.execution.command.SaveAsV1TableCommand) parsed)
-                .tableDesc().identifier()), "X");
-            return table == null ? new ArrayList<>() : one(table);
+            // DataFrameWriter.saveAsTable of a session-catalog table: X on it, S on what its
+            // query reads (a field Spark's tree walks do not visit: no child, no inner child)
+            org.apache.spark.sql.execution.command.SaveAsV1TableCommand save =
+                (org.apache.spark.sql.execution.command.SaveAsV1TableCommand) parsed;
+            Target table = tableTarget(parts(save.tableDesc().identifier()), "X");
+            List<Target> out = new ArrayList<>(walker.reads(save.query(), true, false));
+            scala.Option<java.net.URI> location = save.tableDesc().storage().locationUri();
+            if (location.isDefined()) {  // option("path", ...): the tables stored there too
+                out.addAll(0, tablesAt(location.get().toString()));
+            }
+            if (table != null) {
+                out.add(0, table);
+            }
+            return out;
         }
         if (parsed instanceof org.apache.spark.sql.execution.datasources
                 .InsertIntoHadoopFsRelationCommand) {
@@ -935,68 +924,6 @@ public final class LockPlanner {
             prefix.add(new String[] {c[0], normal});
         }
         return new Target(table.db, table.table, prefix, table.mode);
-    }
-
-    /** The partition columns an overwrite's condition pins to one value each: {@code plan} is
-     *  the target table filtered by the condition. */
-    private Map<String, String> pins(LogicalPlan plan) {
-        LogicalPlan node = session.sessionState().executePlan(plan, CommandExecutionMode.SKIP())
-            .analyzed();
-        List<Expression> conditions = new ArrayList<>();
-        while (!(node instanceof org.apache.spark.sql.execution.datasources.LogicalRelation
-                || node instanceof org.apache.spark.sql.catalyst.catalog.HiveTableRelation)) {
-            if (node instanceof org.apache.spark.sql.catalyst.plans.logical.Filter) {
-                conditions.add(((org.apache.spark.sql.catalyst.plans.logical.Filter) node)
-                    .condition());
-            } else if (!PlanWalker.FILTER_TRANSPARENT.contains(node.nodeName())) {
-                return new HashMap<>();
-            }
-            if (node.children().size() != 1) {
-                return new HashMap<>();
-            }
-            node = node.children().apply(0);
-        }
-        CatalogTable table = node instanceof org.apache.spark.sql.catalyst.catalog.HiveTableRelation
-            ? ((org.apache.spark.sql.catalyst.catalog.HiveTableRelation) node).tableMeta()
-            : option(((org.apache.spark.sql.execution.datasources.LogicalRelation) node)
-                .catalogTable());
-        Map<String, String> out = new HashMap<>();
-        if (table == null) {
-            return out;
-        }
-        Map<Long, String> ids = new HashMap<>();
-        Map<String, String> types = new HashMap<>();
-        for (String[] c : PlanWalker.partitionColumns(table)) {
-            types.put(c[0].toLowerCase(Locale.ROOT), c[1]);
-            for (int i = 0; i < node.output().size(); i++) {
-                if (node.output().apply(i).name().equalsIgnoreCase(c[0])) {
-                    ids.put(node.output().apply(i).exprId().id(), c[0].toLowerCase(Locale.ROOT));
-                }
-            }
-        }
-        Map<String, Set<String>> pinned = new HashMap<>();
-        for (Expression cond : conditions) {
-            for (Expression conj : conjuncts(cond)) {
-                PlanWalker.pin(conj, ids, types, pinned);
-            }
-        }
-        for (Map.Entry<String, Set<String>> e : pinned.entrySet()) {
-            if (e.getValue().size() == 1) {
-                out.put(e.getKey(), e.getValue().iterator().next());
-            }
-        }
-        return out;
-    }
-
-    private static List<Expression> conjuncts(Expression e) {
-        List<Expression> out = new ArrayList<>();
-        if (e instanceof org.apache.spark.sql.catalyst.expressions.And) {
-            out.addAll(conjuncts(((org.apache.spark.sql.catalyst.expressions.And) e).left()));
-            out.addAll(conjuncts(((org.apache.spark.sql.catalyst.expressions.And) e).right()));
-        } else {
-            out.add(e);
-        }
-        return out;
     }
 
     // ---- names and the catalog -------------------------------------------------------------

@@ -24,29 +24,26 @@ public final class LockedCommandExec extends V2CommandExec {
     @Override
     public scala.collection.immutable.Seq<InternalRow> run() {
         EngineGuard guard = EngineGuard.enter(session(), command);
+        String name = PlanWalker.nodeName(command);
         InternalRow[] rows;
         try {
             rows = child.executeCollect();
         } catch (Throwable e) {  // Scala code throws checked exceptions (SparkException) too
-            String lost;
+            EngineRefusal lost;
             try {
-                lost = guard.exit();
+                lost = guard.exit(name, e);
             } catch (RuntimeException releaseFailed) {  // the command's own error comes first
                 e.addSuppressed(releaseFailed);
                 throw LockedCommandExec.<RuntimeException>rethrow(e);
             }
             if (lost != null) {  // its jobs were cancelled because the locks were lost
-                throw new EngineGuard.Refused("zklock: locks lost while "
-                    + PlanWalker.nodeName(command) + " ran (" + lost
-                    + "): its Spark jobs were cancelled", e);
+                throw lost;
             }
             throw LockedCommandExec.<RuntimeException>rethrow(e);
         }
-        String lost = guard.exit();
+        EngineRefusal lost = guard.exit(name, null);
         if (lost != null) {
-            throw new EngineGuard.Refused("zklock: locks lost while "
-                + PlanWalker.nodeName(command) + " ran (" + lost + "): it completed, but"
-                + " others may have overlapped it");
+            throw lost;
         }
         return scala.collection.immutable.ArraySeq$.MODULE$.unsafeWrapArray(rows);
     }

@@ -9,7 +9,6 @@ the same document a classic session gets over py4j (:mod:`.answer`)::
     from zklock.spark.connect import plan_locks
     plan_locks(spark, sql="INSERT INTO sales.orders PARTITION (ds='1') SELECT * FROM s")
     plan_locks(spark, df=spark.table("sales.orders").where("ds = '1'"))
-    plan_locks(spark, df=df, table="sales.orders", partition={"ds": "1"})   # a df write
 
 A statement zklock refuses raises UnsupportedStatement; Spark's own errors
 (ParseException, AnalysisException) are raised as Spark raised them. A server without the
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..errors import InvalidArguments, SparkConnectError
@@ -41,35 +39,26 @@ _NO_PLUGIN = ("NO_HANDLER_FOR_EXTENSION", "No handler found for extension")
 
 
 def plan_locks(session: Any, sql: Optional[str] = None, df: Any = None,
-               unknown_statements: str = "refuse", *, strict: bool = True,
-               table: Optional[str] = None, partition: Optional[dict[str, Any]] = None,
-               paths: Sequence[str] = ()) -> list[tuple[str, str]]:
+               unknown_statements: str = "refuse", *, strict: bool = True
+               ) -> list[tuple[str, str]]:
     """The locks a statement or DataFrame of a Spark Connect ``session`` needs, as
     (object, mode) pairs in acquisition order, planned by zklock's plugin in the server.
 
     Give ``sql`` (a statement) or ``df`` (a Connect DataFrame: the S locks of an action on
-    it, or, when its plan holds a command, that command's locks). For a DataFrame write,
-    also give ``table`` (and a static ``partition`` prefix) or ``paths``: X on the target,
-    the DataFrame's locks besides. ``strict=False`` plans a statement the analyzer rejects
-    from its parsed form (EXPLAIN LOCKS) instead of raising Spark's AnalysisException.
-    ``unknown_statements`` is ``refuse`` (a command without a lock rule raises
-    UnsupportedStatement) or ``lock`` (X on every table it names).
+    it, or, when its plan holds a command, that command's locks). ``strict=False`` plans a
+    statement the analyzer rejects from its parsed form (EXPLAIN LOCKS) instead of raising
+    Spark's AnalysisException. ``unknown_statements`` is ``refuse`` (a command without a
+    lock rule raises UnsupportedStatement) or ``lock`` (X on every table it names).
+    (A DataFrame write is planned where it runs, in the server's engine.)
     """
     if sql is not None and df is not None:
         raise InvalidArguments("plan_locks takes sql or df, not both")
-    if isinstance(paths, str):
-        raise InvalidArguments("paths is a list of paths, not a string")
-    if table is not None or paths:
-        if sql is not None:
-            raise InvalidArguments("a write target (table, paths) goes with df, not sql")
-        planned = plan_write(session, table, df, partition, paths,
-                             unknown_statements=unknown_statements)
-    elif sql is not None:
+    if sql is not None:
         planned = plan_statement(session, sql, unknown_statements, strict=strict)
     elif df is not None:
         planned = plan_dataframe(session, df, unknown_statements)
     else:
-        raise InvalidArguments("plan_locks needs sql, df, or a write target (table, paths)")
+        raise InvalidArguments("plan_locks needs sql or df")
     return [(t.obj.name, t.mode.value) for t in planned.targets]
 
 
@@ -89,23 +78,13 @@ def plan_dataframe(session: Any, df: Any, unknown_statements: str = "refuse"
                          "unknown_statements": unknown_statements})
 
 
-def plan_write(session: Any, table: Optional[str], df: Any = None,
-               partition: Optional[dict[str, Any]] = None, paths: Sequence[str] = (),
-               condition: Any = None, unknown_statements: str = "refuse") -> PlannedLocks:
-    """A DataFrame write's locks: X on ``table`` (its static ``partition`` prefix, or the
-    partition the Column ``condition`` pins), X on the catalog tables at, above or below
-    ``paths``, and the locks of ``df``."""
-    request: dict[str, Any] = {"op": "write", "unknown_statements": unknown_statements,
-                               "paths": [str(p) for p in paths]}
-    if table is not None:
-        request["table"] = str(table)
-        if partition:  # a None value ends the static prefix
-            request["partition"] = {str(k): str(v) for k, v in partition.items()
-                                    if v is not None}
-        if condition is not None:
-            request["condition"] = _relation(session, session.table(table).where(condition))
-    if df is not None:
-        request["relation"] = _relation(session, df)
+def plan_write(session: Any, table: str, partition: Optional[dict[str, Any]] = None
+               ) -> PlannedLocks:
+    """X on ``table``, or on its static ``partition`` prefix: the object zklock's own
+    statements name (Spark's writes are planned in the server's engine)."""
+    request: dict[str, Any] = {"op": "write", "table": str(table)}
+    if partition:  # a None value ends the static prefix
+        request["partition"] = {str(k): str(v) for k, v in partition.items() if v is not None}
     return ask(session, request)
 
 

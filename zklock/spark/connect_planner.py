@@ -9,7 +9,6 @@ care which kind of session it runs on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..errors import InvalidArguments
@@ -54,11 +53,9 @@ class ConnectPlanner:
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return plan_dataframe(self.spark, df, self.unknown_statements).targets
 
-    def plan_write(self, table: Optional[str], df: Any = None,
-                   partition: Optional[dict[str, Any]] = None, paths: Sequence[str] = (),
-                   condition: Any = None) -> list[LockTarget]:
-        return plan_write(self.spark, table, df, partition, paths, condition,
-                          self.unknown_statements).targets
+    def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
+                   ) -> list[LockTarget]:
+        return plan_write(self.spark, table, partition).targets
 
     def validate(self, statement: str) -> None:
         plan_statement(self.spark, statement, "lock", strict=False)

@@ -6,6 +6,7 @@ not import the session that imports them.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..config import Settings
@@ -15,7 +16,7 @@ from .planner import LockPlan, Planner
 
 
 class SessionContext(Protocol):
-    """The session behind a lock-aware DataFrame, writer, catalog or zklock statement."""
+    """The session behind a lock-aware DataFrame, a write or a zklock statement."""
 
     settings: Settings
     options: SessionOptions
@@ -38,3 +39,6 @@ class SessionContext(Protocol):
 
     def explain_locks(self, sql: str) -> LockPlan:
         """The locks ``sql`` would take, without taking anything."""
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Spark writes run in the block are the session's (locked in Spark's engine)."""

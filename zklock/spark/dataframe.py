@@ -8,20 +8,12 @@ DataFrame derived from it (select, filter, join, groupBy().agg(), na, ...)
 is lock-aware too, and it remains a real PySpark DataFrame, so it can be
 passed anywhere one is expected.
 
-Writers lock their target: ``df.write.insertInto/saveAsTable`` and
-``df.writeTo(t).append/overwrite/overwritePartitions/create/replace/
-createOrReplace`` take X on the table (X on the pinned partition for
-``overwrite(condition)`` when the condition pins it), and S on the
-DataFrame's sources. ``df.write.save(path)`` and ``parquet/csv/json/orc/text/
-xml(path)`` take X on every catalog table stored at, above or below the path
-(a write inside a table's directory is a write to that table); ``jdbc``
-writes outside the catalog, so only its sources are locked.
-``df.mergeInto(t, cond)...merge()`` takes X on t and S on the sources.
+Writes are locked where every write is, in Spark's engine: ``df.write``, ``df.writeTo(t)``
+and ``df.mergeInto(t, cond)`` are PySpark's own, run as the session (:mod:`.writes`).
 ``df.writeStream`` is refused, and ``df.sparkSession`` is the LockingSession.
 
-The lock-aware behaviour is written once, as mixins (:class:`LockAware`,
-:class:`WriterLocks`, :class:`WriterV2Locks`), and put on PySpark's classic
-classes here and on its Spark Connect classes in :mod:`.connect_frames`.
+The lock-aware behaviour is written once, as a mixin (:class:`LockAware`), and put on
+PySpark's classic class here and on its Spark Connect class in :mod:`.connect_frames`.
 
 Not covered: ``df.rdd`` and ``df.toJSON()`` (they leave the SQL engine as
 RDDs, whose later actions zklock cannot see).
@@ -31,12 +23,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.classic.dataframe import DataFrame as _ClassicDataFrame
-from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWriterV2
+from pyspark.sql.readwriter import DataFrameReader
 
 from ..errors import UnsupportedStatement
+from .writes import EngineWrites
 
 if TYPE_CHECKING:
     from .context import SessionContext
@@ -49,17 +42,12 @@ _NOT_WRAPPED = ACTIONS | {"toLocalIterator", "write", "writeTo", "mergeInto", "w
                           "rdd", "na",
                           "stat", "sparkSession", "sql_ctx", "schema", "columns", "dtypes",
                           "isStreaming", "storageLevel"}
-#: Path writes of DataFrameWriter: X on catalog tables stored there, S on the sources.
-PATH_WRITES = ("parquet", "csv", "json", "orc", "text", "xml", "jdbc")
 
 
 class LockAware:
     """What makes a PySpark DataFrame lock-aware; mixed into a DataFrame class first."""
 
     _zk_session: SessionContext
-    #: the writer classes of this kind of session (set by the concrete class)
-    _zk_writer: type
-    _zk_writer_v2: type
 
     @property
     def sparkSession(self) -> SessionContext:
@@ -88,16 +76,17 @@ class LockAware:
                 yield from handle.iterate(lambda: parent(prefetchPartitions))
         return rows()
 
-    # ---- writes -----------------------------------------------------------
+    # ---- writes (locked in Spark's engine) -------------------------------------
     @property
     def write(self) -> Any:
-        return self._zk_writer(self)
+        return EngineWrites(super().write, self._zk_session)  # type: ignore[misc]
 
     def writeTo(self, table: str) -> Any:
-        return self._zk_writer_v2(self, table)
+        return EngineWrites(super().writeTo(table), self._zk_session)  # type: ignore[misc]
 
     def mergeInto(self, table: str, condition: Any) -> Any:
-        return LockingMerge(super().mergeInto(table, condition), self, table)  # type: ignore
+        return EngineWrites(super().mergeInto(table, condition),  # type: ignore[misc]
+                            self._zk_session)
 
     def __repr__(self) -> str:
         return "Locking" + super().__repr__()
@@ -193,156 +182,9 @@ def adopting(builder: Any, session: SessionContext) -> Any:
     return Adopting(builder, step)
 
 
-# ---- writers --------------------------------------------------------------------
-class PathOption:
-    """Remembers a writer's ``path`` option: where save() writes, or a table's location,
-    so the write also locks the catalog tables stored there. Shared by both writers."""
-
-    _zk_path: Optional[str] = None
-
-    def option(self, key: str, value: Any) -> Any:
-        if key.lower() == "path":
-            self._zk_path = str(value)
-        super().option(key, value)  # type: ignore[misc]
-        return self
-
-    def options(self, **options: Any) -> Any:
-        for key, value in options.items():
-            self.option(key, value)
-        return self
-
-
-class WriterLocks(PathOption):
-    """``df.write`` that locks the target table in X and the sources in S; mixed into a
-    DataFrameWriter class first."""
-
-    _zk_df: Any
-
-    def _locked(self, table: Optional[str], what: str, fn: Any,
-                path: Optional[str] = None) -> Any:
-        """Run the write ``fn``: X on ``table`` or on the catalog tables stored at the
-        written path (a write inside a table's location is a write to that table)."""
-        session = self._zk_df._zk_session
-        paths = tuple(p for p in (path, self._zk_path) if p)  # saveAsTable's "path" too
-        return session.execution.write(self._zk_df, table, what, fn, paths=paths)
-
-    def insertInto(self, tableName: str, overwrite: Optional[bool] = None) -> None:
-        parent = super().insertInto  # type: ignore[misc]
-        return self._locked(tableName, f"insertInto {tableName}",
-                            lambda: parent(tableName, overwrite))
-
-    def saveAsTable(self, name: str, format: Optional[str] = None, mode: Optional[str] = None,
-                    partitionBy: Any = None, **options: Any) -> None:
-        parent = super().saveAsTable  # type: ignore[misc]
-        return self._locked(name, f"saveAsTable {name}",
-                            lambda: parent(name, format, mode, partitionBy, **options))
-
-    def save(self, path: Optional[str] = None, format: Optional[str] = None,
-             mode: Optional[str] = None, partitionBy: Any = None, **options: Any) -> None:
-        parent = super().save  # type: ignore[misc]
-        target = path or next((str(v) for k, v in options.items() if k.lower() == "path"),
-                              None)
-        return self._locked(None, f"save {target or ''}".strip(),
-                            lambda: parent(path, format, mode, partitionBy, **options),
-                            path=target)
-
-
-def _path_write(name: str) -> Any:
-    def method(self: WriterLocks, *args: Any, **kwargs: Any) -> Any:
-        parent = getattr(super(WriterLocks, self), name)
-        target = args[0] if args else kwargs.get("path", kwargs.get("url", ""))
-        path = None if name == "jdbc" else (target or None)
-        return self._locked(None, f"{name} {target}".strip(),
-                            lambda: parent(*args, **kwargs), path=path)
-    method.__name__ = name
-    method.__doc__ = getattr(DataFrameWriter, name).__doc__
-    return method
-
-
-for _name in PATH_WRITES:
-    setattr(WriterLocks, _name, _path_write(_name))
-
-
-class WriterV2Locks(PathOption):
-    """``df.writeTo(table)`` that locks the table in X and the sources in S; mixed into a
-    DataFrameWriterV2 class first."""
-
-    _zk_df: Any
-    _zk_table: str
-
-    def _locked(self, what: str, fn: Any, condition: Any = None) -> Any:
-        session = self._zk_df._zk_session
-        paths = (self._zk_path,) if self._zk_path else ()
-        return session.execution.write(self._zk_df, self._zk_table,
-                                       f"writeTo {self._zk_table} {what}", fn, paths=paths,
-                                       condition=condition)
-
-    def append(self) -> None:
-        return self._locked("append", super().append)  # type: ignore[misc]
-
-    def overwrite(self, condition: Any) -> None:
-        parent = super().overwrite  # type: ignore[misc]
-        return self._locked("overwrite", lambda: parent(condition), condition=condition)
-
-    def overwritePartitions(self) -> None:
-        return self._locked("overwritePartitions",
-                            super().overwritePartitions)  # type: ignore[misc]
-
-    def create(self) -> None:
-        return self._locked("create", super().create)  # type: ignore[misc]
-
-    def replace(self) -> None:
-        return self._locked("replace", super().replace)  # type: ignore[misc]
-
-    def createOrReplace(self) -> None:
-        return self._locked("createOrReplace", super().createOrReplace)  # type: ignore[misc]
-
-
-class LockingMerge(Adopting):
-    """``df.mergeInto(t, cond)...merge()``: X on the target, S on the source, during merge()."""
-
-    def __init__(self, inner: Any, df: LockAware, table: str) -> None:
-        super().__init__(inner, self._step)
-        self._df, self._table = df, table
-
-    def _step(self, out: Any) -> Any:
-        """Keep every step of the builder (whenMatched().updateAll() ...) lock-aware."""
-        if type(out).__name__.endswith("MergeIntoWriter"):
-            self._inner = out
-            return self
-        if type(out).__module__.startswith("pyspark"):
-            return Adopting(out, self._step)
-        return out
-
-    def merge(self) -> None:
-        session = self._df._zk_session
-        return session.execution.write(self._df, self._table, f"mergeInto {self._table}",
-                                       self._inner.merge)
-
-
 # ---- PySpark's classic classes ------------------------------------------------------
-class LockingWriter(WriterLocks, DataFrameWriter):
-    """``df.write`` of a classic session."""
-
-    def __init__(self, df: LockingDataFrame) -> None:
-        super().__init__(df)
-        self._zk_df = df
-
-
-class LockingWriterV2(WriterV2Locks, DataFrameWriterV2):
-    """``df.writeTo(table)`` of a classic session."""
-
-    def __init__(self, df: LockingDataFrame, table: str) -> None:
-        super().__init__(df, table)
-        self._zk_df = df
-        self._zk_table = table
-
-
 class LockingDataFrame(LockAware, _ClassicDataFrame):
-    """A classic PySpark DataFrame whose actions and writes take zklock locks."""
-
-    _zk_writer = LockingWriter
-    _zk_writer_v2 = LockingWriterV2
+    """A classic PySpark DataFrame whose actions take zklock locks."""
 
     def __init__(self, df: _ClassicDataFrame, session: SessionContext) -> None:
         super().__init__(df._jdf, session.spark)

@@ -10,6 +10,13 @@ client, :class:`EngineLockClient`, to take the locks, through PySpark's py4j cal
 :class:`~zklock.manager.LockManager`, takes them: there is no second implementation of the
 lock protocol in the JVM to keep equal to this one.
 
+A LockingSession's own writes (``df.write``, ``df.writeTo``, ``df.mergeInto``, its catalog)
+run here too, as the session's *owner*: the session names itself in a local property of the
+thread (:data:`OWNER_PROPERTY`), and the client takes the locks with that session's manager,
+retries and commit staging (:func:`register_owner`). When they are denied or lost, the
+Python exception the client raised is kept, and :func:`python_error` gives it back to the
+code that called Spark (the JVM carries only its id).
+
 Without a client the extension refuses every command that needs locks, in one line; so does
 ``spark.zklock.engine.mode=refuse``. The request and the answers are versioned JSON
 (EngineLockClient.java lists them; docs/spark.md documents them).
@@ -18,14 +25,18 @@ Without a client the extension refuses every command that needs locks, in one li
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any, Optional
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..config import engine_mode
-from ..errors import LockNotAcquired
+from ..errors import LockLost, LockNotAcquired, UnsupportedStatement
 from ..locknode import LockNodeName
 from ..lockset import LockSet
 from ..manager import LockManager
@@ -33,7 +44,10 @@ from ..mode import Mode
 from ..objects import LockObject
 from . import answer
 from .jvm import JvmModuleError
-from .statement import new_query_id
+from .statement import fence_refusal, new_query_id
+
+if TYPE_CHECKING:
+    from .execution import LockedExecution
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +55,87 @@ log = logging.getLogger(__name__)
 VERSION = 1
 #: What :func:`zklock.spark.configure` puts in ``spark.sql.extensions``.
 EXTENSION_CLASS = "zklock.EngineLocks"
+#: The local property naming the LockingSession a command runs for (EngineGuard.OWNER).
+OWNER_PROPERTY = "zklock.owner"
+#: The exception EngineGuard.java throws, and its subclasses: the outcome is the class.
+REFUSAL_CLASS = "zklock.EngineRefusal"
+OUTCOMES = {REFUSAL_CLASS: UnsupportedStatement, REFUSAL_CLASS + "$Denied": LockNotAcquired,
+            REFUSAL_CLASS + "$Lost": LockLost}
+#: How many Python exceptions the client keeps for :func:`python_error` to give back.
+KEPT_ERRORS = 256
+
+_owners: weakref.WeakValueDictionary[str, LockedExecution] = weakref.WeakValueDictionary()
+_owner_ids = itertools.count(1)
+_errors: OrderedDict[str, BaseException] = OrderedDict()
+_errors_lock = threading.Lock()
+
+
+def register_owner(execution: LockedExecution) -> str:
+    """Let the engine take the locks of commands run as this LockingSession (its execution:
+    manager, retries, commit staging). The id goes in :func:`as_owner`; the registration
+    lasts as long as the execution does."""
+    owner = f"owner-{next(_owner_ids)}"
+    _owners[owner] = execution
+    return owner
+
+
+@contextmanager
+def as_owner(spark: Any, owner: str) -> Iterator[None]:
+    """Commands this thread runs in the block (a classic session's) are the owner's."""
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty(OWNER_PROPERTY)
+    sc.setLocalProperty(OWNER_PROPERTY, owner)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty(OWNER_PROPERTY, previous)
+
+
+def python_error(exc: BaseException) -> BaseException:
+    """The zklock exception behind an error Spark raised for a command the engine refused,
+    denied or lost: the very one the lock client raised when it ran in this process, else
+    one of the outcome's type with the engine's message; ``exc`` itself when zklock's
+    engine was not its cause."""
+    refused = fence_refusal(exc)
+    if refused is not None:  # the fenced commit refused the job: its locks were gone
+        return LockLost([], refused)
+    kind, message, error = _refusal(exc)
+    if kind is None:
+        return exc
+    with _errors_lock:
+        kept = _errors.pop(error, None) if error else None
+    if kept is not None:
+        return kept
+    if OUTCOMES[kind] is LockLost:
+        return LockLost([], message.removeprefix("zklock: "))
+    return OUTCOMES[kind](message.removeprefix("zklock: "))
+
+
+def _refusal(exc: BaseException) -> tuple[Optional[str], str, str]:
+    """(class, message, error id) of the EngineRefusal in ``exc``; (None, "", "") without
+    one. A classic session's error holds the Java exception (and its causes); a Spark Connect
+    client's names the class as its reason: ``(zklock.EngineRefusal$Denied) message``."""
+    java = getattr(exc, "java_exception", None)
+    while java is not None:
+        name = str(java.getClass().getName())
+        if name in OUTCOMES:
+            return name, str(java.getMessage()), str(java.error())
+        java = java.getCause()
+    text = str(getattr(exc, "_message", "") or "")
+    for name in sorted(OUTCOMES, key=len, reverse=True):
+        if text.startswith(f"({name}) "):
+            return name, text[len(name) + 3:], ""
+    return None, "", ""
+
+
+def _keep(error: BaseException) -> str:
+    """Keep ``error`` for :func:`python_error`; its id."""
+    error_id = f"error-{id(error):x}"
+    with _errors_lock:
+        _errors[error_id] = error
+        while len(_errors) > KEPT_ERRORS:
+            _errors.popitem(last=False)
+    return error_id
 
 
 class EngineLockClient:
@@ -54,7 +149,7 @@ class EngineLockClient:
         self.spark = spark
         # a LockingSession's manager connects on first use: it is asked for, not given
         self._manager = manager if callable(manager) else (lambda: manager)
-        self._held: dict[str, LockSet] = {}
+        self._held: dict[str, tuple[LockSet, Any]] = {}  # query id -> (set, staging)
         self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False
@@ -66,6 +161,9 @@ class EngineLockClient:
             if doc.get("version") != VERSION:
                 return _answer("refused", message=f"zklock: a lock request in format"
                                f" {doc.get('version')}, where this client reads {VERSION}")
+            owner = _owners.get(str(doc.get("owner") or ""))
+            if owner is not None and not owner.options.concurrency:
+                return _answer("unlocked")  # its session SET zklock.support.concurrency=false
             mode = (engine_mode(doc["mode"]) if doc.get("mode")
                     else self.manager.settings.engine_mode)
             if mode == "refuse":
@@ -74,19 +172,26 @@ class EngineLockClient:
                                " only what a LockingSession locked")
             planned = answer.read(json.dumps(doc["answer"]))
             query_id = new_query_id()
-            data = self.manager.lock_data(query_id, doc.get("statement") or "", "implicit")
-            data = dataclasses.replace(data, app=str(doc.get("application") or ""))
-            if doc.get("user"):  # a Spark Connect client's user, not the server's
-                data = dataclasses.replace(data, user=str(doc["user"]))
-            lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
-                                                   query_id=query_id)
+            statement = doc.get("statement") or ""
+            if owner is not None:  # a LockingSession's write: its manager, retries, staging
+                lockset = owner.acquire(planned.targets, query_id, statement)
+                staging = owner.commit_staging(lockset)
+                staging.__enter__()
+            else:
+                data = self.manager.lock_data(query_id, statement, "implicit")
+                data = dataclasses.replace(data, app=str(doc.get("application") or ""))
+                if doc.get("user"):  # a Spark Connect client's user, not the server's
+                    data = dataclasses.replace(data, user=str(doc["user"]))
+                lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
+                                                       query_id=query_id)
+                staging = None
         except LockNotAcquired as exc:
-            return _answer("denied", message=f"zklock: {exc}")
+            return _answer("denied", message=f"zklock: {exc}", error=_keep(exc))
         except Exception as exc:  # fail closed: the command does not run
             log.debug("engine lock request failed", exc_info=True)
-            return _answer("refused", message=f"zklock: {exc}")
+            return _answer("refused", message=f"zklock: {exc}", error=_keep(exc))
         with self._lock:
-            self._held[query_id] = lockset
+            self._held[query_id] = (lockset, staging)
         lockset.on_lost(lambda _set: self._cancel(query_id))
         return _answer("granted", handle=query_id, query_id=query_id,
                        token=str(lockset.fencing_token),
@@ -124,7 +229,7 @@ class EngineLockClient:
             gone = [p for p, reply in asked if reply.get(timeout=self.manager.settings
                                                          .connect_timeout) is None]
             if gone:
-                return _answer("refused", message=f"zklock: locks lost before the command ran"
+                return _answer("lost", message=f"zklock: locks lost before the command ran"
                                f" ({gone[0]} is gone)")
         except Exception as exc:  # fail closed
             return _answer("refused", message=f"zklock: {exc}")
@@ -132,14 +237,19 @@ class EngineLockClient:
 
     def release(self, handle: str) -> str:
         with self._lock:
-            lockset = self._held.pop(handle, None)
+            lockset, staging = self._held.pop(handle, (None, None))
         if lockset is None:
             return _answer("released")
         lost = not lockset.is_valid
-        reason = lockset.lost_reason
-        lockset.release(wait=False)
+        reason = lockset.lost_reason or "session lost"
+        try:
+            if staging is not None:
+                staging.__exit__(None, None, None)
+        finally:
+            lockset.release(wait=False)
         if lost:
-            return _answer("lost", message=reason or "session lost")
+            error = LockLost(lockset.objects, reason)
+            return _answer("lost", message=reason, error=_keep(error))
         return _answer("released")
 
     class Java:

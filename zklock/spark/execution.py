@@ -1,19 +1,19 @@
 """Locked execution: running Spark work while holding the locks it needs.
 
-Three kinds of work, three lifetimes, one engine:
+Three kinds of work, three lifetimes:
 
 - :meth:`LockedExecution.command` runs a planned statement (what Spark executes eagerly in
   ``sql()``: DDL, INSERT, CTAS, scripts ...) holding its locks for exactly the call;
 - :meth:`LockedExecution.read` runs one DataFrame action holding S on what it reads
   (:meth:`~LockedExecution.held_read` keeps them across an iteration);
-- :meth:`LockedExecution.write` runs a DataFrame write holding X on its target (and on the
-  catalog tables stored at a written path) and S on its sources;
-  :meth:`~LockedExecution.locked` runs anything under a given lock list (catalog calls).
+- a DataFrame write or catalog change is locked in Spark's engine, whose lock client takes
+  the locks for the session with :meth:`~LockedExecution.acquire` and
+  :meth:`~LockedExecution.commit_staging` (engine.py).
 
 Each runs inside a :class:`~zklock.spark.statement.LockedStatement` (its own job tag and
-fencing token; cancelled with ``LockLost`` when the set is lost) and, for writes, inside
-the application's commit staging (commit.py). The DataFrames, writers and catalog of a
-LockingSession call this public API; the session itself only routes statements here.
+fencing token; cancelled with ``LockLost`` when the set is lost) and, for commands, inside
+the application's commit staging (commit.py). The DataFrames of a LockingSession call this
+public API; the session itself only routes statements here.
 """
 
 from __future__ import annotations
@@ -102,29 +102,6 @@ class LockedExecution:
     def held_read(self, df: Any, action: str) -> HeldRead:
         """S locks on what ``df`` reads, held across an iteration (``toLocalIterator``)."""
         return HeldRead(self, df, action)
-
-    def write(self, df: Any, table: Optional[str], what: str, fn: Callable[[], Any],
-              paths: tuple[str, ...] = (), condition: Any = None) -> Any:
-        """Run a DataFrame write ``fn``: X on ``table`` (or on the partition ``condition``
-        pins) and on every catalog table stored at or around ``paths``, S on what ``df``
-        reads."""
-        if not self.options.concurrency or in_locked_statement():
-            return fn()
-        targets = self.planner.plan_write(table, df, paths=paths, condition=condition)
-        return self.locked(targets, what, fn)
-
-    def locked(self, targets: list[LockTarget], what: str, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` holding ``targets``: all-or-none, its own job tag and fencing token,
-        cancelled and LockLost if the set is lost."""
-        if not self.options.concurrency or in_locked_statement() or not targets:
-            return fn()
-        query_id = new_query_id()
-        lockset = self._acquire(targets, query_id, what)
-        try:
-            with self.commit_staging(lockset):
-                return LockedStatement(self.spark, lockset, query_id, what).run(fn)
-        finally:
-            lockset.release(wait=False)
 
     @property
     def commits(self) -> Any:

@@ -6,7 +6,7 @@ per statement or DataFrame); a Spark Connect session asks zklock's plugin in the
 (:class:`~zklock.spark.connect_planner.ConnectPlanner`). Both read the same answer
 (:mod:`.answer`), so the same statement gives the same locks in both: it is the same code.
 
-Nothing here plans; what is here is what the session, the DataFrames and the catalog need
+Nothing here plans; what is here is what the session, its DataFrames and zklock's SQL need
 in Python terms (:class:`LockPlan`, :class:`Planner`).
 """
 
@@ -64,12 +64,11 @@ class Planner(Protocol):
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         """S on what an action on ``df`` reads."""
 
-    def plan_write(self, table: Optional[str], df: Any = None,
-                   partition: Optional[dict[str, Any]] = None, paths: Sequence[str] = (),
-                   condition: Any = None) -> list[LockTarget]:
-        """A DataFrame write: X on ``table`` (or its static ``partition`` prefix, or the
-        partition ``condition``, a Column, pins), X on the catalog tables stored at, above
-        or below ``paths``, and S on what ``df`` reads."""
+    def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
+                   ) -> list[LockTarget]:
+        """X on ``table``, or on its static ``partition`` prefix: the object zklock's own
+        statements name (nothing for a temporary view). Spark's writes are planned in its
+        engine."""
 
     def validate(self, statement: str) -> None:
         """Raise Spark's ParseException when ``statement`` does not parse."""
@@ -132,18 +131,11 @@ class ClassicPlanner:
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return answer.read(str(self._call(self._java.planDataFrame, df._jdf))).targets
 
-    def plan_write(self, table: Optional[str], df: Any = None,
-                   partition: Optional[dict[str, Any]] = None, paths: Sequence[str] = (),
-                   condition: Any = None) -> list[LockTarget]:
+    def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
+                   ) -> list[LockTarget]:
         spec = ({str(k): str(v) for k, v in partition.items() if v is not None}
                 if partition else None)
-        source = df._jdf.queryExecution().logical() if df is not None else None
-        filtered = None
-        if condition is not None and table is not None:
-            filtered = self.spark.table(table).where(condition)._jdf.queryExecution().logical()
-        text = self._call(self._java.planWrite, table, spec, [str(p) for p in paths], source,
-                          filtered)
-        return answer.read(str(text)).targets
+        return answer.read(str(self._call(self._java.planWrite, table, spec))).targets
 
     def validate(self, statement: str) -> None:
         self._call(self._java.validate, statement)

@@ -10,8 +10,9 @@ above add (the scheduler's DDL) go to the handlers registered in :mod:`.registry
 SQL is planned (:mod:`.planner`, or :mod:`.connect_planner` for a Spark Connect session)
 and run by :mod:`.execution`, which holds the locks. Commands lock for exactly the
 ``sql()`` call; queries are lazy, and the DataFrames the session returns (:mod:`.dataframe`)
-lock for the duration of each action. Anything not overridden here passes through to the
-wrapped SparkSession.
+lock for the duration of each action. Writes through the DataFrame API and the catalog are
+locked in Spark's engine, as this session (:mod:`.writes`). Anything not overridden here
+passes through to the wrapped SparkSession.
 
 A classic session runs the very plan it analyzed to find the locks; when the grant came
 only after waiting, the statement is planned again under the locks (the catalog may have
@@ -25,23 +26,32 @@ import atexit
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
 
 from ..config import HIVE_ALIASES, SETTINGS, Settings
-from ..errors import InvalidArguments
+from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
 from . import registry
 from . import sql as zklock_sql
-from .catalog import LockingCatalog
 from .commit import commit_isolation
 from .dataframe import LockingReader, adopt, adopting
-from .engine import EngineLockClient, has_client, local_connect_server
+from .engine import (
+    EXTENSION_CLASS,
+    EngineLockClient,
+    as_owner,
+    has_client,
+    local_connect_server,
+    python_error,
+    register_owner,
+)
 from .execution import LockedExecution, SessionOptions
 from .jvm import JvmModuleError
 from .planner import ClassicPlanner, LockPlan, Planner
 from .statement import is_connect
+from .writes import CATALOG_READS, EngineWrites
 
 SYSTEM_DATABASE = "sysdb"
 
@@ -81,6 +91,8 @@ class LockingSession:
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
                                          self.options, commits)
         self._engine = self._engine_client(spark)
+        self._owner = register_owner(self.execution)
+        self._engine_locks: Optional[bool] = None  # does Spark lock in its engine? (asked once)
         registry.load_plugins()
         self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
         for name, build in registry.views().items():
@@ -131,9 +143,39 @@ class LockingSession:
         return self._planner
 
     @property
-    def catalog(self) -> LockingCatalog:
-        """``spark.catalog`` whose mutating methods lock (or are refused)."""
-        return LockingCatalog(self)
+    def catalog(self) -> Any:
+        """``spark.catalog``, whose changes are locked in Spark's engine as this session."""
+        return EngineWrites(self._spark.catalog, self, reads=CATALOG_READS)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Spark writes run in the block are this session's: its engine locks them with this
+        session's manager and retries (a Connect server, with its own), and their denials,
+        losses and refusals are raised as zklock's exceptions. Refused (UnsupportedStatement)
+        where Spark does not lock in its engine."""
+        if not self._locks_in_engine():
+            raise UnsupportedStatement(
+                "zklock locks writes in Spark's engine, and this "
+                + ("Spark Connect server runs without zklock's extension: start it with"
+                   " `zklock spark connect-server start`" if self.connect else
+                   "SparkSession was built without it: build it with"
+                   " zklock.spark.configure(SparkSession.builder)")
+                + "; the write does not run")
+        owned = nullcontext() if self.connect else as_owner(self._spark, self._owner)
+        try:
+            with owned:
+                yield
+        except Exception as exc:
+            error = python_error(exc)
+            if error is exc:
+                raise
+            raise error from None
+
+    def _locks_in_engine(self) -> bool:
+        if self._engine_locks is None:
+            extensions = str(self._spark.conf.get("spark.sql.extensions", "") or "")
+            self._engine_locks = EXTENSION_CLASS in [e.strip() for e in extensions.split(",")]
+        return self._engine_locks
 
     @property
     def readStream(self) -> Any:
