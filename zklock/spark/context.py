@@ -42,3 +42,6 @@ class SessionContext(Protocol):
 
     def writing(self) -> AbstractContextManager[None]:
         """Spark writes run in the block are the session's (locked in Spark's engine)."""
+
+    def writes(self, builder: Any) -> Any:
+        """A PySpark writer or merge builder whose writes are the session's."""

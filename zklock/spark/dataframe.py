@@ -29,7 +29,6 @@ from pyspark.sql.classic.dataframe import DataFrame as _ClassicDataFrame
 from pyspark.sql.readwriter import DataFrameReader
 
 from ..errors import UnsupportedStatement
-from .writes import EngineWrites
 
 if TYPE_CHECKING:
     from .context import SessionContext
@@ -79,14 +78,13 @@ class LockAware:
     # ---- writes (locked in Spark's engine) -------------------------------------
     @property
     def write(self) -> Any:
-        return EngineWrites(super().write, self._zk_session)  # type: ignore[misc]
+        return self._zk_session.writes(super().write)  # type: ignore[misc]
 
     def writeTo(self, table: str) -> Any:
-        return EngineWrites(super().writeTo(table), self._zk_session)  # type: ignore[misc]
+        return self._zk_session.writes(super().writeTo(table))  # type: ignore[misc]
 
     def mergeInto(self, table: str, condition: Any) -> Any:
-        return EngineWrites(super().mergeInto(table, condition),  # type: ignore[misc]
-                            self._zk_session)
+        return self._zk_session.writes(super().mergeInto(table, condition))  # type: ignore
 
     def __repr__(self) -> str:
         return "Locking" + super().__repr__()

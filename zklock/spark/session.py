@@ -147,6 +147,11 @@ class LockingSession:
         """``spark.catalog``, whose changes are locked in Spark's engine as this session."""
         return EngineWrites(self._spark.catalog, self, reads=CATALOG_READS)
 
+    def writes(self, builder: Any) -> EngineWrites:
+        """A PySpark writer or merge builder (``df.write``, ``df.writeTo(t)``,
+        ``df.mergeInto(...)``) whose writes are this session's (see :meth:`writing`)."""
+        return EngineWrites(builder, self)
+
     @contextmanager
     def writing(self) -> Iterator[None]:
         """Spark writes run in the block are this session's: its engine locks them with this

@@ -23,6 +23,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from .dataframe import adopt
+
 if TYPE_CHECKING:
     from .context import SessionContext
 
@@ -73,8 +75,6 @@ class EngineWrites:
         return f"EngineWrites({self._inner!r})"
 
     def _adopted(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        from .dataframe import adopt
-
         out = method(*args, **kwargs)
         if type(out).__module__.rsplit(".", 1)[-1] in BUILDER_MODULES:
             return EngineWrites(out, self._session, self._reads)
