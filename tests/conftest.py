@@ -143,6 +143,15 @@ PROJECT = Path(__file__).resolve().parents[1]
 ENGINE_ROOT = "/zklock-tests-engine"
 
 
+def spark_line() -> tuple[int, int]:
+    """The installed PySpark's (major, minor): what a Spark line does not have is absent from
+    its test run, as from docs/spark.md's version table."""
+    from importlib.metadata import version
+
+    major, minor = version("pyspark").split(".")[:2]
+    return int(major), int(minor)
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
     """One real local SparkSession for the whole test session (about 10 s to start), built

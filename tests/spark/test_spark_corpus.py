@@ -18,12 +18,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import lock_nodes, wait_for
+from conftest import lock_nodes, spark_line, wait_for
 
 from zklock.errors import UnsupportedStatement
 from zklock.locknode import LockNodeName
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
+#: Statement kinds a Spark line does not have are absent from its run (docs/spark.md's
+#: version table): SQL scripts need Spark 4.1 (4.0's are under development).
+ABSENT = {"script"} if spark_line() < (4, 1) else set()
 BEGIN, END = "<!-- corpus:begin -->", "<!-- corpus:end -->"
 D = "db"  # how the test database is written in the document
 
@@ -139,7 +142,7 @@ CORPUS: list[tuple[str, str]] = [
     ("aux", "SET spark.sql.shuffle.partitions=2"),
     ("aux", "RESET spark.sql.shuffle.partitions"),
     ("aux", "SET VAR v_corpus_set = (SELECT max(id) FROM {d}.dim)"),
-    ("aux", "EXECUTE IMMEDIATE 'INSERT INTO {d}.dim SELECT 5, ''five'''"),
+    ("aux", "EXECUTE IMMEDIATE 'INSERT INTO {d}.dim SELECT 5, \"five\"'"),
     ("aux", "EXECUTE IMMEDIATE 'SELECT * FROM {d}.staging'"),
     ("aux", "CALL system.no_such_procedure()"),
     # ---- SQL scripting ---------------------------------------------------------
@@ -191,10 +194,12 @@ def test_corpus_matches_the_lock_table_in_docs(locking, shared_db, spark):
     spark.sql("DECLARE OR REPLACE VARIABLE v_corpus_set INT")
     rows = []
     for kind, template in CORPUS:
+        if kind in ABSENT:
+            continue
         sql = template.format(d=shared_db)
         result = outcome(locking, sql).replace(shared_db, D)
         rows.append((kind, template.format(d=D), result))
-    if os.environ.get("ZKLOCK_WRITE_CORPUS"):
+    if os.environ.get("ZKLOCK_WRITE_CORPUS") and not ABSENT:
         text = DOC.read_text()
         head, rest = text.split(BEGIN, 1)
         _, tail = rest.split(END, 1)
@@ -224,8 +229,9 @@ TAKEN = [
     " FROM {d}.staging",
     "FROM {d}.staging INSERT INTO {d}.dim SELECT slow_corpus(id), 'm'"
     " INSERT INTO {d}.events PARTITION (ds='2024-08-08') SELECT id",
-    "BEGIN INSERT INTO {d}.dim SELECT slow_corpus(id), 's' FROM {d}.staging; END",
-    "EXECUTE IMMEDIATE 'INSERT INTO {d}.dim SELECT slow_corpus(id), ''e'' FROM {d}.staging'",
+    *(["BEGIN INSERT INTO {d}.dim SELECT slow_corpus(id), 's' FROM {d}.staging; END"]
+      if "script" not in ABSENT else []),
+    "EXECUTE IMMEDIATE 'INSERT INTO {d}.dim SELECT slow_corpus(id), \"e\" FROM {d}.staging'",
 ]
 
 

@@ -17,6 +17,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
+from conftest import spark_line
 from pyspark.sql import SparkSession
 
 from zklock.errors import LockNotAcquired
@@ -59,6 +60,7 @@ def helper_library_write(table: str) -> None:
 def pandas_on_spark_write(table: str) -> None:
     import pyspark.pandas as ps
 
+    ps.set_option("compute.fail_on_ansi_mode", False)  # Spark 4.0 turns ANSI on by default
     ps.DataFrame({"id": [9], "name": ["pandas"]}).to_table(table, mode="append")
 
 
@@ -100,11 +102,17 @@ def more_write_paths(spark, table: str):
     """What a demanding user tries next: every one is a write of ``table``."""
     rows = spark.createDataFrame([(9, "more")], "id INT, name STRING")
     location = table_location(spark, table)
+    # Spark 4.0 drops an existing table in the catalog before saveAsTable's overwrite runs
+    # any command, where no engine can lock it (docs/spark.md, "Spark versions")
+    overwrite = [("saveAsTable overwrite",
+                  lambda: rows.write.mode("overwrite").saveAsTable(table))]
     return [
-        ("saveAsTable overwrite", lambda: rows.write.mode("overwrite").saveAsTable(table)),
+        *(overwrite if spark_line() >= (4, 1) else []),
         ("parquet files into the table's directory",
          lambda: rows.write.mode("append").parquet(location)),
-        ("a SQL script", lambda: spark.sql(f"BEGIN INSERT INTO {table} VALUES (9, 's'); END")),
+        *([("a SQL script",
+            lambda: spark.sql(f"BEGIN INSERT INTO {table} VALUES (9, 's'); END"))]
+          if spark_line() >= (4, 1) else []),
         ("TRUNCATE", lambda: spark.sql(f"TRUNCATE TABLE {table}")),
         ("ALTER TABLE", lambda: spark.sql(f"ALTER TABLE {table} ADD COLUMNS (note STRING)")),
         ("CREATE OR REPLACE VIEW of it", lambda: spark.sql(
@@ -388,8 +396,9 @@ def test_a_locking_sessions_writes_lock_with_its_own_manager(spark, db, make_loc
             rows.write.insertInto(f"{db}.dim")
         assert denied.value.conflicts  # the very exception the lock client raised
         theirs.write.insertInto(f"{db}.dim")  # its root has no holder
+    with other.acquire([(f"{db}.orders", "S")], query_id="holder-own"):
         with pytest.raises(LockNotAcquired, match="holder-own"):
-            here.catalog.dropTable(f"{db}.dim")
+            here.catalog.recoverPartitions(f"{db}.orders")
     assert count(spark, f"{db}.dim") == before + 1
     assert lock_nodes(zk, root) == []
     assert isinstance(here, LockingSession)

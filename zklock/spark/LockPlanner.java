@@ -24,7 +24,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 
-import org.apache.spark.sql.catalyst.analysis.UnresolvedExecuteImmediate;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedPartitionSpec;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.ExternalCatalog;
@@ -251,7 +250,7 @@ public final class LockPlanner {
             throw LockAnswer.invalidArguments("zklock cannot tell which object"
                 + " IDENTIFIER(<expression>) names before the statement runs; name it literally");
         }
-        if (name.equals("UnresolvedExecuteImmediate")) {
+        if (name.equals(SparkAdapters.EXECUTE_IMMEDIATE)) {
             return planExecuteImmediate(parsed, false);
         }
         if (name.equals("CompoundBody")) {
@@ -516,7 +515,7 @@ public final class LockPlanner {
      *  now. Inside a script (whose variables do not exist before it runs) only a literal can
      *  be known; anything else is refused. */
     private Plan planExecuteImmediate(LogicalPlan parsed, boolean inScript) {
-        Expression expr = ((UnresolvedExecuteImmediate) parsed).sqlStmtStr();
+        Expression expr = SparkAdapters.executeImmediateText(parsed);
         String inner;
         if (expr instanceof Literal) {
             Object value = ((Literal) expr).value();
@@ -575,6 +574,10 @@ public final class LockPlanner {
      *  script (Spark runs it in one call, with no hook between statements), plus S on every
      *  table it names. */
     private Plan planScript(LogicalPlan parsed) {
+        if (!SparkAdapters.SCRIPTS) {
+            throw LockAnswer.unsupported("zklock locks SQL scripts from Spark 4.1 on (4.0's are"
+                + " under development); the script was not run");
+        }
         List<PlanWalker.Node> census = PlanWalker.census(parsed);
         for (PlanWalker.Node n : census) {
             if (NodeKinds.is(n.name, Kind.REFUSED)) {
@@ -728,19 +731,22 @@ public final class LockPlanner {
             List<String> parts = ident(parsed.children().apply(0));
             return parts.isEmpty() ? new ArrayList<>() : one(Target.database(last(parts), "S"));
         }
-        if (parsed instanceof org.apache.spark.sql.execution.command.SaveAsV1TableCommand) {
-            // DataFrameWriter.saveAsTable of a session-catalog table: X on it, S on what its
-            // query reads (a field Spark's tree walks do not visit: no child, no inner child)
-            org.apache.spark.sql.execution.command.SaveAsV1TableCommand save =
-                (org.apache.spark.sql.execution.command.SaveAsV1TableCommand) parsed;
-            Target table = tableTarget(parts(save.tableDesc().identifier()), "X");
-            List<Target> out = new ArrayList<>(walker.reads(save.query(), true, false));
-            scala.Option<java.net.URI> location = save.tableDesc().storage().locationUri();
-            if (location.isDefined()) {  // option("path", ...): the tables stored there too
-                out.addAll(0, tablesAt(location.get().toString()));
-            }
+        SavedTable saved = savedTable(parsed);
+        if (saved != null) {
+            // DataFrameWriter.saveAsTable of a session-catalog table: X on it and on the tables
+            // at its path option, S on what its query reads (a field Spark's tree walks do not
+            // visit)
+            Target table = tableTarget(parts(saved.table().identifier()), "X");
+            List<Target> out = new ArrayList<>();
             if (table != null) {
-                out.add(0, table);
+                out.add(table);
+            }
+            scala.Option<java.net.URI> location = saved.table().storage().locationUri();
+            if (location.isDefined()) {
+                out.addAll(tablesAt(location.get().toString()));
+            }
+            if (saved.query() != null) {
+                out.addAll(walker.reads(saved.query(), true, false));
             }
             return out;
         }
@@ -763,6 +769,24 @@ public final class LockPlanner {
             scala.Option<String> path = ((org.apache.spark.sql.execution.datasources
                 .SaveIntoDataSourceCommand) parsed).options().get("path");
             return path.isDefined() ? tablesAt(path.get()) : new ArrayList<>();
+        }
+        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand) {
+            // AppendData, OverwriteByExpression (Spark 4.0's REPLACE WHERE), ...: the table is
+            // a field, not a child (the child is the query)
+            return onTable((LogicalPlan) ((org.apache.spark.sql.catalyst.plans.logical
+                .V2WriteCommand) parsed).table(), "X");
+        }
+        if (parsed instanceof org.apache.spark.sql.execution.command.CreateTableLikeCommand) {
+            // CREATE TABLE ... LIKE as Spark 4.0 parses it (4.1 parses a CreateTableLike)
+            org.apache.spark.sql.execution.command.CreateTableLikeCommand like =
+                (org.apache.spark.sql.execution.command.CreateTableLikeCommand) parsed;
+            Target table = tableTarget(parts(like.targetTable()), "X");
+            List<Target> out = table == null ? new ArrayList<>() : one(table);
+            scala.Option<java.net.URI> location = like.fileFormat().locationUri();
+            if (location.isDefined()) {
+                out.addAll(tablesAt(location.get().toString()));
+            }
+            return out;
         }
         if (kind == Kind.TABLE_X) {
             return onTable(parsed.children().apply(0), existingCreate(parsed) ? "S" : "X");
@@ -924,6 +948,17 @@ public final class LockPlanner {
             prefix.add(new String[] {c[0], normal});
         }
         return new Target(table.db, table.table, prefix, table.mode);
+    }
+
+    /** The table a DataFrame is saved as, whichever command the Spark line runs for it. */
+    private static SavedTable savedTable(LogicalPlan parsed) {
+        if (parsed instanceof org.apache.spark.sql.execution.datasources.CreateTable) {
+            org.apache.spark.sql.execution.datasources.CreateTable create =
+                (org.apache.spark.sql.execution.datasources.CreateTable) parsed;
+            return new SavedTable(create.tableDesc(),
+                create.query().isDefined() ? create.query().get() : null);
+        }
+        return SparkAdapters.saveAsTable(parsed);
     }
 
     // ---- names and the catalog -------------------------------------------------------------

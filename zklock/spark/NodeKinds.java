@@ -77,7 +77,8 @@ public final class NodeKinds {
             + " ResolvedProcedure ResolvedTable ResolvedTempView ReturnAnswer SQLFunctionNode"
             + " SQLTableFunction Sample ScanBuilderHolder ScriptTransformation"
             + " SerializeFromObject Sort Subquery SubqueryAlias Tail TemporaryViewRelation"
-            + " TransformWithState TransformWithStateInPySpark Transpose TypedFilter Union"
+            + " TransformWithState TransformWithStateInPandas TransformWithStateInPySpark"
+            + " Transpose TypedFilter Union"
             + " UnionLoop UnionLoopRef Unpivot UnresolvedBinBy UnresolvedCatalogRelation"
             + " UnresolvedCteRelationRef UnresolvedDataSource UnresolvedDeduplicate"
             + " UnresolvedEventTimeWatermark UnresolvedFunction UnresolvedFunctionName"
@@ -177,7 +178,7 @@ public final class NodeKinds {
             + " StreamingRelationV2 UnresolvedInsert UnresolvedInsertTarget"
             + " WriteToContinuousDataSource WriteToDataSourceV2 WriteToMicroBatchDataSource"
             + " WriteToMicroBatchDataSourceV1 WriteToStream WriteToStreamStatement");
-        add(Kind.EXECUTE, "UnresolvedExecuteImmediate ExecuteImmediateCommand");
+        add(Kind.EXECUTE, "UnresolvedExecuteImmediate ExecuteImmediateQuery ExecuteImmediateCommand");
     }
 
     private NodeKinds() {

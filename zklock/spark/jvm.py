@@ -8,6 +8,11 @@ compiled once per Spark version with the machine's ``javac`` against the install
 PySpark's jars and cached as ``zklock-spark-<spark version>-<build>.jar`` (the build hashes
 the sources and zklock's version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
 
+One source tree serves every supported Spark line: what differs between lines (a class
+renamed, a command added) lives in one small class, ``SparkAdapters``, of which
+``adapters/spark-<line>/`` holds one version per line; the build takes the newest line not
+newer than the installed Spark (:func:`adapter_line`).
+
 Without a JDK the Spark layer refuses to run, in one line (:class:`JvmModuleError`): there
 is no second planner to fall back to, and falling back to fewer locks is never an option.
 
@@ -33,8 +38,12 @@ from typing import Any
 from ..errors import ZkLockError
 
 HERE = Path(__file__).parent
-#: Every Java source of the module (one jar, built from one tree).
-SOURCES = sorted(HERE.glob("*.java"))
+#: The Java sources every Spark line shares.
+COMMON_SOURCES = sorted(HERE.glob("*.java"))
+#: One directory per Spark line, ``spark-<major>.<minor>``: the adapters from that line on.
+ADAPTERS = HERE / "adapters"
+#: The Spark versions zklock supports: from the oldest adapter line up to this one.
+NEWEST_SUPPORTED = (4, 3)
 #: What the build writes into the jar: zklock's version, the protocol, the build, the Spark.
 PROPERTIES = "zklock/module.properties"
 #: The request format of the Connect plugin (ConnectLockPlugin.PROTOCOL).
@@ -57,12 +66,41 @@ def zklock_version() -> str:
         return "0+unknown"
 
 
+def adapter_lines() -> list[tuple[int, int]]:
+    """The Spark lines with adapters of their own, oldest first."""
+    lines = []
+    for d in ADAPTERS.glob("spark-*"):
+        major, minor = d.name.removeprefix("spark-").split(".")
+        lines.append((int(major), int(minor)))
+    return sorted(lines)
+
+
+def adapter_line(version: str) -> tuple[int, int]:
+    """The adapters for Spark ``version``: the newest line not newer than it. Raises
+    :class:`JvmModuleError` for a version zklock does not support."""
+    parts = version.split(".")
+    line = (int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0))
+    known = adapter_lines()
+    if line < known[0] or line > NEWEST_SUPPORTED:
+        raise JvmModuleError(
+            f"zklock supports Spark {known[0][0]}.{known[0][1]} to"
+            f" {NEWEST_SUPPORTED[0]}.{NEWEST_SUPPORTED[1]}; this PySpark is {version}")
+    return max(k for k in known if k <= line)
+
+
+def sources(version: str) -> list[Path]:
+    """Every Java source of the module for Spark ``version`` (one jar, one tree)."""
+    major, minor = adapter_line(version)
+    return COMMON_SOURCES + sorted((ADAPTERS / f"spark-{major}.{minor}").glob("*.java"))
+
+
 @functools.cache
 def build_hash() -> str:
-    """What the jar is built from: its Java sources and zklock's version (computed once per
-    process: the installed sources do not change under a running client)."""
+    """What the jar is built from: its Java sources for the installed Spark and zklock's
+    version (computed once per process: the installed sources do not change under a
+    running client)."""
     digest = hashlib.sha256()
-    for src in SOURCES:
+    for src in sources(spark_version()):
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
     digest.update(zklock_version().encode())
     return digest.hexdigest()[:16]
@@ -113,7 +151,7 @@ def module_jar() -> Path:
         try:
             try:
                 proc = subprocess.run([_javac(), "-nowarn", "-cp", f"{_spark_jars()}/*",
-                                       "-d", str(classes), *map(str, SOURCES)],
+                                       "-d", str(classes), *map(str, sources(version))],
                                       capture_output=True, text=True, timeout=600)
             except (OSError, subprocess.SubprocessError) as exc:
                 raise JvmModuleError(f"zklock's JVM module could not be compiled: {exc}"
