@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: soak install zookeeper imports test demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
+.PHONY: soak install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ zookeeper:
 
 test: install zookeeper imports
 	$(PY) -m pytest -q
+
+# the Spark-facing tests on the other supported PySpark lines (COMPAT_VERSIONS, default 4.0.0)
+test-compat: install zookeeper
+	PYTHON=$(PYTHON) scripts/test-compat.sh
 
 imports: install
 	VENV=$(VENV) scripts/lint-imports.sh
@@ -54,4 +58,4 @@ lint: install imports
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) .zklock build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat .zklock build *.egg-info .pytest_cache .ruff_cache

@@ -8,7 +8,8 @@ X on the target (denied or refused, table unchanged, no node left) and without c
 from __future__ import annotations
 
 import pytest
-from conftest import lock_nodes, wait_for
+from conftest import lock_nodes, spark_line, wait_for
+from pyspark.sql.catalog import Catalog
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from zklock import LockNotAcquired
@@ -31,16 +32,22 @@ def multi_insert(db: str) -> str:
             f" INSERT INTO {db}.events PARTITION (ds='2024-02-01') SELECT id")
 
 
-CONTENDED = {
-    "multi-insert": (multi_insert, "dim"),
-    "execute immediate literal": (
-        lambda db: f"EXECUTE IMMEDIATE 'INSERT INTO {db}.dim SELECT 9, ''nine'''", "dim"),
+#: What Spark 4.1 added: EXECUTE IMMEDIATE of any string expression, and SQL scripts (4.0's
+#: are under development). Absent from older lines' runs, as from docs/spark.md's table.
+SPARK_41 = spark_line() >= (4, 1)
+SPARK_41_FORMS = {
     "execute immediate expression": (
-        lambda db: f"EXECUTE IMMEDIATE 'INSERT INTO {db}.dim ' || 'SELECT 9, ''nine'''", "dim"),
+        lambda db: f"EXECUTE IMMEDIATE 'INSERT INTO {db}.dim ' || 'SELECT 9, \"nine\"'", "dim"),
     "script": (lambda db: f"BEGIN INSERT INTO {db}.dim SELECT 9, 'nine'; END", "dim"),
     "script with control flow": (
         lambda db: f"BEGIN DECLARE x INT DEFAULT 0; WHILE x < 2 DO SET x = x + 1;"
                    f" INSERT INTO {db}.dim SELECT x, 'loop'; END WHILE; END", "dim"),
+}
+CONTENDED = {
+    "multi-insert": (multi_insert, "dim"),
+    "execute immediate literal": (
+        lambda db: f"EXECUTE IMMEDIATE 'INSERT INTO {db}.dim SELECT 9, \"nine\"'", "dim"),
+    **(SPARK_41_FORMS if SPARK_41 else {}),
     "with cte insert": (
         lambda db: f"WITH s AS (SELECT id FROM {db}.staging) INSERT INTO {db}.dim"
                    " SELECT id, 'c' FROM s", "dim"),
@@ -83,15 +90,18 @@ def test_multi_insert_takes_one_set_with_every_target(locking, db, spark):
 def test_execute_immediate_plans_its_text_from_literal_variable_and_expression(locking, db):
     inner = f"INSERT INTO {db}.events PARTITION (ds='2024-03-01') SELECT id FROM {db}.staging"
     want = explain(locking, inner)
-    assert explain(locking, "EXECUTE IMMEDIATE '" + inner.replace("'", "''") + "'") == want
+    assert explain(locking, 'EXECUTE IMMEDIATE "' + inner + '"') == want
     locking.sql("DECLARE OR REPLACE VARIABLE zk_stmt STRING")
-    locking.sql("SET VAR zk_stmt = '" + inner.replace("'", "''") + "'")
+    locking.sql('SET VAR zk_stmt = "' + inner + '"')
     assert explain(locking, "EXECUTE IMMEDIATE zk_stmt") == want
-    assert explain(locking, "EXECUTE IMMEDIATE zk_stmt || ''") == want
+    if SPARK_41:  # 4.0 takes a literal or a variable only
+        assert explain(locking, "EXECUTE IMMEDIATE zk_stmt || ''") == want
     locking.sql("EXECUTE IMMEDIATE zk_stmt")
     assert locking.sql(f"SELECT count(*) AS n FROM {db}.events").collect()[0].n == 1
 
 
+@pytest.mark.skipif(not SPARK_41, reason="Spark 4.0 parses neither an EXECUTE IMMEDIATE of an"
+                    " expression nor a script (docs/spark.md)")
 def test_execute_immediate_with_unknowable_text_is_refused(locking, db, zk, root):
     with pytest.raises(UnsupportedStatement, match="reads tables"):
         locking.sql(f"EXECUTE IMMEDIATE (SELECT max(name) FROM {db}.dim)")
@@ -100,6 +110,7 @@ def test_execute_immediate_with_unknowable_text_is_refused(locking, db, zk, root
     assert lock_nodes(zk, root) == []
 
 
+@pytest.mark.skipif(not SPARK_41, reason="SQL scripts need Spark 4.1 (docs/spark.md)")
 def test_script_locks_the_union_of_its_statements_for_the_whole_script(locking, db, spark):
     script = (f"BEGIN DECLARE n INT DEFAULT 0;"
               f" IF (SELECT count(*) FROM {db}.dim) > 0 THEN"
@@ -211,7 +222,8 @@ CATALOG_CALLS = {
 }
 
 
-@pytest.mark.parametrize("method", sorted(CATALOG_CALLS))
+@pytest.mark.parametrize("method", sorted(m for m in CATALOG_CALLS
+                                          if hasattr(Catalog, m)))  # what this PySpark has
 def test_catalog_mutations_lock(method, locking, make_manager, db, spark, zk, root):
     call, table = CATALOG_CALLS[method]
     obj = f"{db}.{table}" if table else db
@@ -264,6 +276,7 @@ def test_insert_into_a_temp_view_over_a_tables_files_locks_the_table(locking, ma
     assert count(spark, f"{db}.dim") == before
 
 
+@pytest.mark.skipif(not SPARK_41, reason="SQL scripts need Spark 4.1 (docs/spark.md)")
 def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root):
     import threading
     import time

@@ -1,7 +1,7 @@
 """zklock for PySpark: implicit S/X locks for every statement a pipeline runs.
 
 ``from zklock.spark import LockingSession`` and wrap the pipeline's
-SparkSession once. Needs PySpark 4. The lock planner runs inside Spark, in
+SparkSession once. Needs PySpark 4.0 to 4.3. The lock planner runs inside Spark, in
 zklock's JVM module (jvm.py): a classic session calls it through py4j, a
 Spark Connect session asks zklock's plugin in the server (connect.py).
 """
@@ -13,10 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .dataframe import LockingDataFrame
-from .engine import EngineLockClient, enforce
-from .planner import LockPlan
-from .session import LockingSession
+from .jvm import check_pyspark
+
+check_pyspark()  # before anything imports PySpark's 4.x modules: one clear line otherwise
+
+from .dataframe import LockingDataFrame  # noqa: E402
+from .engine import EngineLockClient, enforce  # noqa: E402
+from .planner import LockPlan  # noqa: E402
+from .session import LockingSession  # noqa: E402
 
 #: Spark's setting naming session extensions: zklock's puts every command under its locks.
 EXTENSIONS = "spark.sql.extensions"

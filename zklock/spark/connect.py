@@ -177,7 +177,7 @@ def _translate(exc: Exception, session: Any) -> Exception:
     exception unchanged."""
     text = _message(exc)
     where = _address(session)
-    if any(hint in text for hint in _NO_PLUGIN) and TYPE_URL in text:
+    if any(hint in text for hint in _NO_PLUGIN):  # our request: no plugin took it
         return SparkConnectError(
             f"the Spark Connect server {where} has no zklock plugin: start it with --jars"
             f" \"$(zklock spark plugin-jar)\" --conf {PLUGIN_SETTING}={PLUGIN_CLASS}"

@@ -115,13 +115,14 @@ def _refusal(exc: BaseException) -> tuple[Optional[str], str, str]:
     """(class, message, error id) of the EngineRefusal in ``exc``; (None, "", "") without
     one. A classic session's error holds the Java exception (and its causes); a Spark Connect
     client's names the class as its reason: ``(zklock.EngineRefusal$Denied) message``."""
-    java = getattr(exc, "java_exception", None)
+    # py4j's error holds the Java exception; PySpark's conversion of one keeps it as _origin
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
     while java is not None:
         name = str(java.getClass().getName())
         if name in OUTCOMES:
             return name, str(java.getMessage()), str(java.error())
         java = java.getCause()
-    text = str(getattr(exc, "_message", "") or "")
+    text = str(exc).strip().split("\n", 1)[0]
     for name in sorted(OUTCOMES, key=len, reverse=True):
         if text.startswith(f"({name}) "):
             return name, text[len(name) + 3:], ""

@@ -106,6 +106,19 @@ def build_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+def check_pyspark() -> None:
+    """Raise :class:`JvmModuleError`, one line, when the installed PySpark is not one zklock
+    supports (before PySpark 3.5's missing ``pyspark.sql.classic`` says it less clearly)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("pyspark")
+    except PackageNotFoundError:
+        raise JvmModuleError("zklock.spark needs PySpark 4.0 to 4.3: pip install"
+                             " 'zklock[spark]'") from None
+    adapter_line(installed)
+
+
 def spark_version() -> str:
     """The version of the installed PySpark, whose jars the module is compiled against."""
     import pyspark

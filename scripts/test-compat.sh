@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# make test-compat: the Spark-facing tests on each supported PySpark line other than the one
+# `make test` runs on (the newest, which pip picks for .venv). One venv per version under
+# .venv-compat/, built once; the JVM module is compiled per Spark line (zklock/spark/jvm.py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+VERSIONS="${COMPAT_VERSIONS:-4.0.0}"
+TESTS=(tests/spark/test_spark_nodes.py tests/spark/test_spark_corpus.py
+       tests/spark/test_spark_session.py tests/spark/test_spark_fail_closed.py
+       tests/spark/test_spark_fenced_commit.py tests/spark/test_spark_engine.py
+       tests/spark/test_spark_connect_server.py)
+for version in $VERSIONS; do
+  venv=".venv-compat/pyspark-$version"
+  if [ ! -f "$venv/.installed-stamp" ] || [ setup.cfg -nt "$venv/.installed-stamp" ]; then
+    echo "== PySpark $version: installing into $venv"
+    test -x "$venv/bin/python" || "$PYTHON" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -e '.[test]' "pyspark[connect]==$version"
+    touch "$venv/.installed-stamp"
+  fi
+  echo "== PySpark $version: $("$venv/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
+  started=$SECONDS
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "${TESTS[@]}"
+  echo "== PySpark $version: passed in $((SECONDS - started)) s"
+done
