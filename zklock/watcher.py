@@ -108,9 +108,10 @@ class SessionWatcher:
         client.add_listener(self._on_state)
 
     def close(self) -> None:
-        """Stop watching. Sets still held are lost: nothing checks them any more (and when
-        the manager's own ZooKeeper session closes next, their nodes go with it), so a
-        command still running under one is cancelled, not left to finish unguarded."""
+        """Stop watching. Sets still held are lost: nothing checks them any more, so a
+        command still running under one is cancelled, not left to finish unguarded. (Their
+        nodes go with the manager's ZooKeeper session when it owns one; on a client it was
+        given, they stay until each set is released.)"""
         self._lose_all("its LockManager was closed")
         self.client.remove_listener(self._on_state)
         self._closed.set()

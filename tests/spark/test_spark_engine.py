@@ -247,9 +247,11 @@ def test_refuse_mode_refuses_commands_outside_a_locking_session(spark, db, make_
                 .write.insertInto(table)
         assert "spark.zklock.engine.mode=refuse" in message(caught.value)
         locking.sql(f"INSERT INTO {table} VALUES (10, 'wrapped')")  # its locks cover it
+        locking.createDataFrame([(11, "its writer")], "id INT, name STRING") \
+            .write.insertInto(table)  # the session's own write: locked by its manager
     finally:
         spark.conf.unset("spark.zklock.engine.mode")
-    assert count(spark, table) == before + 1
+    assert count(spark, table) == before + 2
 
 
 def test_what_locks_nothing_needs_no_lock_client(spark, db, tmp_path):

@@ -110,7 +110,7 @@ public final class ConnectLockPlugin implements RelationPlugin {
             return LockAnswer.refused(LockAnswer.invalidArguments(e.getMessage())).toJson();
         }
         boolean strict = request.path("strict").asBoolean(true);
-        LogicalPlan relation = relation(request, "relation", planner);
+        LogicalPlan relation = relation(request, planner);
         if (op.equals("write")) {
             Map<String, String> partition = null;
             if (request.hasNonNull("partition")) {
@@ -165,10 +165,10 @@ public final class ConnectLockPlugin implements RelationPlugin {
         return null;
     }
 
-    /** The request's relation {@code key} as the plan Spark Connect builds from it; null when
-     *  the request has none. */
-    private static LogicalPlan relation(JsonNode request, String key,
-                                        SparkConnectPlanner planner) {
+    /** The request's "relation" as the plan Spark Connect builds from it; null when the
+     *  request has none. */
+    private static LogicalPlan relation(JsonNode request, SparkConnectPlanner planner) {
+        String key = "relation";
         if (!request.hasNonNull(key)) {
             return null;
         }

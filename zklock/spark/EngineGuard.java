@@ -72,8 +72,10 @@ final class EngineGuard {
                 + " zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
         }
+        String handle = java.util.UUID.randomUUID().toString();
         Map<String, Object> request = new LinkedHashMap<>();
         request.put("version", VERSION);
+        request.put("handle", handle);
         request.put("answer", answer);
         request.put("statement", statement(EngineLocks.parsed(command), name, what));
         request.put("user", connectUser(sc));
@@ -82,7 +84,17 @@ final class EngineGuard {
         request.put("objects", what);
         request.put("mode", session.conf().get(EngineLocks.MODE, null));
         request.put("owner", sc.getLocalProperty(OWNER));
-        JsonNode grant = read(client.acquire(write(request)), VERSION);
+        JsonNode grant;
+        try {
+            grant = read(client.acquire(write(request)), VERSION);
+        } catch (RuntimeException e) {  // the grant may have happened: release it, if any
+            try {
+                client.release(handle, true);
+            } catch (RuntimeException releaseFailed) {
+                e.addSuppressed(releaseFailed);
+            }
+            throw e;
+        }
         String outcome = grant.path("outcome").asText();
         if ("unlocked".equals(outcome)) {  // its LockingSession turned locking off (as Hive's
             return COVERED;                // hive.support.concurrency=false does)
@@ -92,7 +104,6 @@ final class EngineGuard {
                 + " on " + what + ": the lock client refused it"),
                 grant.path("error").asText(""), null);
         }
-        String handle = grant.path("handle").asText();
         List<String> nodes = new ArrayList<>();
         grant.path("nodes").forEach(n -> nodes.add(n.asText()));
         String jobTag = grant.path("query_id").asText();
@@ -198,6 +209,8 @@ final class EngineGuard {
      *  the refusal to fail the command with, caused by {@code failure} (its own error, or
      *  null when it completed); else null. */
     EngineRefusal exit(String command, Throwable failure) {
+        // (release is told about the failure: the commit staging of a failed write is removed
+        // once more later, after its cancelled tasks stop)
         if (client == null) {
             return null;
         }
@@ -205,7 +218,7 @@ final class EngineGuard {
         sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
-        JsonNode released = read(client.release(handle), VERSION);
+        JsonNode released = read(client.release(handle, failure != null), VERSION);
         if (!"lost".equals(released.path("outcome").asText())) {
             return null;
         }

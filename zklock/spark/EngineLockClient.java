@@ -3,25 +3,31 @@
 // (zklock/spark/engine.py), which registers itself through py4j's callback server; the JVM
 // never takes a lock itself, so the lock protocol has one implementation.
 //
-// Both directions are versioned JSON documents (docs/spark.md, "The engine's lock client"):
-//   acquire({"version": 1, "answer": <LockAnswer>, "statement": "...", "user": "..."|null,
-//            "application": "<Spark application id>",
+// Both directions are versioned JSON documents (docs/spark.md, "Enforcement in Spark's
+// engine", lists them with their fields):
+//   acquire({"version": 1, "handle": "<the JVM's id of this request>", "answer": <LockAnswer>,
+//            "statement": "...", "user": "..."|null, "application": "<Spark application id>",
 //            "command": "<plan node>", "objects": "<what it locks, for messages>",
-//            "mode": "<spark.zklock.engine.mode of the session>"|null})
+//            "mode": "<spark.zklock.engine.mode of the session>"|null,
+//            "owner": "<the LockingSession the thread writes for>"|null})
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
 //         "token": "...", "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
-//      | {"version": 1, "outcome": "denied" | "refused", "message": "..."}
-//   release("<handle>") -> {"version": 1, "outcome": "released" | "lost", "message": "<why>"}
+//      | {"version": 1, "outcome": "unlocked"}   (the owner turned locking off)
+//      | {"version": 1, "outcome": "denied" | "refused", "message": "...", "error": "<id>"}
+//   release("<handle>", failed) -> {"version": 1, "outcome": "released"}
+//                                | {"version": 1, "outcome": "lost", "message", "error"}
 //   verify({"version": 1, "answer": <LockAnswer>, "nodes": [...]})
-//     -> {"version": 1, "outcome": "covered" | "refused", "message": "..."}
+//     -> {"version": 1, "outcome": "covered" | "refused" | "lost", "message": "..."}
+// The handle is the JVM's, so that it can release what a grant it never read took.
 package zklock;
 
 public interface EngineLockClient {
     /** Take the locks of a planned command, all or none (the client's retries included). */
     String acquire(String request);
 
-    /** Release what {@link #acquire} granted; says whether the set was lost meanwhile. */
-    String release(String handle);
+    /** Release what {@link #acquire} granted for {@code handle} (nothing when it granted
+     *  nothing); {@code failed}: the command failed. Says whether the set was lost meanwhile. */
+    String release(String handle, boolean failed);
 
     /** Does a Spark Connect client's claim cover the command and still exist? */
     String verify(String request);

@@ -57,6 +57,20 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return previous;
     }
 
+    /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
+     *  spark.sql.extensions names this class: Spark skips an extension it cannot load, and a
+     *  session made over an existing SparkContext may carry the setting without it. */
+    public static boolean guards(org.apache.spark.sql.classic.SparkSession session) {
+        scala.collection.Iterator<?> strategies =
+            session.sessionState().planner().extraPlanningStrategies().iterator();
+        while (strategies.hasNext()) {
+            if (strategies.next() instanceof LockedCommands) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Is a lock client installed in this process? */
     public static boolean hasClient() {
         return client != null;

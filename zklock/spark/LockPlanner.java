@@ -772,9 +772,16 @@ public final class LockPlanner {
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand) {
             // AppendData, OverwriteByExpression (Spark 4.0's REPLACE WHERE), ...: the table is
-            // a field, not a child (the child is the query)
-            return onTable((LogicalPlan) ((org.apache.spark.sql.catalyst.plans.logical
-                .V2WriteCommand) parsed).table(), "X");
+            // a field, not a child (the child is the query). A table given already resolved
+            // (a DataSource V2 save) has no name here: refused, never written unlocked.
+            LogicalPlan written = (LogicalPlan) ((org.apache.spark.sql.catalyst.plans.logical
+                .V2WriteCommand) parsed).table();
+            if (ident(written).isEmpty()) {
+                throw LockAnswer.unsupported("zklock cannot tell which table " + name
+                    + " writes (" + PlanWalker.nodeName(written) + "); the statement was not"
+                    + " run");
+            }
+            return onTable(written, "X");
         }
         if (parsed instanceof org.apache.spark.sql.execution.command.CreateTableLikeCommand) {
             // CREATE TABLE ... LIKE as Spark 4.0 parses it (4.1 parses a CreateTableLike)

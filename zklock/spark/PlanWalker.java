@@ -40,7 +40,7 @@ import org.apache.spark.sql.types.StructField;
 
 final class PlanWalker {
     /** Nodes through which a parent's filter still constrains what a scan below reads. */
-    static final Set<String> FILTER_TRANSPARENT = Set.of(
+    private static final Set<String> FILTER_TRANSPARENT = Set.of(
         "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
         "Repartition", "ResolvedHint", "Distinct");
     /** Literal types a pin is read from. */
@@ -366,7 +366,7 @@ final class PlanWalker {
 
     /** Records the pin of {@code col = literal} or {@code col IN (literals)} on a partition
      *  column, intersected with earlier pins of the same column. */
-    static void pin(Expression e, Map<Long, String> ids, Map<String, String> types,
+    private static void pin(Expression e, Map<Long, String> ids, Map<String, String> types,
                     Map<String, Set<String>> pins) {
         String col;
         List<Expression> literals = new ArrayList<>();

@@ -28,6 +28,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -36,7 +37,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..config import engine_mode
-from ..errors import LockLost, LockNotAcquired, UnsupportedStatement
+from ..errors import LockLost, LockNotAcquired, UnsupportedStatement, ZkLockError
 from ..locknode import LockNodeName
 from ..lockset import LockSet
 from ..manager import LockManager
@@ -81,7 +82,16 @@ def register_owner(execution: LockedExecution) -> str:
 
 @contextmanager
 def as_owner(spark: Any, owner: str) -> Iterator[None]:
-    """Commands this thread runs in the block (a classic session's) are the owner's."""
+    """Commands this thread runs in the block (a classic session's) are the owner's.
+
+    A local property belongs to a JVM thread, which is this Python thread's only in PySpark's
+    pinned-thread mode (the default). Without it the property could be set on one JVM thread
+    and cleared on another, and a later command elsewhere be taken for the owner's: then the
+    block names no owner, and the process's lock client locks its commands with its own
+    settings."""
+    if os.environ.get("PYSPARK_PIN_THREAD", "true").lower() != "true":
+        yield
+        return
     sc = spark.sparkContext
     previous = sc.getLocalProperty(OWNER_PROPERTY)
     sc.setLocalProperty(OWNER_PROPERTY, owner)
@@ -150,13 +160,15 @@ class EngineLockClient:
         self.spark = spark
         # a LockingSession's manager connects on first use: it is asked for, not given
         self._manager = manager if callable(manager) else (lambda: manager)
-        self._held: dict[str, tuple[LockSet, Any]] = {}  # query id -> (set, staging)
+        self._held: dict[str, tuple[LockSet, Any]] = {}  # handle -> (set, staging)
         self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False
 
     # ---- called by the JVM (py4j callback server) ------------------------------------
     def acquire(self, request: str) -> str:
+        lockset: Optional[LockSet] = None
+        staging = None
         try:
             doc = json.loads(request)
             if doc.get("version") != VERSION:
@@ -167,12 +179,13 @@ class EngineLockClient:
                 return _answer("unlocked")  # its session SET zklock.support.concurrency=false
             mode = (engine_mode(doc["mode"]) if doc.get("mode")
                     else self.manager.settings.engine_mode)
-            if mode == "refuse":
+            if mode == "refuse" and owner is None:  # a LockingSession's own writes still run
                 return _answer("refused", message=f"zklock: refused {doc.get('command')} on"
                                f" {doc.get('objects')}: spark.zklock.engine.mode=refuse runs"
                                " only what a LockingSession locked")
             planned = answer.read(json.dumps(doc["answer"]))
             query_id = new_query_id()
+            handle = str(doc.get("handle") or query_id)
             statement = doc.get("statement") or ""
             if owner is not None:  # a LockingSession's write: its manager, retries, staging
                 lockset = owner.acquire(planned.targets, query_id, statement)
@@ -185,16 +198,20 @@ class EngineLockClient:
                     data = dataclasses.replace(data, user=str(doc["user"]))
                 lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
                                                        query_id=query_id)
-                staging = None
+            with self._lock:
+                self._held[handle] = (lockset, staging)
         except LockNotAcquired as exc:
             return _answer("denied", message=f"zklock: {exc}", error=_keep(exc))
-        except Exception as exc:  # fail closed: the command does not run
+        except Exception as exc:  # fail closed: the command does not run, nothing stays held
             log.debug("engine lock request failed", exc_info=True)
-            return _answer("refused", message=f"zklock: {exc}", error=_keep(exc))
-        with self._lock:
-            self._held[query_id] = (lockset, staging)
+            if lockset is not None:
+                lockset.release(wait=False)
+            refused = exc if isinstance(exc, ZkLockError) else UnsupportedStatement(str(exc))
+            if refused is not exc:
+                refused.__cause__ = exc
+            return _answer("refused", message=f"zklock: {exc}", error=_keep(refused))
         lockset.on_lost(lambda _set: self._cancel(query_id))
-        return _answer("granted", handle=query_id, query_id=query_id,
+        return _answer("granted", handle=handle, query_id=query_id,
                        token=str(lockset.fencing_token),
                        zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
 
@@ -236,7 +253,7 @@ class EngineLockClient:
             return _answer("refused", message=f"zklock: {exc}")
         return _answer("covered")
 
-    def release(self, handle: str) -> str:
+    def release(self, handle: str, failed: bool = False) -> str:
         with self._lock:
             lockset, staging = self._held.pop(handle, (None, None))
         if lockset is None:
@@ -244,8 +261,9 @@ class EngineLockClient:
         lost = not lockset.is_valid
         reason = lockset.lost_reason or "session lost"
         try:
-            if staging is not None:
-                staging.__exit__(None, None, None)
+            if staging is not None:  # a failed write's staging is removed again later
+                error = RuntimeError("the command failed") if failed else None
+                staging.__exit__(type(error) if error else None, error, None)
         finally:
             lockset.release(wait=False)
         if lost:
@@ -318,6 +336,12 @@ def local_connect_server(session: Any) -> Optional[Any]:
     if classic is None or not str(session.client.host).startswith(("localhost", "127.0.0.1")):
         return None
     return classic
+
+
+def guards(spark: Any) -> bool:
+    """Does this classic session plan its commands through zklock's engine extension? Raises
+    JvmModuleError when zklock's jar is not on the application's class path."""
+    return bool(_engine(spark).guards(spark._jsparkSession))
 
 
 def has_client(spark: Any) -> bool:

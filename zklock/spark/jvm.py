@@ -120,9 +120,14 @@ def check_pyspark() -> None:
 
 
 def spark_version() -> str:
-    """The version of the installed PySpark, whose jars the module is compiled against."""
+    """The version of the Spark whose jars the module is compiled against (its spark-core
+    jar's; PySpark's own version where the jar's name says none)."""
     import pyspark
 
+    for jar in _spark_jars().glob("spark-core_*.jar"):
+        version = jar.stem.split("-", 2)[-1]  # spark-core_2.13-4.0.0
+        if version[:1].isdigit():
+            return version
     return str(pyspark.__version__)
 
 

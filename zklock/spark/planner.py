@@ -21,10 +21,6 @@ from ..mode import Mode
 from ..objects import LockObject
 from . import answer, jvm
 
-#: The unknown-statement policies: refuse a command without a lock rule, or lock every
-#: object it names in X.
-POLICIES = ("refuse", "lock")
-
 
 @dataclass
 class LockPlan:

@@ -42,6 +42,7 @@ from .engine import (
     EXTENSION_CLASS,
     EngineLockClient,
     as_owner,
+    guards,
     has_client,
     local_connect_server,
     python_error,
@@ -177,9 +178,19 @@ class LockingSession:
             raise error from None
 
     def _locks_in_engine(self) -> bool:
+        """Does Spark lock this session's commands in its engine? A classic session's JVM is
+        asked (the setting alone may name an extension Spark did not apply); a Connect
+        server's setting is what a client can see (zklock's own server has the extension)."""
         if self._engine_locks is None:
-            extensions = str(self._spark.conf.get("spark.sql.extensions", "") or "")
-            self._engine_locks = EXTENSION_CLASS in [e.strip() for e in extensions.split(",")]
+            if self.connect:
+                extensions = str(self._spark.conf.get("spark.sql.extensions", "") or "")
+                self._engine_locks = EXTENSION_CLASS in [e.strip()
+                                                         for e in extensions.split(",")]
+            else:
+                try:
+                    self._engine_locks = guards(self._spark)
+                except JvmModuleError:  # zklock's jar is not on the application's class path
+                    self._engine_locks = False
         return self._engine_locks
 
     @property
