@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from conftest import lock_nodes, spark_line, wait_for
+from conftest import lock_nodes, wait_for
 from pyspark.errors import ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -187,9 +187,8 @@ def test_writers_lock_their_target(locking, make_manager, db, spark):
     with other.acquire([(f"{db}.dim", "S")]):
         with pytest.raises(LockNotAcquired):
             src.select("id", F.lit("n").alias("name")).write.insertInto(f"{db}.dim")
-        if spark_line() >= (4, 1):  # 4.0 drops the table before any command (docs/spark.md)
-            with pytest.raises(LockNotAcquired):
-                src.write.mode("overwrite").saveAsTable(f"{db}.dim")
+        with pytest.raises(LockNotAcquired):  # on 4.0 locked whole (it drops first)
+            src.write.mode("overwrite").saveAsTable(f"{db}.dim")
     with other.acquire([(f"{db}.staging", "X")]):
         with pytest.raises(LockNotAcquired):  # the sources are read under S
             src.write.saveAsTable(f"{db}.copy")

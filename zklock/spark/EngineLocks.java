@@ -71,6 +71,13 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return false;
     }
 
+    /** Does this Spark's DataFrameWriter.saveAsTable drop an overwritten table before it runs
+     *  any command (Spark 4.0)? Then no engine hook sees the drop, and a LockingSession locks
+     *  the whole call itself (zklock/spark/writes.py). */
+    public static boolean saveAsTableDropsFirst() {
+        return SparkAdapters.SAVE_AS_TABLE_DROPS_FIRST;
+    }
+
     /** Is a lock client installed in this process? */
     public static boolean hasClient() {
         return client != null;

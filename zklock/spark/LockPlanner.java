@@ -776,12 +776,16 @@ public final class LockPlanner {
             // (a DataSource V2 save) has no name here: refused, never written unlocked.
             LogicalPlan written = (LogicalPlan) ((org.apache.spark.sql.catalyst.plans.logical
                 .V2WriteCommand) parsed).table();
-            if (ident(written).isEmpty()) {
-                throw LockAnswer.unsupported("zklock cannot tell which table " + name
-                    + " writes (" + PlanWalker.nodeName(written) + "); the statement was not"
-                    + " run");
+            if (!ident(written).isEmpty()) {
+                return onTable(written, "X");
             }
-            return onTable(written, "X");
+            if (written instanceof org.apache.spark.sql.execution.datasources.v2
+                    .DataSourceV2Relation) {
+                return resolvedV2Write((org.apache.spark.sql.execution.datasources.v2
+                    .DataSourceV2Relation) written);
+            }
+            throw LockAnswer.unsupported("zklock cannot tell which table " + name
+                + " writes (" + PlanWalker.nodeName(written) + "); the statement was not run");
         }
         if (parsed instanceof org.apache.spark.sql.execution.command.CreateTableLikeCommand) {
             // CREATE TABLE ... LIKE as Spark 4.0 parses it (4.1 parses a CreateTableLike)
@@ -955,6 +959,26 @@ public final class LockPlanner {
             prefix.add(new String[] {c[0], normal});
         }
         return new Target(table.db, table.table, prefix, table.mode);
+    }
+
+    /** A V2 write Spark hands over with its table resolved (DataFrameWriter.save to a
+     *  DataSource V2 source): X on the catalog table it names; without a catalog table (a
+     *  path, or a sink such as noop), X on the catalog tables at its path, as a v1 save. */
+    private List<Target> resolvedV2Write(
+            org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation relation) {
+        if (relation.identifier().isDefined()) {
+            org.apache.spark.sql.connector.catalog.Identifier id = relation.identifier().get();
+            List<String> parts = new ArrayList<>(List.of(id.namespace()));
+            parts.add(id.name());
+            Target table = tableTarget(parts, "X");
+            if (table == null) {
+                throw LockAnswer.unsupported("zklock cannot tell which table a write to "
+                    + id + " is; the statement was not run");
+            }
+            return one(table);
+        }
+        String path = relation.options().get("path");
+        return path == null ? new ArrayList<>() : tablesAt(path);
     }
 
     /** The table a DataFrame is saved as, whichever command the Spark line runs for it. */

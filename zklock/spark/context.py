@@ -43,5 +43,8 @@ class SessionContext(Protocol):
     def writing(self) -> AbstractContextManager[None]:
         """Spark writes run in the block are the session's (locked in Spark's engine)."""
 
-    def writes(self, builder: Any) -> Any:
-        """A PySpark writer or merge builder whose writes are the session's."""
+    def writes(self, builder: Any, df: Any) -> Any:
+        """A PySpark writer or merge builder of ``df`` whose writes are the session's."""
+
+    def save_as_table(self, table: str, df: Any, save: Any) -> Any:
+        """Run ``save``, a saveAsTable of ``df``, as the session's Spark line needs."""

@@ -78,13 +78,14 @@ class LockAware:
     # ---- writes (locked in Spark's engine) -------------------------------------
     @property
     def write(self) -> Any:
-        return self._zk_session.writes(super().write)  # type: ignore[misc]
+        return self._zk_session.writes(super().write, self)  # type: ignore[misc]
 
     def writeTo(self, table: str) -> Any:
-        return self._zk_session.writes(super().writeTo(table))  # type: ignore[misc]
+        return self._zk_session.writes(super().writeTo(table), self)  # type: ignore[misc]
 
     def mergeInto(self, table: str, condition: Any) -> Any:
-        return self._zk_session.writes(super().mergeInto(table, condition))  # type: ignore
+        return self._zk_session.writes(super().mergeInto(table, condition),  # type: ignore
+                                       self)
 
     def __repr__(self) -> str:
         return "Locking" + super().__repr__()

@@ -344,6 +344,13 @@ def guards(spark: Any) -> bool:
     return bool(_engine(spark).guards(spark._jsparkSession))
 
 
+def save_as_table_drops_first(spark: Any) -> bool:
+    """Does this Spark's saveAsTable drop an overwritten table before it runs any command
+    (Spark 4.0), where the engine cannot lock the drop? Raises JvmModuleError as
+    :func:`guards` does."""
+    return bool(_engine(spark).saveAsTableDropsFirst())
+
+
 def has_client(spark: Any) -> bool:
     """Has this application's engine extension a lock client? Raises JvmModuleError when
     the application was built without the extension."""

@@ -103,6 +103,20 @@ class LockedExecution:
         """S locks on what ``df`` reads, held across an iteration (``toLocalIterator``)."""
         return HeldRead(self, df, action)
 
+    def locked(self, targets: list[LockTarget], what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` holding ``targets``: all-or-none, its own job tag and fencing token,
+        cancelled and LockLost if the set is lost (the engine finds its commands covered).
+        For what the engine cannot see whole: Spark 4.0's saveAsTable (writes.py)."""
+        if not self.options.concurrency or in_locked_statement() or not targets:
+            return fn()
+        query_id = new_query_id()
+        lockset = self._acquire(targets, query_id, what)
+        try:
+            with self.commit_staging(lockset):
+                return LockedStatement(self.spark, lockset, query_id, what).run(fn)
+        finally:
+            lockset.release(wait=False)
+
     @property
     def commits(self) -> Any:
         """The application's CommitIsolation; None when ``isolate_commits`` is off."""

@@ -47,6 +47,7 @@ from .engine import (
     local_connect_server,
     python_error,
     register_owner,
+    save_as_table_drops_first,
 )
 from .execution import LockedExecution, SessionOptions
 from .jvm import JvmModuleError
@@ -148,10 +149,19 @@ class LockingSession:
         """``spark.catalog``, whose changes are locked in Spark's engine as this session."""
         return EngineWrites(self._spark.catalog, self, reads=CATALOG_READS)
 
-    def writes(self, builder: Any) -> EngineWrites:
-        """A PySpark writer or merge builder (``df.write``, ``df.writeTo(t)``,
+    def writes(self, builder: Any, df: Any) -> EngineWrites:
+        """A PySpark writer or merge builder of ``df`` (``df.write``, ``df.writeTo(t)``,
         ``df.mergeInto(...)``) whose writes are this session's (see :meth:`writing`)."""
-        return EngineWrites(builder, self)
+        return EngineWrites(builder, self, df=df)
+
+    def save_as_table(self, table: str, df: Any, save: Callable[[], Any]) -> Any:
+        """Run ``save`` (``df.write....saveAsTable(table)``). Where Spark drops an overwritten
+        table before it runs any command (Spark 4.0), the call is locked whole here: X on
+        the table, S on what ``df`` reads; elsewhere the engine locks its command."""
+        if self.connect or not save_as_table_drops_first(self._spark):
+            return save()
+        targets = self._planner.plan_write(table) + self._planner.plan_dataframe(df)
+        return self.execution.locked(targets, f"saveAsTable {table}", save)
 
     @contextmanager
     def writing(self) -> Iterator[None]:

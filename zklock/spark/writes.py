@@ -10,6 +10,9 @@ engine cannot do from the JVM:
   staging, so ``SET zklock.lock.timeout`` and the session's root apply to them;
 - a denial, a loss or a refusal is raised as zklock's exception (LockNotAcquired, LockLost,
   UnsupportedStatement: engine.python_error), not as Spark's wrapping of it;
+- Spark 4.0's ``saveAsTable`` drops an overwritten table before it runs any command, where
+  the engine cannot see it: there the session locks the whole call itself (X on the table,
+  S on the DataFrame's sources), and the engine finds its commands covered;
 - where Spark does not lock in its engine (a session built without
   ``zklock.spark.configure``, a Connect server without zklock's extension), a write is
   refused before it runs: nothing else would lock it.
@@ -49,11 +52,12 @@ class EngineWrites:
     module). What a call returns stays wrapped when it is a builder step of the same kind
     (``mode()``, ``option()``, ``whenMatched()``...) and lock-aware when it is a DataFrame."""
 
-    def __init__(self, inner: Any, session: SessionContext, reads: frozenset[str] = frozenset()
-                 ) -> None:
+    def __init__(self, inner: Any, session: SessionContext, reads: frozenset[str] = frozenset(),
+                 df: Any = None) -> None:
         self._inner = inner
         self._session = session
         self._reads = reads
+        self._df = df  # the DataFrame a writer writes (None for the catalog)
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
@@ -65,6 +69,10 @@ class EngineWrites:
         @functools.wraps(value)
         def call(*args: Any, **kwargs: Any) -> Any:
             with self._session.writing():
+                if name == "saveAsTable" and self._df is not None:
+                    table = str(args[0] if args else kwargs["name"])
+                    return self._session.save_as_table(
+                        table, self._df, lambda: self._adopted(value, *args, **kwargs))
                 return self._adopted(value, *args, **kwargs)
         return call
 
@@ -77,5 +85,5 @@ class EngineWrites:
     def _adopted(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         out = method(*args, **kwargs)
         if type(out).__module__.rsplit(".", 1)[-1] in BUILDER_MODULES:
-            return EngineWrites(out, self._session, self._reads)
+            return EngineWrites(out, self._session, self._reads, self._df)
         return adopt(out, self._session)

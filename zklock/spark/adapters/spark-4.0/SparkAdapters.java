@@ -14,6 +14,9 @@ final class SparkAdapters {
     /** SQL scripts: 4.0's are under development (spark.sql.scripting.enabled); zklock
      *  refuses them there. */
     static final boolean SCRIPTS = false;
+    /** Does DataFrameWriter.saveAsTable drop an overwritten table before it runs any command
+     *  (so that no engine hook sees the drop)? Spark 4.0's does. */
+    static final boolean SAVE_AS_TABLE_DROPS_FIRST = true;
     /** The node name of a parsed EXECUTE IMMEDIATE. */
     static final String EXECUTE_IMMEDIATE = "ExecuteImmediateQuery";
 

@@ -12,6 +12,9 @@ import org.apache.spark.sql.execution.command.SaveAsV1TableCommand;
 final class SparkAdapters {
     /** SQL scripts: zklock plans them (see LockPlanner.planScript). */
     static final boolean SCRIPTS = true;
+    /** Does DataFrameWriter.saveAsTable drop an overwritten table before it runs any command?
+     *  Not since 4.1: SaveAsV1TableCommand drops and re-creates it. */
+    static final boolean SAVE_AS_TABLE_DROPS_FIRST = false;
     /** The node name of a parsed EXECUTE IMMEDIATE. */
     static final String EXECUTE_IMMEDIATE = "UnresolvedExecuteImmediate";
 
