@@ -194,6 +194,21 @@ public final class LockPlanner {
         }
     }
 
+    /** X on every catalog table stored at, above or below each of {@code paths}: a write
+     *  there writes those tables (Spark 4.0's saveAsTable with a path option, locked whole by
+     *  its LockingSession). */
+    public String planPaths(List<String> paths) {
+        try {
+            List<Target> specs = new ArrayList<>();
+            for (String path : paths) {
+                specs.addAll(tablesAt(path));
+            }
+            return LockAnswer.locks(true, specs, new ArrayList<>(), false).toJson();
+        } catch (Refusal r) {
+            return LockAnswer.refused(r).toJson();
+        }
+    }
+
     /** Spark's ParseException when {@code sql} does not parse. */
     public void validate(String sql) {
         parse(sql);

@@ -46,5 +46,5 @@ class SessionContext(Protocol):
     def writes(self, builder: Any, df: Any) -> Any:
         """A PySpark writer or merge builder of ``df`` whose writes are the session's."""
 
-    def save_as_table(self, table: str, df: Any, save: Any) -> Any:
+    def save_as_table(self, table: str, df: Any, paths: tuple[str, ...], save: Any) -> Any:
         """Run ``save``, a saveAsTable of ``df``, as the session's Spark line needs."""

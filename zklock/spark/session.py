@@ -154,13 +154,18 @@ class LockingSession:
         ``df.mergeInto(...)``) whose writes are this session's (see :meth:`writing`)."""
         return EngineWrites(builder, self, df=df)
 
-    def save_as_table(self, table: str, df: Any, save: Callable[[], Any]) -> Any:
-        """Run ``save`` (``df.write....saveAsTable(table)``). Where Spark drops an overwritten
-        table before it runs any command (Spark 4.0), the call is locked whole here: X on
-        the table, S on what ``df`` reads; elsewhere the engine locks its command."""
-        if self.connect or not save_as_table_drops_first(self._spark):
+    def save_as_table(self, table: str, df: Any, paths: tuple[str, ...],
+                      save: Callable[[], Any]) -> Any:
+        """Run ``save`` (``df.write....saveAsTable(table)``, with ``paths`` its path options).
+        Where Spark drops an overwritten table before it runs any command (Spark 4.0), the
+        call is locked whole here: X on the table and on the catalog tables at its path, S
+        on what ``df`` reads; elsewhere the engine locks its command."""
+        planner = self._planner
+        if not isinstance(planner, ClassicPlanner) or not save_as_table_drops_first(
+                self._spark):
             return save()
-        targets = self._planner.plan_write(table) + self._planner.plan_dataframe(df)
+        targets = (planner.plan_write(table) + planner.plan_paths(paths)
+                   + planner.plan_dataframe(df))
         return self.execution.locked(targets, f"saveAsTable {table}", save)
 
     @contextmanager

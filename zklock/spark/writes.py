@@ -24,7 +24,7 @@ its root); the client cannot lend it its manager.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from .dataframe import adopt
 
@@ -53,11 +53,13 @@ class EngineWrites:
     (``mode()``, ``option()``, ``whenMatched()``...) and lock-aware when it is a DataFrame."""
 
     def __init__(self, inner: Any, session: SessionContext, reads: frozenset[str] = frozenset(),
-                 df: Any = None) -> None:
+                 df: Any = None, paths: Optional[list[str]] = None) -> None:
         self._inner = inner
         self._session = session
         self._reads = reads
         self._df = df  # the DataFrame a writer writes (None for the catalog)
+        #: the "path" options given along the builder chain (shared by its steps)
+        self._paths: list[str] = paths if paths is not None else []
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
@@ -68,11 +70,13 @@ class EngineWrites:
 
         @functools.wraps(value)
         def call(*args: Any, **kwargs: Any) -> Any:
+            self._paths.extend(_path_options(name, args, kwargs))
             with self._session.writing():
                 if name == "saveAsTable" and self._df is not None:
                     table = str(args[0] if args else kwargs["name"])
                     return self._session.save_as_table(
-                        table, self._df, lambda: self._adopted(value, *args, **kwargs))
+                        table, self._df, tuple(self._paths),
+                        lambda: self._adopted(value, *args, **kwargs))
                 return self._adopted(value, *args, **kwargs)
         return call
 
@@ -85,5 +89,13 @@ class EngineWrites:
     def _adopted(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         out = method(*args, **kwargs)
         if type(out).__module__.rsplit(".", 1)[-1] in BUILDER_MODULES:
-            return EngineWrites(out, self._session, self._reads, self._df)
+            return EngineWrites(out, self._session, self._reads, self._df, self._paths)
         return adopt(out, self._session)
+
+
+def _path_options(method: str, args: tuple, kwargs: dict[str, Any]) -> list[str]:
+    """The "path" a builder call sets: ``option("path", p)``, ``options(path=p)``, or a
+    ``path=`` keyword of the final call."""
+    if method == "option" and len(args) >= 2 and str(args[0]).lower() == "path":
+        return [str(args[1])]
+    return [str(v) for k, v in kwargs.items() if k.lower() == "path" and v is not None]
