@@ -134,7 +134,8 @@ public final class NodeKinds {
         add(Kind.STATEMENT,
             "AddPartitions AnalyzeColumn AnalyzeTable AnalyzeTables DropPartitions"
             + " InsertIntoDir InsertIntoHadoopFsRelationCommand InsertIntoStatement LoadData"
-            + " RenamePartitions RenameTable SaveAsV1TableCommand SaveIntoDataSourceCommand SetTableSerDeProperties"
+            + " RenamePartitions RenameTable SaveAsV1TableCommand SaveIntoDataSourceCommand"
+            + " SetTableSerDeProperties"
             + " TruncatePartition");
         /* Commands whose only effect on tables is to read their query (S on what it reads). */
         add(Kind.READS,
@@ -178,7 +179,8 @@ public final class NodeKinds {
             + " StreamingRelationV2 UnresolvedInsert UnresolvedInsertTarget"
             + " WriteToContinuousDataSource WriteToDataSourceV2 WriteToMicroBatchDataSource"
             + " WriteToMicroBatchDataSourceV1 WriteToStream WriteToStreamStatement");
-        add(Kind.EXECUTE, "UnresolvedExecuteImmediate ExecuteImmediateQuery ExecuteImmediateCommand");
+        add(Kind.EXECUTE,
+            "UnresolvedExecuteImmediate ExecuteImmediateQuery ExecuteImmediateCommand");
     }
 
     private NodeKinds() {

@@ -109,11 +109,9 @@ def build_hash() -> str:
 def check_pyspark() -> None:
     """Raise :class:`JvmModuleError`, one line, when the installed PySpark is not one zklock
     supports (before PySpark 3.5's missing ``pyspark.sql.classic`` says it less clearly)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        installed = version("pyspark")
-    except PackageNotFoundError:
+        installed = spark_version()  # what the module is built for
+    except ImportError:
         raise JvmModuleError("zklock.spark needs PySpark 4.0 to 4.3: pip install"
                              " 'zklock[spark]'") from None
     adapter_line(installed)

@@ -95,6 +95,7 @@ class LockingSession:
         self._engine = self._engine_client(spark)
         self._owner = register_owner(self.execution)
         self._engine_locks: Optional[bool] = None  # does Spark lock in its engine? (asked once)
+        self._drops_first: Optional[bool] = None  # Spark 4.0's saveAsTable (asked once)
         registry.load_plugins()
         self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
         for name, build in registry.views().items():
@@ -161,8 +162,7 @@ class LockingSession:
         call is locked whole here: X on the table and on the catalog tables at its path, S
         on what ``df`` reads; elsewhere the engine locks its command."""
         planner = self._planner
-        if not isinstance(planner, ClassicPlanner) or not save_as_table_drops_first(
-                self._spark):
+        if not isinstance(planner, ClassicPlanner) or not self._save_as_table_drops_first():
             return save()
         targets = (planner.plan_write(table) + planner.plan_paths(paths)
                    + planner.plan_dataframe(df))
@@ -191,6 +191,12 @@ class LockingSession:
             if error is exc:
                 raise
             raise error from None
+
+    def _save_as_table_drops_first(self) -> bool:
+        """Spark 4.0's saveAsTable (asked of the JVM once: it is the Spark line's)."""
+        if self._drops_first is None:
+            self._drops_first = save_as_table_drops_first(self._spark)
+        return self._drops_first
 
     def _locks_in_engine(self) -> bool:
         """Does Spark lock this session's commands in its engine? A classic session's JVM is
