@@ -20,7 +20,7 @@ zookeeper:
 test: install zookeeper imports
 	$(PY) -m pytest -q
 
-# the Spark-facing tests on the other supported PySpark lines (COMPAT_VERSIONS, default 4.0.0)
+# the Spark-facing tests on the other supported PySpark lines (COMPAT_VERSIONS, default 3.5.0 4.0.0)
 test-compat: install zookeeper
 	PYTHON=$(PYTHON) scripts/test-compat.sh
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# make test-compat: the Spark-facing tests on each supported PySpark line other than the one
-# `make test` runs on (the newest, which pip picks for .venv). One venv per version under
-# .venv-compat/, built once; the JVM module is compiled per Spark line (zklock/spark/jvm.py).
+# make test-compat: the Spark-facing tests on the oldest release of each supported PySpark
+# line other than the one `make test` runs on (the newest, which pip picks for .venv): 3.5.0
+# and 4.0.0. One venv per version under .venv-compat/, built once; the JVM module is compiled
+# per Spark line (zklock/spark/jvm.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-VERSIONS="${COMPAT_VERSIONS:-4.0.0}"
+VERSIONS="${COMPAT_VERSIONS:-3.5.0 4.0.0}"
 TESTS=(tests/spark/test_spark_nodes.py tests/spark/test_spark_corpus.py
        tests/spark/test_spark_session.py tests/spark/test_spark_fail_closed.py
        tests/spark/test_spark_fenced_commit.py tests/spark/test_spark_engine.py
@@ -16,7 +17,9 @@ for version in $VERSIONS; do
     echo "== PySpark $version: installing into $venv"
     test -x "$venv/bin/python" || "$PYTHON" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e '.[test]' "pyspark[connect]==$version"
+    pins=()  # PySpark 3.5's pandas API predates NumPy 2 (np.NaN), and so must PyArrow's build
+    case "$version" in 3.*) pins=("numpy<2" "pyarrow<18") ;; esac
+    "$venv/bin/python" -m pip install -q -e '.[test]' "pyspark[connect]==$version" "${pins[@]}"
     touch "$venv/.installed-stamp"
   fi
   echo "== PySpark $version: $("$venv/bin/python" -c 'import pyspark; print(pyspark.__version__)')"

@@ -167,6 +167,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
+               # Spark 3.5 makes CREATE TABLE without USING a Hive table; 4.0 on do not
+               .config("spark.sql.legacy.createHiveTableByDefault", "false")
                .config("spark.driver.memory", "1g"))
     session = configure(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -1,33 +1,45 @@
 """Which Spark lines zklock supports, and which adapters each gets (zklock/spark/jvm.py).
 
-The module's sources are one tree; what differs per Spark line is SparkAdapters.java under
-zklock/spark/adapters/spark-<line>/. `make test-compat` runs the Spark-facing tests on the
-other supported lines; here, the choice itself.
+The module's sources are one tree; what differs per Spark line lives in small adapter classes
+under zklock/spark/adapters/spark-<line>/, a line holding only those that changed in it.
+`make test-compat` runs the Spark-facing tests on the other supported lines; here, the choice
+itself.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from zklock.spark.jvm import JvmModuleError, adapter_line, adapter_lines, sources
+from zklock.spark.jvm import ADAPTERS, CONNECT_PLUGIN, JvmModuleError, adapter_line, sources
 
 
-@pytest.mark.parametrize("version,line", [("4.0.0", (4, 0)), ("4.0.5", (4, 0)),
-                                          ("4.1.0", (4, 1)), ("4.2.1", (4, 1)),
-                                          ("4.3.0", (4, 1)), ("4.3.1.dev0", (4, 1))])
-def test_each_supported_version_gets_the_newest_line_not_newer_than_it(version, line):
+@pytest.mark.parametrize("version,line", [("3.5.0", (3, 5)), ("3.5.7", (3, 5)),
+                                          ("4.0.0", (4, 0)), ("4.0.5", (4, 0)),
+                                          ("4.2.1", (4, 2)), ("4.3.1.dev0", (4, 3))])
+def test_each_supported_version_is_its_line(version, line):
     assert adapter_line(version) == line
 
 
-@pytest.mark.parametrize("version", ["3.5.7", "3.5.0", "4.4.0", "5.0.0"])
+@pytest.mark.parametrize("version", ["3.4.1", "3.0.0", "4.4.0", "5.0.0"])
 def test_an_unsupported_version_is_one_clear_line(version):
-    with pytest.raises(JvmModuleError, match=f"zklock supports Spark 4.0 to 4.3; this PySpark"
+    with pytest.raises(JvmModuleError, match=f"zklock supports Spark 3.5 to 4.3; this PySpark"
                                              f" is {version}$"):
         adapter_line(version)
 
 
-def test_every_line_has_the_same_adapter_class_and_one_copy_of_the_rest():
-    for major, minor in adapter_lines():
-        names = [p.name for p in sources(f"{major}.{minor}.0")]
-        assert names.count("SparkAdapters.java") == 1
-        assert len(names) == len(set(names))
+@pytest.mark.parametrize("version,picked", [
+    ("3.5.0", {"Datasets": "3.5", "ExecuteImmediate": "3.5", "SaveAsTable": "3.5"}),
+    ("4.0.0", {"Datasets": "4.0", "ExecuteImmediate": "4.0", "SaveAsTable": "3.5"}),
+    ("4.3.0", {"Datasets": "4.0", "ExecuteImmediate": "4.1", "SaveAsTable": "4.1"}),
+])
+def test_each_adapter_comes_from_the_newest_line_not_newer_than_spark(version, picked):
+    chosen = {p.stem: p.parent.name.removeprefix("spark-") for p in sources(version)
+              if p.parent.parent == ADAPTERS}
+    assert {k: chosen[k] for k in picked} == picked
+    every = {p.stem for p in ADAPTERS.glob("*/*.java")}
+    assert set(chosen) == every  # each adapter once, on every line
+
+
+def test_the_connect_plugin_is_built_only_where_spark_has_a_connect_server():
+    assert CONNECT_PLUGIN in sources("4.3.0", connect=True)
+    assert CONNECT_PLUGIN not in sources("3.5.0", connect=False)

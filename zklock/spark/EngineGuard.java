@@ -26,7 +26,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.SparkSession;
 
 final class EngineGuard {
     /** The format of the lock client's requests and answers (EngineLockClient.java). */
@@ -77,7 +77,7 @@ final class EngineGuard {
         request.put("version", VERSION);
         request.put("handle", handle);
         request.put("answer", answer);
-        request.put("statement", statement(EngineLocks.parsed(command), name, what));
+        request.put("statement", statement(EngineLocks.parsed(session, command), name, what));
         request.put("user", connectUser(sc));
         request.put("application", sc.applicationId());
         request.put("command", name);
@@ -184,7 +184,7 @@ final class EngineGuard {
      *  made of it); EngineRefusal when it has none, when the planner refuses it, or when it is not
      *  planned as a command. */
     private static JsonNode plan(SparkSession session, LogicalPlan command) {
-        LogicalPlan parsed = EngineLocks.parsed(command);
+        LogicalPlan parsed = EngineLocks.parsed(session, command);
         String name = PlanWalker.nodeName(command);
         if (parsed == null) {
             throw new EngineRefusal("zklock: cannot tell what " + name + " writes (Spark built it"

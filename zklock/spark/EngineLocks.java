@@ -20,6 +20,7 @@ package zklock;
 import java.util.IdentityHashMap;
 import java.util.Map;
 
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.analysis.AnalysisContext;
 import org.apache.spark.sql.catalyst.analysis.AnalysisContext$;
@@ -43,10 +44,9 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
 
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
-        extensions.injectHintResolutionRule(session -> new RememberParsed());
+        AnalyzerHooks.first(extensions, new RememberParsed());
         extensions.injectPostHocResolutionRule(session -> new TagParsed());
-        extensions.injectPlannerStrategy(session -> new LockedCommands(
-            (org.apache.spark.sql.classic.SparkSession) session));
+        extensions.injectPlannerStrategy(LockedCommands::new);
         return BoxedUnit.UNIT;
     }
 
@@ -60,7 +60,7 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
      *  spark.sql.extensions names this class: Spark skips an extension it cannot load, and a
      *  session made over an existing SparkContext may carry the setting without it. */
-    public static boolean guards(org.apache.spark.sql.classic.SparkSession session) {
+    public static boolean guards(org.apache.spark.sql.SparkSession session) {
         scala.collection.Iterator<?> strategies =
             session.sessionState().planner().extraPlanningStrategies().iterator();
         while (strategies.hasNext()) {
@@ -75,7 +75,7 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
      *  any command (Spark 4.0)? Then no engine hook sees the drop, and a LockingSession locks
      *  the whole call itself (zklock/spark/writes.py). */
     public static boolean saveAsTableDropsFirst() {
-        return SparkAdapters.SAVE_AS_TABLE_DROPS_FIRST;
+        return SaveAsTable.DROPS_FIRST;
     }
 
     /** Is a lock client installed in this process? */
@@ -89,7 +89,11 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     }
 
     /** The parsed form a plan was analyzed from; null for a plan Spark built analyzed. */
-    static LogicalPlan parsed(LogicalPlan plan) {
+    static LogicalPlan parsed(SparkSession session, LogicalPlan plan) {
+        LogicalPlan statement = AnalyzerHooks.statement(session, plan);
+        if (statement != null) {
+            return statement;
+        }
         scala.Option<LogicalPlan> found = plan.getTagValue(PARSED);
         return found.isDefined() ? found.get() : null;
     }

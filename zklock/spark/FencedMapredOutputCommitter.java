@@ -19,8 +19,8 @@ import org.apache.hadoop.mapred.FileOutputFormat;
 import org.apache.hadoop.mapred.JobContext;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkContext$;
-import org.apache.spark.sql.classic.SparkSession;
-import org.apache.spark.sql.classic.SparkSession$;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.SparkSession$;
 
 public class FencedMapredOutputCommitter extends org.apache.hadoop.mapred.FileOutputCommitter {
     @Override

@@ -33,7 +33,7 @@ import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.trees.TreePattern$;
-import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.CommandExecutionMode;
 import org.apache.spark.sql.execution.QueryExecution;
 
@@ -112,9 +112,7 @@ public final class LockPlanner {
             }
             SparkSession.setActiveSession(session);
             execution.assertAnalyzed();
-            return new org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row>(
-                execution, org.apache.spark.sql.catalyst.encoders.RowEncoder$.MODULE$
-                    .encoderFor(execution.analyzed().schema()));
+            return Datasets.of(execution);
         }
     }
 
@@ -166,7 +164,7 @@ public final class LockPlanner {
     }
 
     /** S on what an action on {@code ds} reads (Spark caches its analyzed plan). */
-    public String planDataFrame(org.apache.spark.sql.classic.Dataset<?> ds) {
+    public String planDataFrame(org.apache.spark.sql.Dataset<?> ds) {
         try {
             return LockAnswer.locks(false,
                 walker.reads(ds.queryExecution().analyzed(), true, false), List.of(), false)
@@ -265,7 +263,7 @@ public final class LockPlanner {
             throw LockAnswer.invalidArguments("zklock cannot tell which object"
                 + " IDENTIFIER(<expression>) names before the statement runs; name it literally");
         }
-        if (name.equals(SparkAdapters.EXECUTE_IMMEDIATE)) {
+        if (name.equals(ExecuteImmediate.NODE)) {
             return planExecuteImmediate(parsed, false);
         }
         if (name.equals("CompoundBody")) {
@@ -530,7 +528,7 @@ public final class LockPlanner {
      *  now. Inside a script (whose variables do not exist before it runs) only a literal can
      *  be known; anything else is refused. */
     private Plan planExecuteImmediate(LogicalPlan parsed, boolean inScript) {
-        Expression expr = SparkAdapters.executeImmediateText(parsed);
+        Expression expr = ExecuteImmediate.text(parsed);
         String inner;
         if (expr instanceof Literal) {
             Object value = ((Literal) expr).value();
@@ -576,7 +574,7 @@ public final class LockPlanner {
             LogicalPlan analyzed = session.sessionState()
                 .executePlan(plan, CommandExecutionMode.SKIP()).analyzed();
             List<org.apache.spark.sql.Row> rows =
-                org.apache.spark.sql.classic.Dataset.ofRows(session, analyzed).collectAsList();
+                Datasets.of(session, analyzed).collectAsList();
             Object value = rows.get(0).get(0);
             return value == null ? null : value.toString();
         } catch (Exception e) {
@@ -589,7 +587,7 @@ public final class LockPlanner {
      *  script (Spark runs it in one call, with no hook between statements), plus S on every
      *  table it names. */
     private Plan planScript(LogicalPlan parsed) {
-        if (!SparkAdapters.SCRIPTS) {
+        if (!SqlScripts.SUPPORTED) {
             throw LockAnswer.unsupported("zklock locks SQL scripts from Spark 4.1 on (4.0's are"
                 + " under development); the script was not run");
         }
@@ -609,7 +607,7 @@ public final class LockPlanner {
             if (sname.equals("CompoundBody")) {
                 continue;  // its statements are listed on their own
             }
-            Plan sub = sname.equals("UnresolvedExecuteImmediate")
+            Plan sub = sname.equals(ExecuteImmediate.NODE)
                 ? planExecuteImmediate(stmt, true) : planParsed(stmt, false, false);
             specs.addAll(sub.targets);
             notes.addAll(sub.notes);
@@ -619,9 +617,9 @@ public final class LockPlanner {
     }
 
     private static void scriptStatements(LogicalPlan plan, List<LogicalPlan> out) {
-        if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.SingleStatement) {
-            out.add(((org.apache.spark.sql.catalyst.plans.logical.SingleStatement) plan)
-                .parsedPlan());
+        LogicalPlan statement = SqlScripts.statement(plan);
+        if (statement != null) {
+            out.add(statement);
             return;
         }
         scala.collection.Seq<LogicalPlan> kids = plan.children();
@@ -814,6 +812,12 @@ public final class LockPlanner {
             }
             return out;
         }
+        if (parsed instanceof org.apache.spark.sql.execution.command.RepairTableCommand) {
+            // Catalog.recoverPartitions as Spark 3.5 builds it (4.0 on: RecoverPartitions)
+            Target table = tableTarget(parts(((org.apache.spark.sql.execution.command
+                .RepairTableCommand) parsed).tableName()), "X");
+            return table == null ? new ArrayList<>() : one(table);
+        }
         if (kind == Kind.TABLE_X) {
             return onTable(parsed.children().apply(0), existingCreate(parsed) ? "S" : "X");
         }
@@ -1004,7 +1008,7 @@ public final class LockPlanner {
             return new SavedTable(create.tableDesc(),
                 create.query().isDefined() ? create.query().get() : null);
         }
-        return SparkAdapters.saveAsTable(parsed);
+        return SaveAsTable.command(parsed);
     }
 
     // ---- names and the catalog -------------------------------------------------------------
@@ -1071,7 +1075,7 @@ public final class LockPlanner {
         List<Target> out = new ArrayList<>();
         ExternalCatalog external = catalog.externalCatalog();
         for (String db : PlanWalker.strings(external.listDatabases())) {
-            scala.collection.immutable.Seq<String> names = external.listTables(db);
+            var names = external.listTables(db);  // a Seq of Scala 2.12 or 2.13, as Spark's
             if (names.isEmpty()) {
                 continue;
             }

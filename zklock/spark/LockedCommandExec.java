@@ -45,12 +45,17 @@ public final class LockedCommandExec extends V2CommandExec {
         if (lost != null) {
             throw lost;
         }
-        return scala.collection.immutable.ArraySeq$.MODULE$.unsafeWrapArray(rows);
+        scala.collection.immutable.List<InternalRow> out =
+            scala.collection.immutable.List$.MODULE$.empty();
+        for (int i = rows.length - 1; i >= 0; i--) {
+            out = out.$colon$colon(rows[i]);
+        }
+        return out;
     }
 
     @Override
     public scala.collection.immutable.Seq<Attribute> output() {
-        return command.output();
+        return command.output().toList();  // Scala 2.12's Seq (Spark 3.5) is not immutable
     }
 
     @Override
@@ -58,9 +63,15 @@ public final class LockedCommandExec extends V2CommandExec {
         return list(child);
     }
 
-    @Override
+    // Spark passes the new children as a Scala 2.13 immutable IndexedSeq (Spark 4) or a 2.12
+    // collection IndexedSeq (Spark 3.5): one of these two overrides Spark's method, the other
+    // is never called.
     public SparkPlan withNewChildrenInternal(
             scala.collection.immutable.IndexedSeq<SparkPlan> newChildren) {
+        return new LockedCommandExec(command, newChildren.apply(0));
+    }
+
+    public SparkPlan withNewChildrenInternal(scala.collection.IndexedSeq<SparkPlan> newChildren) {
         return new LockedCommandExec(command, newChildren.apply(0));
     }
 

@@ -14,7 +14,7 @@ import java.util.Set;
 
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.SparkStrategy;
 
@@ -32,7 +32,7 @@ final class LockedCommands extends SparkStrategy {
     public scala.collection.immutable.Seq<SparkPlan> apply(LogicalPlan plan) {
         // what touches nothing shared is judged on the statement as written: Spark turns a
         // persistent CREATE VIEW into the same command as a temporary one
-        LogicalPlan parsed = EngineLocks.parsed(plan);
+        LogicalPlan parsed = EngineLocks.parsed(session, plan);
         String name = PlanWalker.nodeName(parsed != null ? parsed : plan);
         if (!(plan instanceof Command) || NodeKinds.is(name, NodeKinds.Kind.NO_LOCKS)
                 || PLANNING.get().contains(plan)) {

@@ -70,6 +70,7 @@ public final class NodeKinds {
             + " MetricViewPlaceholder NameParameterizedQuery NearestByJoin"
             + " NonGroupingAggregateReference Offset OffsetHolder OneRowRelation OrderedJoin"
             + " PipeOperator Pivot PlanWithUnresolvedIdentifier PosParameterizedQuery Project"
+            + " PythonMapInArrow"
             + " PythonWorkerLogs Range RebalancePartitions RelationChanges RelationTimeTravel"
             + " Repartition RepartitionByExpression ResolvedHint ResolvedIdentifier"
             + " ResolvedInlineTable ResolvedMetricView ResolvedNamespace"
@@ -134,7 +135,8 @@ public final class NodeKinds {
         add(Kind.STATEMENT,
             "AddPartitions AnalyzeColumn AnalyzeTable AnalyzeTables DropPartitions"
             + " InsertIntoDir InsertIntoHadoopFsRelationCommand InsertIntoStatement LoadData"
-            + " RenamePartitions RenameTable SaveAsV1TableCommand SaveIntoDataSourceCommand"
+            + " RenamePartitions RenameTable RepairTableCommand SaveAsV1TableCommand"
+            + " SaveIntoDataSourceCommand"
             + " SetTableSerDeProperties"
             + " TruncatePartition");
         /* Commands whose only effect on tables is to read their query (S on what it reads). */
@@ -158,7 +160,7 @@ public final class NodeKinds {
             + " CreateTableCommand CreateTableLikeCommand DropDatabaseCommand DropTableCommand"
             + " InsertIntoDataSourceCommand InsertIntoDataSourceDirCommand"
             + " InsertIntoHiveDirCommand InsertIntoHiveTable"
-            + " LoadDataCommand RepairTableCommand SetNamespaceCollationCommand"
+            + " LoadDataCommand SetNamespaceCollationCommand"
             + " TruncateTableCommand"
             + " UnsetNamespacePropertiesCommand WriteFiles");
         /* SQL scripting (BEGIN ... END): planned statement by statement, locked as one set. */

@@ -85,11 +85,11 @@ final class PlanWalker {
         scala.collection.Seq<String> parts = nameParts(node);
         out.add(new Node(nodeName(node), node instanceof Command,
             parts == null ? null : strings(parts)));
-        if (node instanceof org.apache.spark.sql.catalyst.plans.logical.SingleStatement) {
+        LogicalPlan statement = SqlScripts.statement(node);
+        if (statement != null) {
             // a script's statement reports its statement's children as its own: walk the
             // statement itself
-            census(((org.apache.spark.sql.catalyst.plans.logical.SingleStatement) node)
-                .parsedPlan(), out);
+            census(statement, out);
             return;
         }
         scala.collection.Seq<LogicalPlan> kids = node.children();

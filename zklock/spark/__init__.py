@@ -1,7 +1,7 @@
 """zklock for PySpark: implicit S/X locks for every statement a pipeline runs.
 
 ``from zklock.spark import LockingSession`` and wrap the pipeline's
-SparkSession once. Needs PySpark 4.0 to 4.3. The lock planner runs inside Spark, in
+SparkSession once. Needs PySpark 3.5 or 4.0 to 4.3. The lock planner runs inside Spark, in
 zklock's JVM module (jvm.py): a classic session calls it through py4j, a
 Spark Connect session asks zklock's plugin in the server (connect.py).
 """

@@ -117,7 +117,7 @@ class CommitIsolation:
             spark.conf.set(key, value)
         if self._files is None:
             self._files = new_instance(spark, "TableFiles",
-                                       ["org.apache.spark.sql.classic.SparkSession"],
+                                       ["org.apache.spark.sql.SparkSession"],
                                        [spark._jsparkSession])
         self.failures_isolated = self._use_committers(spark)
         return True

@@ -25,10 +25,10 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.classic.dataframe import DataFrame as _ClassicDataFrame
 from pyspark.sql.readwriter import DataFrameReader
 
 from ..errors import UnsupportedStatement
+from .classic import ClassicDataFrame as _ClassicDataFrame
 
 if TYPE_CHECKING:
     from .context import SessionContext

@@ -9,9 +9,12 @@ PySpark's jars and cached as ``zklock-spark-<spark version>-<build>.jar`` (the b
 the sources and zklock's version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
 
 One source tree serves every supported Spark line: what differs between lines (a class
-renamed, a command added) lives in one small class, ``SparkAdapters``, of which
-``adapters/spark-<line>/`` holds one version per line; the build takes the newest line not
-newer than the installed Spark (:func:`adapter_line`).
+renamed, a command added) lives in small adapter classes under ``adapters/spark-<line>/``,
+each named for what it adapts (``ExecuteImmediate``, ``SaveAsTable``...). A line's directory
+holds only the adapters that changed in that line: the build takes, for each adapter, the
+copy of the newest line not newer than the installed Spark (:func:`sources`). The Spark
+Connect plugin is compiled where the installed Spark has its Connect server (PySpark 3.5's
+pip package does not).
 
 Without a JDK the Spark layer refuses to run, in one line (:class:`JvmModuleError`): there
 is no second planner to fall back to, and falling back to fewer locks is never an option.
@@ -38,8 +41,10 @@ from typing import Any
 from ..errors import ZkLockError
 
 HERE = Path(__file__).parent
+#: The Spark Connect plugin: compiled only against a Spark with a Connect server.
+CONNECT_PLUGIN = HERE / "ConnectLockPlugin.java"
 #: The Java sources every Spark line shares.
-COMMON_SOURCES = sorted(HERE.glob("*.java"))
+COMMON_SOURCES = sorted(p for p in HERE.glob("*.java") if p != CONNECT_PLUGIN)
 #: One directory per Spark line, ``spark-<major>.<minor>``: the adapters from that line on.
 ADAPTERS = HERE / "adapters"
 #: The Spark versions zklock supports: from the oldest adapter line up to this one.
@@ -76,22 +81,35 @@ def adapter_lines() -> list[tuple[int, int]]:
 
 
 def adapter_line(version: str) -> tuple[int, int]:
-    """The adapters for Spark ``version``: the newest line not newer than it. Raises
-    :class:`JvmModuleError` for a version zklock does not support."""
+    """The Spark line of ``version`` (``(4, 2)`` for 4.2.1). Raises :class:`JvmModuleError`
+    for a version zklock does not support."""
     parts = version.split(".")
     line = (int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0))
-    known = adapter_lines()
-    if line < known[0] or line > NEWEST_SUPPORTED:
+    oldest = adapter_lines()[0]
+    if line < oldest or line > NEWEST_SUPPORTED:
         raise JvmModuleError(
-            f"zklock supports Spark {known[0][0]}.{known[0][1]} to"
+            f"zklock supports Spark {oldest[0]}.{oldest[1]} to"
             f" {NEWEST_SUPPORTED[0]}.{NEWEST_SUPPORTED[1]}; this PySpark is {version}")
-    return max(k for k in known if k <= line)
+    return line
 
 
-def sources(version: str) -> list[Path]:
-    """Every Java source of the module for Spark ``version`` (one jar, one tree)."""
-    major, minor = adapter_line(version)
-    return COMMON_SOURCES + sorted((ADAPTERS / f"spark-{major}.{minor}").glob("*.java"))
+def sources(version: str, connect: bool = True) -> list[Path]:
+    """Every Java source of the module for Spark ``version`` (one jar, one tree): the common
+    sources, each adapter from the newest line not newer than ``version``, and the Connect
+    plugin where the Spark has a Connect server (``connect``)."""
+    line = adapter_line(version)
+    adapters: dict[str, Path] = {}
+    for major, minor in adapter_lines():
+        if (major, minor) <= line:
+            for src in (ADAPTERS / f"spark-{major}.{minor}").glob("*.java"):
+                adapters[src.name] = src  # a newer line's copy replaces an older one's
+    return (COMMON_SOURCES + ([CONNECT_PLUGIN] if connect else [])
+            + [adapters[name] for name in sorted(adapters)])
+
+
+def has_connect_server() -> bool:
+    """Does the installed Spark carry its Connect server (PySpark 4's pip package does)?"""
+    return any(_spark_jars().glob("spark-connect_*.jar"))
 
 
 @functools.cache
@@ -100,7 +118,7 @@ def build_hash() -> str:
     version (computed once per process: the installed sources do not change under a
     running client)."""
     digest = hashlib.sha256()
-    for src in sources(spark_version()):
+    for src in sources(spark_version(), has_connect_server()):
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
     digest.update(zklock_version().encode())
     return digest.hexdigest()[:16]
@@ -108,11 +126,11 @@ def build_hash() -> str:
 
 def check_pyspark() -> None:
     """Raise :class:`JvmModuleError`, one line, when the installed PySpark is not one zklock
-    supports (before PySpark 3.5's missing ``pyspark.sql.classic`` says it less clearly)."""
+    supports (before an import error deep in the Spark layer says it less clearly)."""
     try:
         installed = spark_version()  # what the module is built for
     except ImportError:
-        raise JvmModuleError("zklock.spark needs PySpark 4.0 to 4.3: pip install"
+        raise JvmModuleError("zklock.spark needs PySpark 3.5 to 4.3: pip install"
                              " 'zklock[spark]'") from None
     adapter_line(installed)
 
@@ -166,8 +184,9 @@ def module_jar() -> Path:
         classes = Path(tempfile.mkdtemp(prefix="zklock-classes-", dir=cache))
         try:
             try:
+                srcs = sources(version, has_connect_server())
                 proc = subprocess.run([_javac(), "-nowarn", "-cp", f"{_spark_jars()}/*",
-                                       "-d", str(classes), *map(str, sources(version))],
+                                       "-d", str(classes), *map(str, srcs)],
                                       capture_output=True, text=True, timeout=600)
             except (OSError, subprocess.SubprocessError) as exc:
                 raise JvmModuleError(f"zklock's JVM module could not be compiled: {exc}"

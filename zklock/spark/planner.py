@@ -93,7 +93,7 @@ class ClassicPlanner:
         self.spark = spark
         self._policy = unknown_statements
         self._java = jvm.new_instance(
-            spark, "LockPlanner", ["org.apache.spark.sql.classic.SparkSession",
+            spark, "LockPlanner", ["org.apache.spark.sql.SparkSession",
                                    "java.lang.String"],
             [spark._jsparkSession, unknown_statements])
         # Spark's errors (ParseException, AnalysisException) raised as PySpark raises them
@@ -120,9 +120,9 @@ class ClassicPlanner:
         return self.plan_sql(plan.statement)
 
     def run(self, plan: LockPlan) -> Any:
-        from pyspark.sql.classic.dataframe import DataFrame
+        from .classic import ClassicDataFrame
 
-        return DataFrame(self._call(plan.handle.run), self.spark)
+        return ClassicDataFrame(self._call(plan.handle.run), self.spark)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return answer.read(str(self._call(self._java.planDataFrame, df._jdf))).targets

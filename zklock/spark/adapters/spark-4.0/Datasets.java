@@ -1,0 +1,27 @@
+// Spark 4.0 and newer: a Dataset of a classic session is org.apache.spark.sql.classic.Dataset
+// (org.apache.spark.sql.Dataset is the API that Spark Connect's Dataset shares). An adapter
+// (jvm.py: the newest copy not newer than the installed Spark is compiled).
+package zklock;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.encoders.RowEncoder$;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.execution.QueryExecution;
+
+final class Datasets {
+    private Datasets() {
+    }
+
+    /** The rows of an analyzed {@code execution}, as spark.sql would return them. */
+    static Dataset<Row> of(QueryExecution execution) {
+        return new Dataset<Row>(execution,
+            RowEncoder$.MODULE$.encoderFor(execution.analyzed().schema()));
+    }
+
+    /** The rows of {@code plan}, analyzed in {@code session}. */
+    static Dataset<Row> of(SparkSession session, LogicalPlan plan) {
+        return Dataset.ofRows((org.apache.spark.sql.classic.SparkSession) session, plan);
+    }
+}

@@ -1,0 +1,19 @@
+// SQL scripts (BEGIN ... END) from Spark 4.1 on: zklock plans them (LockPlanner.planScript).
+// An adapter: zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
+package zklock;
+
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.SingleStatement;
+
+final class SqlScripts {
+    /** Does zklock plan scripts on this line? */
+    static final boolean SUPPORTED = true;
+
+    private SqlScripts() {
+    }
+
+    /** The statement a script's node runs, when it is one statement; null otherwise. */
+    static LogicalPlan statement(LogicalPlan node) {
+        return node instanceof SingleStatement ? ((SingleStatement) node).parsedPlan() : null;
+    }
+}
