@@ -237,6 +237,19 @@ def test_a_command_without_a_lock_client_is_refused_in_one_line(spark, db):
     assert count(spark, table) == before
 
 
+def test_a_persistent_view_is_locked_and_a_temporary_one_is_not_however_written(spark, db):
+    """Spark analyzes both into one command; the engine tells them apart by the statement as
+    written (on Spark 3.5, by parsing its text again: comments, spaces and a final ';'
+    around it change nothing)."""
+    with no_lock_client(spark):
+        with pytest.raises(Exception) as caught:
+            spark.sql(f"  -- the day's view\n CREATE OR REPLACE VIEW {db}.v9 AS SELECT 1 AS a ;")
+        assert message(caught.value).startswith(f"zklock: refused CreateViewCommand on {db}.v9")
+        spark.sql("/* scratch */ CREATE OR REPLACE TEMPORARY VIEW tv9 AS SELECT 1 AS a;")
+    assert not spark.catalog.tableExists(f"{db}.v9")
+    assert spark.table("tv9").count() == 1
+
+
 def test_refuse_mode_refuses_commands_outside_a_locking_session(spark, db, make_locking):
     table = f"{db}.dim"
     before = count(spark, table)

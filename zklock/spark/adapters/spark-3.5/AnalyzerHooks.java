@@ -3,8 +3,9 @@
 // resolved the plan once (a persistent CREATE VIEW is already the CreateViewCommand a
 // temporary view also becomes). So on 3.5 a command that came from SQL is read from its text:
 // Spark keeps the statement's text on the plan's origin, through analysis, and parsing it again
-// gives the statement as written. A command built without SQL (a DataFrameWriter's) is read as
-// the first resolution rule saw it, and is refused where that does not name what it writes.
+// gives the statement as written; a command that carries SQL text it cannot be matched to is
+// refused. A command built without SQL (a DataFrameWriter's) is read as the first resolution
+// rule saw it, and is refused where that does not name what it writes.
 // An adapter: zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
 package zklock;
 
@@ -23,25 +24,26 @@ final class AnalyzerHooks {
         extensions.injectResolutionRule(session -> rule);
     }
 
-    /** The statement {@code plan} was analyzed from, parsed again from its text when the plan
-     *  is a whole SQL statement; null otherwise. */
+    /** The statement {@code plan} was analyzed from, parsed again from the text Spark keeps
+     *  on its origin, when the plan came from SQL; null when it did not. */
     static LogicalPlan statement(SparkSession session, LogicalPlan plan) {
         Origin origin = plan.origin();
-        if (origin.sqlText().isEmpty() || origin.startIndex().isEmpty()
-                || origin.stopIndex().isEmpty()) {
+        if (origin.sqlText().isEmpty()) {
             return null;
         }
-        String text = origin.sqlText().get();
-        int start = (Integer) origin.startIndex().get();
-        int stop = (Integer) origin.stopIndex().get();
-        if (start != 0 || stop < text.stripTrailing().length() - 1) {
-            return null;  // part of a statement, not the whole
-        }
+        LogicalPlan parsed;
         try {
-            return session.sessionState().sqlParser().parsePlan(text);
-        } catch (Exception e) {  // the text parsed once: Spark's parser is deterministic
-            throw new EngineRefusal("zklock: cannot read the statement again (" + e.getMessage()
-                + "), so it does not run");
+            parsed = session.sessionState().sqlParser().parsePlan(origin.sqlText().get());
+        } catch (Exception e) {  // it parsed once, and Spark's parser is deterministic
+            parsed = null;
         }
+        // the plan is that statement when it spans the same text (whitespace, comments and a
+        // final ';' around it are not in either)
+        if (parsed == null || !parsed.origin().startIndex().equals(origin.startIndex())
+                || !parsed.origin().stopIndex().equals(origin.stopIndex())) {
+            throw new EngineRefusal("zklock: cannot tell which statement " + plan.nodeName()
+                + " comes from, so it does not run");
+        }
+        return parsed;
     }
 }
