@@ -93,7 +93,7 @@ def test_reader_is_denied_during_insert_overwrite(make_locking, db, slow):
             reader.table(f"{db}.events").count()  # an unpinned read locks the partitions it scans
     finally:
         t.join()
-    assert errors == []
+    assert errors == [], [str(getattr(e, 'java_exception', e)) for e in errors]
     assert reader.sql(f"SELECT count(*) AS n FROM {db}.events WHERE ds = 'a'").collect()[0].n == 8
 
 

@@ -32,10 +32,12 @@ final class LockedCommands extends SparkStrategy {
     public scala.collection.immutable.Seq<SparkPlan> apply(LogicalPlan plan) {
         // what touches nothing shared is judged on the statement as written: Spark turns a
         // persistent CREATE VIEW into the same command as a temporary one
+        if (!(plan instanceof Command) || PLANNING.get().contains(plan)) {
+            return scala.collection.immutable.List$.MODULE$.empty();
+        }
         LogicalPlan parsed = EngineLocks.parsed(session, plan);
         String name = PlanWalker.nodeName(parsed != null ? parsed : plan);
-        if (!(plan instanceof Command) || NodeKinds.is(name, NodeKinds.Kind.NO_LOCKS)
-                || PLANNING.get().contains(plan)) {
+        if (NodeKinds.is(name, NodeKinds.Kind.NO_LOCKS)) {
             return scala.collection.immutable.List$.MODULE$.empty();
         }
         PLANNING.get().add(plan);

@@ -3,9 +3,11 @@
 // resolved the plan once (a persistent CREATE VIEW is already the CreateViewCommand a
 // temporary view also becomes). So on 3.5 a command that came from SQL is read from its text:
 // Spark keeps the statement's text on the plan's origin, through analysis, and parsing it again
-// gives the statement as written; a command that carries SQL text it cannot be matched to is
-// refused. A command built without SQL (a DataFrameWriter's) is read as the first resolution
-// rule saw it, and is refused where that does not name what it writes.
+// gives the statement as written. A command built without SQL (a DataFrameWriter's), or one
+// part of a statement (each insert of a multi-insert), is read as the first resolution rule
+// saw it, and is refused where that does not name what it writes. (The one analyzed command
+// that is harmless or not by how it was written, CreateViewCommand, is always a whole
+// statement.)
 // An adapter: zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
 package zklock;
 
@@ -25,7 +27,8 @@ final class AnalyzerHooks {
     }
 
     /** The statement {@code plan} was analyzed from, parsed again from the text Spark keeps
-     *  on its origin, when the plan came from SQL; null when it did not. */
+     *  on its origin, when the plan is a whole SQL statement; null when it is not (built
+     *  without SQL, or one part of a statement, as each insert of a multi-insert is). */
     static LogicalPlan statement(SparkSession session, LogicalPlan plan) {
         Origin origin = plan.origin();
         if (origin.sqlText().isEmpty()) {
@@ -35,15 +38,13 @@ final class AnalyzerHooks {
         try {
             parsed = session.sessionState().sqlParser().parsePlan(origin.sqlText().get());
         } catch (Exception e) {  // it parsed once, and Spark's parser is deterministic
-            parsed = null;
+            throw new EngineRefusal("zklock: cannot read the statement " + plan.nodeName()
+                + " comes from again (" + e.getMessage() + "), so it does not run");
         }
         // the plan is that statement when it spans the same text (whitespace, comments and a
-        // final ';' around it are not in either)
-        if (parsed == null || !parsed.origin().startIndex().equals(origin.startIndex())
-                || !parsed.origin().stopIndex().equals(origin.stopIndex())) {
-            throw new EngineRefusal("zklock: cannot tell which statement " + plan.nodeName()
-                + " comes from, so it does not run");
-        }
-        return parsed;
+        // final ';' around it are in neither)
+        boolean whole = parsed.origin().startIndex().equals(origin.startIndex())
+            && parsed.origin().stopIndex().equals(origin.stopIndex());
+        return whole ? parsed : null;
     }
 }
