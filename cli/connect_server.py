@@ -131,6 +131,11 @@ class ConnectServer:
         if not submit.exists():
             raise SparkConnectError(f"no bin/spark-submit under {home}: not a Spark"
                                     " distribution")
+        if not any((home / "jars").glob("spark-connect_*.jar")):
+            raise SparkConnectError(
+                f"the Spark under {home} ({spark_home_version(home) or 'of unknown version'})"
+                " has no Spark Connect server (pip's PySpark 3.5 ships none): zklock's Connect"
+                " server needs PySpark 4.0 or newer")
         jar = Path(self.jar) if self.jar else module_jar()
         built_for = jar_info(jar).get("spark")
         if built_for is None:

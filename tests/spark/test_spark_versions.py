@@ -8,9 +8,20 @@ itself.
 
 from __future__ import annotations
 
-import pytest
+import subprocess
 
-from zklock.spark.jvm import ADAPTERS, CONNECT_PLUGIN, JvmModuleError, adapter_line, sources
+import pytest
+from conftest import PROJECT, PYTHON
+
+from zklock.server import free_port
+from zklock.spark.jvm import (
+    ADAPTERS,
+    CONNECT_PLUGIN,
+    JvmModuleError,
+    adapter_line,
+    has_connect_server,
+    sources,
+)
 
 
 @pytest.mark.parametrize("version,line", [("3.5.0", (3, 5)), ("3.5.7", (3, 5)),
@@ -43,3 +54,13 @@ def test_each_adapter_comes_from_the_newest_line_not_newer_than_spark(version, p
 def test_the_connect_plugin_is_built_only_where_spark_has_a_connect_server():
     assert CONNECT_PLUGIN in sources("4.3.0", connect=True)
     assert CONNECT_PLUGIN not in sources("3.5.0", connect=False)
+
+
+@pytest.mark.skipif(has_connect_server(), reason="this PySpark has a Spark Connect server")
+def test_connect_server_start_is_one_clear_line_where_spark_has_none(tmp_path):
+    out = subprocess.run([PYTHON, "-m", "zklock.cli.main", "--state-dir", str(tmp_path),
+                          "spark", "connect-server", "start", "--port", str(free_port())],
+                         capture_output=True, text=True, timeout=120, cwd=PROJECT)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "has no Spark Connect server" in out.stderr
