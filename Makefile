@@ -20,9 +20,9 @@ zookeeper:
 test: install zookeeper imports
 	$(PY) -m pytest -q
 
-# the Spark-facing tests on the other supported PySpark lines (COMPAT_VERSIONS, default 3.5.0 4.0.0)
+# the Spark-facing tests on PySpark 3.5.0, 4.0.0 and the newest 4.x (COMPAT_VERSIONS chooses)
 test-compat: install zookeeper
-	PYTHON=$(PYTHON) scripts/test-compat.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/test-compat.sh
 
 imports: install
 	VENV=$(VENV) scripts/lint-imports.sh
