@@ -27,7 +27,7 @@ from typing import Optional
 
 from zklock.errors import SparkConnectError
 from zklock.process import pid_alive, terminate
-from zklock.spark.jvm import jar_info, module_jar
+from zklock.spark.jvm import has_connect_server, jar_info, module_jar
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
@@ -131,7 +131,7 @@ class ConnectServer:
         if not submit.exists():
             raise SparkConnectError(f"no bin/spark-submit under {home}: not a Spark"
                                     " distribution")
-        if not any((home / "jars").glob("spark-connect_*.jar")):
+        if not has_connect_server(home / "jars"):
             raise SparkConnectError(
                 f"the Spark under {home} ({spark_home_version(home) or 'of unknown version'})"
                 " has no Spark Connect server (pip's PySpark 3.5 ships none): zklock's Connect"

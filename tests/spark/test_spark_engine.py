@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import threading
 import time
 from contextlib import contextmanager
 
 import pytest
-from conftest import spark_line
+from conftest import PYTHON, spark_line
 from pyspark.sql import SparkSession
 
 from zklock.errors import LockNotAcquired
@@ -447,3 +448,47 @@ def test_a_locking_session_write_whose_locks_are_lost_raises_lock_lost(spark, db
     writer.join(timeout=60)
     assert failure and isinstance(failure[0], LockLost), failure
     assert count(spark, f"{db}.events") == before
+
+
+HIVE_SERDE_WRITE = """
+import sys
+from pyspark.sql import SparkSession
+from zklock.manager import LockManager
+from zklock.spark import configure, enforce
+
+hosts, root, home = sys.argv[1:4]
+spark = configure(SparkSession.builder.master("local[1]").appName("zklock-hive-serde")
+                  .config("spark.ui.enabled", "false")
+                  .config("spark.sql.warehouse.dir", home + "/warehouse")
+                  .config("spark.hadoop.javax.jdo.option.ConnectionURL",
+                          "jdbc:derby:;databaseName=" + home + "/metastore;create=true")
+                  .enableHiveSupport()).getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+enforce(spark, LockManager(hosts=hosts, root=root, retries=0))
+spark.sql("CREATE TABLE serde_t (id INT) STORED AS TEXTFILE")
+holder = LockManager(hosts=hosts, root=root)
+with holder.acquire([("default.serde_t", "X")], query_id="serde-holder"):
+    try:
+        spark.createDataFrame([(1,)], "id INT").write.insertInto("serde_t")
+        print("WROTE")
+    except Exception as exc:
+        java = getattr(exc, "java_exception", None)
+        print(str(java.getMessage() if java is not None else exc).strip().splitlines()[0])
+print("ROWS", spark.table("serde_t").count())
+holder.close()
+"""
+
+
+@pytest.mark.skipif(spark_line() == (4, 0), reason="with Hive support, Spark 4.0 hands the"
+                    " engine CREATE TABLE ... STORED AS already analyzed: refused (docs/spark.md)")
+def test_a_hive_serde_table_written_through_the_dataframe_api_is_locked(zk_hosts, root,
+                                                                       tmp_path):
+    """A Hive-format table is written by InsertIntoHiveTable, not a file-source command, and
+    on Spark 3.5 the engine first sees its target already resolved to a HiveTableRelation:
+    the write is still denied while another holds X (a real Hive-enabled Spark application,
+    with its own Derby metastore)."""
+    out = subprocess.run([PYTHON, "-c", HIVE_SERDE_WRITE, zk_hosts, root, str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0 and lines[-1] == "ROWS 0", out.stderr[-2000:]
+    assert "lock not acquired" in lines[-2] and "serde-holder" in lines[-2], lines

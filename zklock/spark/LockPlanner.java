@@ -635,7 +635,7 @@ public final class LockPlanner {
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement) {
             org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement ins =
                 (org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement) parsed;
-            Target table = tableTarget(ident(ins.table()), "X");
+            Target table = namedTable(ins.table(), "X");
             if (table == null) {
                 return new ArrayList<>();
             }
@@ -650,11 +650,11 @@ public final class LockPlanner {
         }
         if (kind == Kind.DATABASE_X) {
             List<String> parts = ident(parsed.children().apply(0));
-            return parts.isEmpty() ? new ArrayList<>()
-                : one(Target.database(last(parts), existingCreate(parsed) ? "S" : "X"));
+            return one(Target.database(namedDatabase(parts, parsed),
+                existingCreate(parsed) ? "S" : "X"));
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.RenameTable) {
-            Target old = tableTarget(ident(parsed.children().apply(0)), "X");
+            Target old = namedTable(parsed.children().apply(0), "X");
             List<String> newParts = PlanWalker.strings(
                 ((org.apache.spark.sql.catalyst.plans.logical.RenameTable) parsed).newName());
             if (newParts.size() == 1 && old != null) {  // Spark renames within the old database
@@ -737,12 +737,12 @@ public final class LockPlanner {
                     }
                 }
             }
-            Target table = tableTarget(ident(parsed.children().apply(0)), "S");
+            Target table = namedTable(parsed.children().apply(0), "S");
             return table == null ? new ArrayList<>() : one(staticPrefix(table, spec));
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeTables) {
             List<String> parts = ident(parsed.children().apply(0));
-            return parts.isEmpty() ? new ArrayList<>() : one(Target.database(last(parts), "S"));
+            return one(Target.database(namedDatabase(parts, parsed), "S"));
         }
         SavedTable saved = savedTable(parsed);
         if (saved != null) {
@@ -813,7 +813,8 @@ public final class LockPlanner {
             return out;
         }
         if (parsed instanceof org.apache.spark.sql.execution.command.RepairTableCommand) {
-            // Catalog.recoverPartitions as Spark 3.5 builds it (4.0 on: RecoverPartitions)
+            // ALTER TABLE RECOVER PARTITIONS and Catalog.recoverPartitions as Spark 3.5's first
+            // resolution pass leaves them (4.0 on read RecoverPartitions, as parsed)
             Target table = tableTarget(parts(((org.apache.spark.sql.execution.command
                 .RepairTableCommand) parsed).tableName()), "X");
             return table == null ? new ArrayList<>() : one(table);
@@ -920,12 +921,12 @@ public final class LockPlanner {
             throw LockAnswer.invalidArguments("zklock cannot tell which table"
                 + " IDENTIFIER(<expression>) names before the statement runs; name it literally");
         }
-        Target table = tableTarget(ident(node), mode);
+        Target table = namedTable(node, mode);
         return table == null ? new ArrayList<>() : one(table);
     }
 
     private List<Target> onPartitions(LogicalPlan parsed, List<?> specs, String mode) {
-        Target table = tableTarget(ident(parsed.children().apply(0)), mode);
+        Target table = namedTable(parsed.children().apply(0), mode);
         if (table == null) {
             return new ArrayList<>();
         }
@@ -942,7 +943,7 @@ public final class LockPlanner {
     private List<Target> onSpec(LogicalPlan parsed,
                                 scala.Option<scala.collection.immutable.Map<String, String>> spec,
                                 String mode) {
-        Target table = tableTarget(ident(parsed.children().apply(0)), mode);
+        Target table = namedTable(parsed.children().apply(0), mode);
         if (table == null) {
             return new ArrayList<>();
         }
@@ -1013,6 +1014,10 @@ public final class LockPlanner {
 
     // ---- names and the catalog -------------------------------------------------------------
 
+    /** The name a statement gives at {@code node}: as parsed, or as Spark resolved it (a
+     *  command Spark builds already resolved, and on Spark 3.5 the first form an extension
+     *  sees of a command built without SQL); empty when the node names nothing zklock can
+     *  read. */
     private List<String> ident(LogicalPlan node) {
         scala.collection.Seq<String> parts = PlanWalker.nameParts(node);
         if (parts != null) {
@@ -1027,7 +1032,39 @@ public final class LockPlanner {
             out.add(catalog.getCurrentDatabase());
             return out;
         }
-        return new ArrayList<>();
+        if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedNamespace) {
+            return PlanWalker.strings(((org.apache.spark.sql.catalyst.analysis.ResolvedNamespace)
+                node).namespace());
+        }
+        org.apache.spark.sql.connector.catalog.Identifier id = PlanWalker.resolvedName(node);
+        if (id != null) {
+            List<String> out = new ArrayList<>(List.of(id.namespace()));
+            out.add(id.name());
+            return out;
+        }
+        org.apache.spark.sql.catalyst.TableIdentifier table = PlanWalker.resolvedTable(node);
+        return table != null ? parts(table) : new ArrayList<>();
+    }
+
+    /** The database a statement names ({@code parts}, from its child); refused when it names
+     *  none zklock can read. */
+    private static String namedDatabase(List<String> parts, LogicalPlan parsed) {
+        if (parts.isEmpty()) {
+            throw LockAnswer.unsupported("zklock cannot tell which database "
+                + PlanWalker.nodeName(parsed) + " names; the statement was not run");
+        }
+        return last(parts);
+    }
+
+    /** The table or view a write names at {@code node}; null for a temporary view. Refused
+     *  when the node names nothing zklock can read: that is never "nothing to lock". */
+    private Target namedTable(LogicalPlan node, String mode) {
+        List<String> parts = ident(node);
+        if (parts.isEmpty()) {
+            throw LockAnswer.unsupported("zklock cannot tell which table "
+                + PlanWalker.nodeName(node) + " names; the statement was not run");
+        }
+        return tableTarget(parts, mode);
     }
 
     /** A table from its name parts; null for temporary views and non-tables. The catalog part

@@ -143,6 +143,38 @@ final class PlanWalker {
         return null;
     }
 
+    /** The catalog identifier of a name Spark resolved (a resolved identifier, table or view,
+     *  or a DataSource V2 table); null for any other node. */
+    static org.apache.spark.sql.connector.catalog.Identifier resolvedName(LogicalPlan node) {
+        if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier) {
+            return ((org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier) node).identifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedTable) {
+            return ((org.apache.spark.sql.catalyst.analysis.ResolvedTable) node).identifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedPersistentView) {
+            return ((org.apache.spark.sql.catalyst.analysis.ResolvedPersistentView) node)
+                .identifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedTempView) {
+            return ((org.apache.spark.sql.catalyst.analysis.ResolvedTempView) node).identifier();
+        } else if (node instanceof DataSourceV2Relation
+                && ((DataSourceV2Relation) node).identifier().isDefined()) {
+            return ((DataSourceV2Relation) node).identifier().get();
+        }
+        return null;
+    }
+
+    /** The session-catalog table of a relation Spark resolved (a file source or Hive table, or
+     *  a view); null for any other node. */
+    static org.apache.spark.sql.catalyst.TableIdentifier resolvedTable(LogicalPlan node) {
+        if (node instanceof LogicalRelation && ((LogicalRelation) node).catalogTable().isDefined()) {
+            return ((LogicalRelation) node).catalogTable().get().identifier();
+        } else if (node instanceof HiveTableRelation) {
+            return ((HiveTableRelation) node).tableMeta().identifier();
+        } else if (node instanceof org.apache.spark.sql.catalyst.plans.logical.View) {
+            return ((org.apache.spark.sql.catalyst.plans.logical.View) node).desc().identifier();
+        }
+        return null;
+    }
+
     // ---- reads -----------------------------------------------------------------------------
 
     /** S on every permanent view, table and scanned partition an analyzed plan reads.

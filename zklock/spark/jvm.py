@@ -93,10 +93,13 @@ def adapter_line(version: str) -> tuple[int, int]:
     return line
 
 
-def sources(version: str, connect: bool = True) -> list[Path]:
+def sources(version: str, connect: bool | None = None) -> list[Path]:
     """Every Java source of the module for Spark ``version`` (one jar, one tree): the common
     sources, each adapter from the newest line not newer than ``version``, and the Connect
-    plugin where the Spark has a Connect server (``connect``)."""
+    plugin where the Spark has a Connect server (``connect``; by default, whether the
+    installed one has)."""
+    if connect is None:
+        connect = has_connect_server()
     line = adapter_line(version)
     adapters: dict[str, Path] = {}
     for major, minor in adapter_lines():
@@ -107,9 +110,10 @@ def sources(version: str, connect: bool = True) -> list[Path]:
             + [adapters[name] for name in sorted(adapters)])
 
 
-def has_connect_server() -> bool:
-    """Does the installed Spark carry its Connect server (PySpark 4's pip package does)?"""
-    return any(_spark_jars().glob("spark-connect_*.jar"))
+def has_connect_server(jars: Path | None = None) -> bool:
+    """Does the Spark whose jars are in ``jars`` (by default, the installed PySpark's) carry
+    its Connect server? PySpark 4's pip package does, 3.5's does not."""
+    return any((jars or _spark_jars()).glob("spark-connect_*.jar"))
 
 
 @functools.cache
@@ -118,7 +122,7 @@ def build_hash() -> str:
     version (computed once per process: the installed sources do not change under a
     running client)."""
     digest = hashlib.sha256()
-    for src in sources(spark_version(), has_connect_server()):
+    for src in sources(spark_version()):
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
     digest.update(zklock_version().encode())
     return digest.hexdigest()[:16]
@@ -184,7 +188,7 @@ def module_jar() -> Path:
         classes = Path(tempfile.mkdtemp(prefix="zklock-classes-", dir=cache))
         try:
             try:
-                srcs = sources(version, has_connect_server())
+                srcs = sources(version)
                 proc = subprocess.run([_javac(), "-nowarn", "-cp", f"{_spark_jars()}/*",
                                        "-d", str(classes), *map(str, srcs)],
                                       capture_output=True, text=True, timeout=600)

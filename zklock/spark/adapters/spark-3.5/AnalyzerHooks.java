@@ -45,6 +45,11 @@ final class AnalyzerHooks {
         // final ';' around it are in neither)
         boolean whole = parsed.origin().startIndex().equals(origin.startIndex())
             && parsed.origin().stopIndex().equals(origin.stopIndex());
-        return whole ? parsed : null;
+        // Spark also gives a command built while another runs (a data source's or a UDF's
+        // driver code writing) the running statement's origin: a statement that needs no
+        // locks does not speak for a command of another kind
+        boolean vouches = !NodeKinds.is(PlanWalker.nodeName(parsed), NodeKinds.Kind.NO_LOCKS)
+            || NodeKinds.is(PlanWalker.nodeName(plan), NodeKinds.Kind.NO_LOCKS);
+        return whole && vouches ? parsed : null;
     }
 }
