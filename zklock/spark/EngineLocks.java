@@ -8,9 +8,10 @@
 // (zklock.spark.configure(builder) sets both). It adds two things to every session:
 //  - two analyzer rules that leave the parsed form of an analyzed command on it (the tag
 //    PARSED, with the resolved plan as ANALYZED), because the planner's rules read statements
-//    as parsed: one runs before Spark resolves anything and remembers the plan each analysis
-//    starts from (by AnalysisContext: a view's or subquery's nested analysis has its own), the
-//    other runs once the plan is resolved and tags its root (Spark then keeps tags through
+//    as parsed: one runs as early as the Spark line allows (before Spark resolves anything from
+//    4.0 on; see AnalyzerHooks under adapters/) and remembers the plan each analysis starts
+//    from (by AnalysisContext: a view's or subquery's nested analysis has its own), the other
+//    runs once the plan is resolved and tags its root (Spark then keeps tags through
 //    optimization);
 //  - a planner strategy, LockedCommands.java, that puts every command that may change data
 //    or metadata under a LockedCommandExec.java, which holds the command's locks while it
@@ -35,7 +36,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     /** Spark conf, passed to the lock client with each request (zklock/config.py's
      *  engine_mode): "lock" or "refuse" a command that no LockingSession locked. */
     public static final String MODE = "spark.zklock.engine.mode";
-    /** The parsed plan, on the root of the plan Spark analyzes from it. */
+    /** The plan an analysis started from (as parsed from Spark 4.0 on; after Spark's first
+     *  resolution pass on 3.5), on the root of the command Spark analyzes from it. */
     static final TreeNodeTag<LogicalPlan> PARSED = new TreeNodeTag<>("zklock.parsed");
     /** The resolved plan, on the same root: the planner reads it instead of analyzing again. */
     static final TreeNodeTag<LogicalPlan> ANALYZED = new TreeNodeTag<>("zklock.analyzed");
@@ -88,7 +90,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return client;
     }
 
-    /** The parsed form a plan was analyzed from; null for a plan Spark built analyzed. */
+    /** The parsed form a plan was analyzed from (on Spark 3.5, a SQL statement's text parsed
+     *  again: AnalyzerHooks); null for a plan Spark built analyzed. */
     static LogicalPlan parsed(SparkSession session, LogicalPlan plan) {
         LogicalPlan statement = AnalyzerHooks.statement(session, plan);
         if (statement != null) {
