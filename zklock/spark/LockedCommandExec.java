@@ -15,10 +15,14 @@ public final class LockedCommandExec extends V2CommandExec {
 
     private final transient LogicalPlan command;
     private final SparkPlan child;
+    /** The command's output, as the Scala 2.13 collection Spark 4 expects (and Spark 3.5's
+     *  Scala 2.12 accepts): copied once. */
+    private final scala.collection.immutable.Seq<Attribute> output;
 
     public LockedCommandExec(LogicalPlan command, SparkPlan child) {
         this.command = command;
         this.child = child;
+        this.output = command.output().toList();
     }
 
     @Override
@@ -55,7 +59,7 @@ public final class LockedCommandExec extends V2CommandExec {
 
     @Override
     public scala.collection.immutable.Seq<Attribute> output() {
-        return command.output().toList();  // Scala 2.12's Seq (Spark 3.5) is not immutable
+        return output;
     }
 
     @Override
