@@ -1,6 +1,10 @@
 // Where an extension's rule can see a plan before Spark's analyzer resolves anything: from
-// Spark 4.0 on, the hint resolution batch, which runs before resolution. An adapter:
-// zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
+// Spark 4.0 on, the hint resolution batch, which runs before resolution. Spark 4.0's
+// Hive-enabled session (enableHiveSupport) builds its analyzer without extensions' hint rules,
+// so the rule is also a resolution rule there (it keeps the first plan an analysis shows it,
+// so elsewhere the hint batch's wins), and a command that then carries no parsed form is read
+// from its SQL text, as on Spark 3.5 (StatementText). An adapter: zklock/spark/jvm.py
+// compiles the newest copy not newer than the installed Spark.
 package zklock;
 
 import org.apache.spark.sql.SparkSession;
@@ -12,14 +16,18 @@ final class AnalyzerHooks {
     private AnalyzerHooks() {
     }
 
-    /** Run {@code rule} in every analysis, before the plan is resolved. */
+    /** Run {@code rule} in every analysis, before the plan is resolved where Spark allows. */
     static void first(SparkSessionExtensions extensions, Rule<LogicalPlan> rule) {
         extensions.injectHintResolutionRule(session -> rule);
+        extensions.injectResolutionRule(session -> rule);
     }
 
-    /** The statement {@code plan} was analyzed from, read again from its text: never needed
-     *  here (the rule above sees every plan as written), so null. */
-    static LogicalPlan statement(SparkSession session, LogicalPlan plan) {
-        return null;
+    /** The statement {@code command} was analyzed from, read again from its text, when the
+     *  hint rule never saw it; null otherwise (its tag has it) or when it has no text. */
+    static LogicalPlan statement(SparkSession session, LogicalPlan command) {
+        if (command.getTagValue(EngineLocks.PARSED).isDefined()) {
+            return null;
+        }
+        return StatementText.of(session, command);
     }
 }
