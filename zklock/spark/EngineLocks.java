@@ -90,10 +90,11 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return client;
     }
 
-    /** The parsed form a plan was analyzed from (on Spark 3.5, a SQL statement's text parsed
-     *  again: AnalyzerHooks); null for a plan Spark built analyzed. */
+    /** The parsed form a plan was analyzed from: a whole SQL statement's text parsed again
+     *  (StatementText: exact on every line, where the first rule's view is not), else what
+     *  the first rule saw; null for a plan Spark built analyzed. */
     static LogicalPlan parsed(SparkSession session, LogicalPlan plan) {
-        LogicalPlan statement = AnalyzerHooks.statement(session, plan);
+        LogicalPlan statement = StatementText.of(session, plan);
         if (statement != null) {
             return statement;
         }
@@ -134,8 +135,12 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     static final class TagParsed extends Rule<LogicalPlan> {
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
+            if (!(plan instanceof Command)) {
+                return plan;  // (a SQL function's body, analysed in its statement's context on
+                              // Spark 4.0, must not take the statement's record)
+            }
             LogicalPlan parsed = ANALYZING.get().remove(context());
-            if (plan instanceof Command && parsed != null && plan.getTagValue(PARSED).isEmpty()) {
+            if (parsed != null && plan.getTagValue(PARSED).isEmpty()) {
                 plan.setTagValue(PARSED, parsed);
                 plan.setTagValue(ANALYZED, plan);
             }

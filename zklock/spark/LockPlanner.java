@@ -988,6 +988,10 @@ public final class LockPlanner {
             org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation relation) {
         if (relation.identifier().isDefined()) {
             org.apache.spark.sql.connector.catalog.Identifier id = relation.identifier().get();
+            if (id.namespace().length == 0) {
+                throw LockAnswer.unsupported("zklock cannot tell which database a write to "
+                    + id + " is in; the statement was not run");
+            }
             List<String> parts = new ArrayList<>(List.of(id.namespace()));
             parts.add(id.name());
             Target table = tableTarget(parts, "X");
@@ -1037,6 +1041,10 @@ public final class LockPlanner {
                 node).namespace());
         }
         org.apache.spark.sql.connector.catalog.Identifier id = PlanWalker.resolvedName(node);
+        if (id != null && id.namespace().length == 0
+                && !(node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedTempView)) {
+            return new ArrayList<>();  // a table of a catalog with flat names: no database
+        }
         if (id != null) {
             List<String> out = new ArrayList<>(List.of(id.namespace()));
             out.add(id.name());

@@ -1,8 +1,9 @@
 // A command's statement, read again from its SQL text. Spark keeps the text and span of the
 // statement a plan was parsed from on the plan's origin, through analysis, and its parser is
-// deterministic: parsing the text again gives the statement as written. AnalyzerHooks (under
-// adapters/) uses it where an extension's rules cannot see a plan before Spark resolves it:
-// Spark 3.5 has no such hook, and Spark 4.0's Hive-enabled session drops the one 4.0 added.
+// deterministic: parsing the text again gives the statement as written, on every Spark line.
+// What an extension's first rule sees is not always that: Spark 3.5 has no hook before
+// resolution, Spark 4.0's Hive-enabled session drops the one 4.0 added, and 4.0 analyses a SQL
+// function's body in its statement's context (EngineLocks.parsed prefers this).
 package zklock;
 
 import org.apache.spark.sql.SparkSession;

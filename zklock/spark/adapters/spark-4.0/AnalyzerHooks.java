@@ -1,13 +1,12 @@
 // Where an extension's rule can see a plan before Spark's analyzer resolves anything: from
 // Spark 4.0 on, the hint resolution batch, which runs before resolution. Spark 4.0's
 // Hive-enabled session (enableHiveSupport) builds its analyzer without extensions' hint rules,
-// so the rule is also a resolution rule there (it keeps the first plan an analysis shows it,
-// so elsewhere the hint batch's wins), and a command that then carries no parsed form is read
-// from its SQL text, as on Spark 3.5 (StatementText). An adapter: zklock/spark/jvm.py
-// compiles the newest copy not newer than the installed Spark.
+// so the rule is also a resolution rule (it keeps the first plan an analysis shows it, so
+// elsewhere the hint batch's wins); SQL commands are read from their text on every line
+// (StatementText). An adapter: zklock/spark/jvm.py compiles the newest copy not newer than
+// the installed Spark.
 package zklock;
 
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -20,14 +19,5 @@ final class AnalyzerHooks {
     static void first(SparkSessionExtensions extensions, Rule<LogicalPlan> rule) {
         extensions.injectHintResolutionRule(session -> rule);
         extensions.injectResolutionRule(session -> rule);
-    }
-
-    /** The statement {@code command} was analyzed from, read again from its text, when the
-     *  hint rule never saw it; null otherwise (its tag has it) or when it has no text. */
-    static LogicalPlan statement(SparkSession session, LogicalPlan command) {
-        if (command.getTagValue(EngineLocks.PARSED).isDefined()) {
-            return null;
-        }
-        return StatementText.of(session, command);
     }
 }
