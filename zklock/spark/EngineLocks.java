@@ -39,6 +39,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     /** The plan an analysis started from (as parsed from Spark 4.0 on; after Spark's first
      *  resolution pass on 3.5), on the root of the command Spark analyzes from it. */
     static final TreeNodeTag<LogicalPlan> PARSED = new TreeNodeTag<>("zklock.parsed");
+    /** What {@link #parsed} answered for a command, on the command. */
+    private static final TreeNodeTag<LogicalPlan> READ = new TreeNodeTag<>("zklock.read");
     /** The resolved plan, on the same root: the planner reads it instead of analyzing again. */
     static final TreeNodeTag<LogicalPlan> ANALYZED = new TreeNodeTag<>("zklock.analyzed");
 
@@ -94,12 +96,19 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
      *  (StatementText: exact on every line, where the first rule's view is not), else what
      *  the first rule saw; null for a plan Spark built analyzed. */
     static LogicalPlan parsed(SparkSession session, LogicalPlan plan) {
-        LogicalPlan statement = StatementText.of(session, plan);
-        if (statement != null) {
-            return statement;
+        scala.Option<LogicalPlan> read = plan.getTagValue(READ);
+        if (read.isDefined()) {
+            return read.get();  // the strategy and the guard both ask: the text is parsed once
         }
-        scala.Option<LogicalPlan> found = plan.getTagValue(PARSED);
-        return found.isDefined() ? found.get() : null;
+        LogicalPlan statement = StatementText.of(session, plan);
+        if (statement == null) {
+            scala.Option<LogicalPlan> found = plan.getTagValue(PARSED);
+            statement = found.isDefined() ? found.get() : null;
+        }
+        if (statement != null) {
+            plan.setTagValue(READ, statement);
+        }
+        return statement;
     }
 
     /** The plan as it was resolved from its parsed form; null when not known. */
@@ -135,12 +144,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     static final class TagParsed extends Rule<LogicalPlan> {
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
-            if (!(plan instanceof Command)) {
-                return plan;  // (a SQL function's body, analysed in its statement's context on
-                              // Spark 4.0, must not take the statement's record)
-            }
             LogicalPlan parsed = ANALYZING.get().remove(context());
-            if (parsed != null && plan.getTagValue(PARSED).isEmpty()) {
+            if (plan instanceof Command && parsed != null && plan.getTagValue(PARSED).isEmpty()) {
                 plan.setTagValue(PARSED, parsed);
                 plan.setTagValue(ANALYZED, plan);
             }

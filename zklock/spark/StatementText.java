@@ -3,7 +3,8 @@
 // deterministic: parsing the text again gives the statement as written, on every Spark line.
 // What an extension's first rule sees is not always that: Spark 3.5 has no hook before
 // resolution, Spark 4.0's Hive-enabled session drops the one 4.0 added, and 4.0 analyses a SQL
-// function's body in its statement's context (EngineLocks.parsed prefers this).
+// function's body in its statement's context, where it can take the statement's record
+// (EngineLocks.parsed prefers this).
 package zklock;
 
 import org.apache.spark.sql.SparkSession;
