@@ -243,6 +243,8 @@ def test_a_writer_disregards_only_newer_nodes_that_defer_to_it(make_manager, raw
             assert wait_for(lambda: got, timeout=10)
             assert raw.exists(node)  # granted beside a node whose writer is backing off
         else:
+            # the intent is left in the denial's multi; the wait is published just after it
+            assert wait_for(lambda: watcher.waits.list(), timeout=10)
             attempts = watcher.waits.list()[0].attempt
             assert wait_for(lambda: watcher.waits.list()[0].attempt >= attempts + 3,
                             timeout=10)
