@@ -17,11 +17,18 @@ for version in $VERSIONS; do
   [ "$version" = newest ] && venv="${VENV:-.venv}"  # built by `make install`
   if [ ! -f "$venv/.installed-stamp" ] || [ setup.cfg -nt "$venv/.installed-stamp" ]; then
     echo "== PySpark $version: installing into $venv"
-    test -x "$venv/bin/python" || "$PYTHON" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --upgrade pip
+    log=".zklock/install-pyspark-$version.log"  # pip's output, shown only if it fails
+    mkdir -p .zklock
     pins=()  # PySpark 3.5's pandas API predates NumPy 2 (np.NaN), and so must PyArrow's build
     case "$version" in 3.*) pins=("numpy<2" "pyarrow<18") ;; esac
-    "$venv/bin/python" -m pip install -q -e '.[test]' "pyspark[connect]==$version" "${pins[@]}"
+    if ! { { test -x "$venv/bin/python" || "$PYTHON" -m venv "$venv"; } &&
+           "$venv/bin/python" -m pip install -q --upgrade pip &&
+           "$venv/bin/python" -m pip install -q -e '.[test]' "pyspark[connect]==$version" \
+             "${pins[@]}"; } > "$log" 2>&1; then
+      cat "$log"
+      echo "== PySpark $version: the install failed"
+      exit 1
+    fi
     touch "$venv/.installed-stamp"
   fi
   echo "== PySpark $version: $("$venv/bin/python" -c 'import pyspark; print(pyspark.__version__)')"

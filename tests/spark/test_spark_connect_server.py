@@ -11,6 +11,7 @@ the locks the classic planner gives the same DataFrames, refusals as Unsupported
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -139,6 +140,9 @@ def close(session) -> None:
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     session.client.set_retry_policies([DefaultPolicy(max_retries=0)])
+    # PySpark 4.0's result iterators release themselves in a finaliser that fails once the
+    # session's thread pool is shut down: collect them while it still runs
+    gc.collect()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # RETRIES_EXCEEDED, once the server is gone
         session.stop()
