@@ -460,7 +460,7 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
 
     locking = make_connect_locking()
     before = ccount(cs, f"{cdb}.staging")
-    slow = (f"INSERT INTO {cdb}.staging SELECT id, 1.0, 1 FROM range(60)"
+    slow = (f"INSERT INTO {cdb}.staging SELECT id, 1.0, 1 FROM range(0, 60, 1, 1)"
             f" WHERE java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
 
     def expire_when_held():
