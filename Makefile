@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# pytest workers for `make test`: the suite mostly waits (sessions expiring, retries, Spark
+# starting), so two workers halve it even on two cores; each has its own ZooKeeper and Spark
+TEST_WORKERS ?= 2
 
 .PHONY: soak install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
 
@@ -18,7 +21,7 @@ zookeeper:
 	@scripts/ensure-zookeeper.sh
 
 test: install zookeeper imports
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # the Spark-facing tests on PySpark 3.5.0, 4.0.0 and the newest 4.x (COMPAT_VERSIONS chooses)
 test-compat: install zookeeper

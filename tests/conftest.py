@@ -1,4 +1,5 @@
-"""Shared fixtures: one real ZooKeeper per test session, a unique root per test.
+"""Shared fixtures: one real ZooKeeper per test session (per worker under `make test`'s
+pytest-xdist), a unique root per test.
 
 ZooKeeper comes from ZKLOCK_ZK when set, else the project starts its own
 server on a free port. If it cannot, the suite fails: it never skips.
