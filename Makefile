@@ -4,7 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 # pytest workers for `make test`: the suite mostly waits (sessions expiring, retries, Spark
-# starting), so two workers halve it even on two cores; each has its own ZooKeeper and Spark
+# starting), so two workers cut it by about 30% even on two cores (docs/spark.md); each has
+# its own ZooKeeper and Spark
 TEST_WORKERS ?= 2
 
 .PHONY: soak install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
