@@ -199,6 +199,11 @@ SETTINGS: list[Setting] = [
     Setting("connect_timeout", 5.0, parse_duration, "ZKLOCK_CONNECT_TIMEOUT",
             "spark.zklock.connect.timeout",
             "How long to wait for ZooKeeper before failing with a clear error."),
+    Setting("operation_timeout", None, _positive_duration, "ZKLOCK_OPERATION_TIMEOUT",
+            "spark.zklock.operation.timeout",
+            "How long a ZooKeeper call (an acquire's creates, a release's deletes, a read)"
+            " rides out a lost connection before it fails; a release that gives up is"
+            " finished on reconnect. Unset: three session timeouts, at least 15 s."),
     Setting("query_max_length", 1000, _int, "ZKLOCK_QUERY_MAX_LENGTH",
             "spark.zklock.query.maxLength",
             "Query text stored in a lock node is truncated to this many characters."),
@@ -351,6 +356,7 @@ class Settings:
     support_concurrency: bool = _default("support_concurrency")
     session_timeout: float = _default("session_timeout")
     connect_timeout: float = _default("connect_timeout")
+    operation_timeout: Optional[float] = _default("operation_timeout")
     query_max_length: int = _default("query_max_length")
     lose_on_suspend: bool = _default("lose_on_suspend")
     isolate_commits: bool = _default("isolate_commits")
@@ -420,6 +426,14 @@ class Settings:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data.update(changes)
         return Settings(**data)
+
+    @property
+    def outage_deadline(self) -> float:
+        """Seconds a ZooKeeper call rides out a lost connection: ``operation_timeout``, else
+        three session timeouts (at least 15 s), long enough for a session that survives."""
+        if self.operation_timeout is not None:
+            return self.operation_timeout
+        return max(self.session_timeout, 5.0) * 3
 
     @property
     def admins(self) -> frozenset[str]:

@@ -174,7 +174,7 @@ class LockManager:
         self.root = settings.root
         self._own_client = client is None
         self.client = client if client is not None else connect(settings)
-        self.ops = ZkOps(self.client, timeout=max(settings.session_timeout, 5.0) * 3)
+        self.ops = ZkOps(self.client, timeout=settings.outage_deadline)
         # (session, nodes, (object paths, attempt id)) that failed deletes left behind
         self._leftovers: list[tuple[Optional[int], list[str],
                                     Optional[tuple[list[str], str]]]] = []

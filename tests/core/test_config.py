@@ -75,3 +75,11 @@ def test_a_client_anywhere_finds_the_last_server_started(tmp_path):
     serverinfo.write(elsewhere.parent, serverinfo.ServerInfo("127.0.0.1:31998", pid=1))
     assert Settings.resolve({"state_dir": str(elsewhere.parent)}).connect_string() == \
         "127.0.0.1:31998"  # its own state directory first
+
+
+def test_a_call_rides_out_an_outage_for_operation_timeout_or_three_sessions():
+    assert Settings.resolve({"session_timeout": 10}).outage_deadline == 30
+    assert Settings.resolve({"session_timeout": 1}).outage_deadline == 15
+    assert Settings.resolve(environ={"ZKLOCK_OPERATION_TIMEOUT": "6s"}).outage_deadline == 6
+    with pytest.raises(InvalidArguments, match="more than 0"):
+        Settings.resolve({"operation_timeout": "0s"})
