@@ -12,6 +12,7 @@ from zklock.cli.main import cli
 from zklock import LockManager, ZooKeeperUnavailable
 from zklock.config import Settings
 from zklock.server import ZkServer, free_port
+from zklock.testing.proxy import FaultProxy
 
 
 def dead_hosts() -> str:
@@ -51,9 +52,8 @@ def test_every_entry_point_fails_within_the_connect_timeout(spark, shared_db):
 
 
 #: A client that must outlive a restart: ZooKeeper gives the sessions it restores one
-#: timeout from its start, and on CI's loaded machine a client with a 6 s session was not
-#: back in it 30 s after the server returned. Its calls still give up after 6 s
-#: (operation_timeout), so the tests wait out a short outage, not three session timeouts.
+#: session timeout from its start. Its calls give up after 6 s (operation_timeout), so the
+#: tests wait out a short outage, not three session timeouts.
 RESTART_GRACE = dict(session_timeout=15, operation_timeout=6)
 
 
@@ -64,6 +64,39 @@ def own_server(tmp_path):
     srv.start(wait=90)
     yield srv
     srv.stop()
+
+
+class GatedServer:
+    """``own_server`` behind a proxy that lets clients in only while the server serves.
+
+    ZooKeeper 3.8 binds its client port before it serves. A connection it closes in that
+    window hits a NullPointerException and is never closed (ZOOKEEPER-5051), so kazoo waits
+    one session timeout for an answer, and the session restored at start has expired by
+    then. That is ZooKeeper's startup bug, not the outage these tests are about; CI's
+    loaded machine hit it. The gate models a server that returns when it serves."""
+
+    def __init__(self, server: ZkServer) -> None:
+        self.server = server
+        self.proxy = FaultProxy((server.host, server.port))
+
+    @property
+    def connect(self) -> str:
+        return self.proxy.connect
+
+    def stop(self) -> None:
+        self.proxy.refuse = True
+        self.server.stop()
+
+    def start(self) -> None:
+        self.server.start(wait=90)
+        self.proxy.refuse = False
+
+
+@pytest.fixture
+def gated_server(own_server):
+    gate = GatedServer(own_server)
+    yield gate
+    gate.proxy.close()
 
 
 def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_locking, spark):
@@ -115,25 +148,25 @@ def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_lo
         mgr.close()
 
 
-def test_a_release_during_an_outage_completes_when_the_session_returns(own_server, root):
+def test_a_release_during_an_outage_completes_when_the_session_returns(gated_server, root):
     """Released while ZooKeeper is down: no server can expire the session, which is alive
     again when the server returns, and so would its lock nodes be, held by a process that
     let go of them. The release goes through once the session is back (kazoo keeps an
     unsent request queued through the outage; a delete that gave up is retried by the
     manager on reconnect), and another client gets the lock."""
-    mgr = LockManager(hosts=own_server.connect, root=root, retries=0,
+    mgr = LockManager(hosts=gated_server.connect, root=root, retries=0,
                       **RESTART_GRACE)
     other = None
     try:
         held = mgr.acquire([("outage.t", "X")])
         sid = mgr.session_id
-        own_server.stop()
+        gated_server.stop()
         t0 = time.monotonic()
         held.release()  # waits out the outage
         assert time.monotonic() - t0 >= 5
-        own_server.start(wait=90)
+        gated_server.start()
         assert wait_for(lambda: mgr.client.connected and mgr.session_id == sid, timeout=30)
-        other = LockManager(hosts=own_server.connect, root=root, retries=100,
+        other = LockManager(hosts=gated_server.connect, root=root, retries=100,
                             retry_interval=0.1)
         assert other.acquire([("outage.t", "X")]).fencing_token > held.fencing_token
         assert mgr.session_id == sid  # the same session, still alive: its nodes were deleted
@@ -143,25 +176,25 @@ def test_a_release_during_an_outage_completes_when_the_session_returns(own_serve
             other.close()
 
 
-def test_an_acquire_cut_off_by_an_outage_leaves_no_lock_behind(own_server, root):
+def test_an_acquire_cut_off_by_an_outage_leaves_no_lock_behind(gated_server, root):
     """The server goes away in the middle of an acquire and stays away past the client's
     retries: the acquire fails clearly. Its create, still queued in the client, reaches
     the server when it returns, in a session that is still alive; the manager deletes
     what it made then, so nothing holds the object and another client gets it."""
-    mgr = LockManager(hosts=own_server.connect, root=root, retries=0,
+    mgr = LockManager(hosts=gated_server.connect, root=root, retries=0,
                       **RESTART_GRACE)
     other = None
     try:
         mgr.acquire([("outage.u", "S")]).release()
         sid = mgr.session_id
-        own_server.stop()
+        gated_server.stop()
         t0 = time.monotonic()
         with pytest.raises(ZooKeeperUnavailable):
             mgr.acquire([("outage.u", "X")])
         print("acquire failed after", round(time.monotonic() - t0, 1), "s")
-        own_server.start(wait=90)
+        gated_server.start()
         assert wait_for(lambda: mgr.client.connected and mgr.session_id == sid, timeout=30)
-        other = LockManager(hosts=own_server.connect, root=root, retries=100,
+        other = LockManager(hosts=gated_server.connect, root=root, retries=100,
                             retry_interval=0.1)
         other.acquire([("outage.u", "X")]).release()
         assert mgr.session_id == sid
