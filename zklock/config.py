@@ -201,9 +201,10 @@ SETTINGS: list[Setting] = [
             "How long to wait for ZooKeeper before failing with a clear error."),
     Setting("operation_timeout", None, _positive_duration, "ZKLOCK_OPERATION_TIMEOUT",
             "spark.zklock.operation.timeout",
-            "How long a ZooKeeper call (an acquire's creates, a release's deletes, a read)"
-            " rides out a lost connection before it fails; a release that gives up is"
-            " finished on reconnect. Unset: three session timeouts, at least 15 s."),
+            "How long a lock manager's ZooKeeper call (an acquire's creates, a release's deletes,"
+            " a read) rides out a lost connection before it fails; a release that gives up is"
+            " finished on reconnect. Unset: three session timeouts, at least 15 s. (The"
+            " scheduler's store keeps its own 30 s.)"),
     Setting("query_max_length", 1000, _int, "ZKLOCK_QUERY_MAX_LENGTH",
             "spark.zklock.query.maxLength",
             "Query text stored in a lock node is truncated to this many characters."),
