@@ -79,6 +79,32 @@ def write_paths(spark):
     ]
 
 
+def test_enforce_builds_its_manager_from_the_applications_spark_conf(spark, db, zk_hosts,
+                                                                      root, make_manager):
+    """``enforce(spark)`` with no manager reads ``spark.zklock.*`` from the application's
+    conf, as a LockingSession does: here its quorum, root and retries."""
+    conf = {"spark.zklock.zookeeper.quorum": zk_hosts, "spark.zklock.root": root,
+            "spark.zklock.lock.retries": "0"}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        client = enforce(spark)
+    finally:
+        for key in conf:
+            spark.conf.unset(key)
+    holder = make_manager()
+    held = holder.acquire([(LockObject.parse(f"{db}.dim"), Mode.EXCLUSIVE)])
+    try:
+        assert client.manager.root == root and client.manager.settings.retries == 0
+        with pytest.raises(Exception) as caught:
+            spark.sql(f"INSERT INTO {db}.dim SELECT * FROM {db}.dim")
+        assert "lock not acquired" in message(caught.value)
+    finally:
+        held.release()
+        client.close()
+        client.manager.close()
+
+
 def test_every_write_path_is_denied_while_another_holds_x(spark, db, make_manager):
     table = f"{db}.dim"
     holder = make_manager()

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..config import engine_mode
+from ..config import HIVE_ALIASES, SETTINGS, Settings, engine_mode
 from ..errors import LockLost, LockNotAcquired, UnsupportedStatement, ZkLockError
 from ..locknode import LockNodeName
 from ..lockset import LockSet
@@ -320,10 +320,19 @@ def enforce(spark: Any, manager: Optional[LockManager] = None,
     LockingSession. The session must be built with :func:`zklock.spark.configure`.
     ``close()`` the returned client (or use it as a context manager) to stop."""
     if manager is None:
-        from ..config import Settings
-
-        manager = LockManager(settings=Settings.resolve(settings))
+        manager = LockManager(settings=settings_of(spark, settings))
     return EngineLockClient(spark, manager).install()
+
+
+def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:
+    """zklock's settings for an application: ``overrides``, then its Spark conf
+    (``spark.zklock.*`` and the Hive names zklock honours), then the environment."""
+    conf = {}
+    for key in [s.spark for s in SETTINGS if s.spark] + list(HIVE_ALIASES):
+        value = spark.conf.get(key, None)
+        if value is not None:
+            conf[key] = value
+    return Settings.resolve(overrides, spark_conf=conf)
 
 
 def local_connect_server(session: Any) -> Optional[Any]:

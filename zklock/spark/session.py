@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
 
-from ..config import HIVE_ALIASES, SETTINGS, Settings
 from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
@@ -48,6 +47,7 @@ from .engine import (
     python_error,
     register_owner,
     save_as_table_drops_first,
+    settings_of,
 )
 from .execution import LockedExecution, SessionOptions
 from .jvm import JvmModuleError
@@ -67,13 +67,8 @@ class LockingSession:
                  **settings: Any) -> None:
         if isinstance(spark, LockingSession):
             spark = spark.spark
-        conf = {}
-        for key in [s.spark for s in SETTINGS if s.spark] + list(HIVE_ALIASES):
-            value = spark.conf.get(key, None)
-            if value is not None:
-                conf[key] = value
         self._spark = spark
-        self.settings = Settings.resolve(settings, spark_conf=conf)
+        self.settings = settings_of(spark, settings)
         self._manager = manager
         self._own_manager = manager is None
         self.connect = is_connect(spark)
