@@ -54,11 +54,22 @@ def parse_duration(value: Any, positive: bool = False) -> float:
         raise InvalidArguments(f"duration must be more than 0, got {value!r}")
     if seconds < 0 or seconds != seconds:
         raise InvalidArguments(f"duration must be 0 or more, got {value!r}")
+    if seconds == float("inf"):
+        raise InvalidArguments(f"duration must be finite, got {value!r}")
     return seconds
 
 
 def _positive_duration(value: Any) -> float:
     return parse_duration(value, positive=True)
+
+
+def _operation_timeout(value: Any) -> float:
+    """At least 1 s: it is also the longest wait for any one reply, so less would fail
+    calls on a server that is only slow."""
+    seconds = parse_duration(value, positive=True)
+    if seconds < 1:
+        raise InvalidArguments(f"operation timeout must be at least 1s, got {value!r}")
+    return seconds
 
 
 def _int(value: Any) -> int:
@@ -199,12 +210,13 @@ SETTINGS: list[Setting] = [
     Setting("connect_timeout", 5.0, parse_duration, "ZKLOCK_CONNECT_TIMEOUT",
             "spark.zklock.connect.timeout",
             "How long to wait for ZooKeeper before failing with a clear error."),
-    Setting("operation_timeout", None, _positive_duration, "ZKLOCK_OPERATION_TIMEOUT",
+    Setting("operation_timeout", None, _operation_timeout, "ZKLOCK_OPERATION_TIMEOUT",
             "spark.zklock.operation.timeout",
             "How long a lock manager's ZooKeeper call (an acquire's creates, a release's deletes,"
-            " a read) rides out a lost connection before it fails; a release that gives up is"
-            " finished on reconnect. Unset: three session timeouts, at least 15 s. (The"
-            " scheduler's store keeps its own 30 s.)"),
+            " a read) rides out a lost connection before it fails, and the longest wait for any"
+            " one reply; at least 1s. A release that gives up is finished on reconnect if the"
+            " session survived. Unset: three session timeouts, at least 15 s. (The scheduler's"
+            " store keeps its own 30 s.)"),
     Setting("query_max_length", 1000, _int, "ZKLOCK_QUERY_MAX_LENGTH",
             "spark.zklock.query.maxLength",
             "Query text stored in a lock node is truncated to this many characters."),
@@ -424,8 +436,17 @@ class Settings:
         return cls(**values)
 
     def with_(self, **changes: Any) -> Settings:
+        """These settings with ``changes``, each parsed and checked as :meth:`resolve` does."""
+        by_name = {s.name: s for s in SETTINGS}
+        unknown = set(changes) - set(by_name)
+        if unknown:
+            raise InvalidArguments(f"unknown setting(s): {', '.join(sorted(unknown))}")
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data.update(changes)
+        for name, raw in changes.items():
+            try:
+                data[name] = raw if raw is None else by_name[name].parse(raw)
+            except InvalidArguments as exc:
+                raise InvalidArguments(f"{name}: {exc}") from None
         return Settings(**data)
 
     @property

@@ -78,8 +78,22 @@ def test_a_client_anywhere_finds_the_last_server_started(tmp_path):
 
 
 def test_a_call_rides_out_an_outage_for_operation_timeout_or_three_sessions():
-    assert Settings.resolve({"session_timeout": 10}).outage_deadline == 30
-    assert Settings.resolve({"session_timeout": 1}).outage_deadline == 15
+    assert Settings.resolve({"session_timeout": 10}, environ={}).outage_deadline == 30
+    assert Settings.resolve({"session_timeout": 1}, environ={}).outage_deadline == 15
     assert Settings.resolve(environ={"ZKLOCK_OPERATION_TIMEOUT": "6s"}).outage_deadline == 6
     with pytest.raises(InvalidArguments, match="more than 0"):
         Settings.resolve({"operation_timeout": "0s"})
+    with pytest.raises(InvalidArguments, match="at least 1s"):
+        Settings.resolve({"operation_timeout": "500ms"})
+    with pytest.raises(InvalidArguments, match="finite"):
+        Settings.resolve({"operation_timeout": "1e400"})
+
+
+def test_changed_settings_are_parsed_and_checked_as_resolved_ones_are():
+    base = Settings.resolve(environ={})
+    assert base.with_(operation_timeout="6s", retries="3").outage_deadline == 6
+    assert base.with_(retries="3").retries == 3
+    with pytest.raises(InvalidArguments, match="operation_timeout"):
+        base.with_(operation_timeout="0s")
+    with pytest.raises(InvalidArguments, match="unknown setting"):
+        base.with_(retires=3)

@@ -78,6 +78,10 @@ class FaultProxy:
     def close(self) -> None:
         self._stop.set()
         self.drop_all()
+        try:  # on Linux, close() alone does not wake a thread blocked in accept()
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._listener.close()
 
     def _accept(self) -> None:
@@ -85,6 +89,9 @@ class FaultProxy:
             try:
                 client, _ = self._listener.accept()
             except OSError:
+                return
+            if self._stop.is_set():
+                client.close()
                 return
             if self.refuse:
                 client.close()
