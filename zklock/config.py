@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
@@ -338,6 +338,13 @@ SETTINGS: list[Setting] = [
 
 
 _DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def _refuse_unknown(names: Iterable[str]) -> None:
+    unknown = set(names) - set(_BY_NAME)
+    if unknown:
+        raise InvalidArguments(f"unknown setting(s): {', '.join(sorted(unknown))}")
 
 
 def _default(name: str) -> Any:
@@ -412,10 +419,7 @@ class Settings:
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         spark_conf = spark_conf or {}
         environ = os.environ if environ is None else environ
-        known = {s.name for s in SETTINGS}
-        unknown = set(overrides) - known
-        if unknown:
-            raise InvalidArguments(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        _refuse_unknown(overrides)
         values: dict[str, Any] = {}
         for s in SETTINGS:
             if s.name in overrides:
@@ -437,14 +441,11 @@ class Settings:
 
     def with_(self, **changes: Any) -> Settings:
         """These settings with ``changes``, each parsed and checked as :meth:`resolve` does."""
-        by_name = {s.name: s for s in SETTINGS}
-        unknown = set(changes) - set(by_name)
-        if unknown:
-            raise InvalidArguments(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        _refuse_unknown(changes)
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         for name, raw in changes.items():
             try:
-                data[name] = raw if raw is None else by_name[name].parse(raw)
+                data[name] = raw if raw is None else _BY_NAME[name].parse(raw)
             except InvalidArguments as exc:
                 raise InvalidArguments(f"{name}: {exc}") from None
         return Settings(**data)
