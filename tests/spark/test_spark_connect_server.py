@@ -508,8 +508,10 @@ def test_the_fencing_token_reaches_the_server_side_tasks(make_connect_locking, c
 
 
 def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_locking, cs,
-                                                                 cdb, servers):
+                                                                 cdb, servers, zk):
     import threading
+
+    from conftest import lock_nodes, wait_for
 
     from zklock import LockNotAcquired
 
@@ -517,9 +519,10 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
     try:
         a = make_connect_locking()
         b = make_connect_locking(second)
+        # 6 s of work in one task: b's attempt, made once a holds X, falls inside it
         slow = (f"INSERT INTO {cdb}.orders PARTITION (ds='2024-09-01', hr=1)"
-                f" SELECT id, 1.0 FROM range(10)"
-                f" WHERE java_method('java.lang.Thread', 'sleep', CAST(400 AS BIGINT)) IS NULL")
+                f" SELECT id, 1.0 FROM range(0, 12, 1, 1)"
+                f" WHERE java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
         done = threading.Event()
 
         def first():
@@ -527,7 +530,10 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
             done.set()
         t = threading.Thread(target=first)
         t.start()
-        time.sleep(1.0)  # a holds X on the partition now (its insert takes seconds)
+        # a holds X on the partition once its write node is there (not after a guessed
+        # second: a loaded machine plans and grants more slowly)
+        assert wait_for(lambda: any("/orders/" in n and "/write-" in n
+                                    for n in lock_nodes(zk, SERVER_ROOT)), timeout=30)
         denied = False
         try:
             b.sql(f"INSERT INTO {cdb}.orders PARTITION (ds='2024-09-01', hr=1) VALUES (7, 7.0)")
@@ -535,7 +541,6 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
             denied = True
         t.join()
         assert done.is_set()
-        assert denied or not t.is_alive()
         assert denied
     finally:
         close(second)
