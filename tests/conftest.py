@@ -53,6 +53,12 @@ if sys.version_info < (3, 12):
 # Tests run with short session timeouts; tickTime 500 ms allows 1 s .. 20 s.
 TICK_MS = 500
 SESSION_TIMEOUT = 2.0
+#: The session of a client that holds locks across Spark jobs (tests/spark's clients, the
+#: test Spark's engine client). kazoo drops a connection whose ping goes unanswered for a
+#: third of the session (its read timeout is two thirds, and it pings at half of that), and
+#: a dropped connection loses every set held (lose_on_suspend): with 2 s, a 0.4 s stall of
+#: a loaded CI machine running three Spark JVMs would lose a test's locks under it.
+SPARK_SESSION_TIMEOUT = 10.0
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +97,15 @@ def root() -> str:
 
 
 @pytest.fixture
-def make_manager(zk_hosts: str, root: str):
+def session_timeout(request: pytest.FixtureRequest) -> float:
+    """The ZooKeeper session of the test's managers and LockingSessions: tests/spark's hold
+    their locks across Spark jobs (SPARK_SESSION_TIMEOUT), the others' expire quickly."""
+    spark_test = request.node.path.parent.name == "spark"
+    return SPARK_SESSION_TIMEOUT if spark_test else SESSION_TIMEOUT
+
+
+@pytest.fixture
+def make_manager(zk_hosts: str, root: str, session_timeout: float):
     """Build LockManagers on the test's root; all are closed at the end."""
     made: list[LockManager] = []
 
@@ -100,7 +114,7 @@ def make_manager(zk_hosts: str, root: str):
         kw.setdefault("root", root)
         kw.setdefault("retries", 0)
         kw.setdefault("retry_interval", 0.05)
-        kw.setdefault("session_timeout", SESSION_TIMEOUT)
+        kw.setdefault("session_timeout", session_timeout)
         mgr = LockManager(**kw)
         made.append(mgr)
         return mgr
@@ -136,6 +150,11 @@ def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> bool:
             return True
         time.sleep(step)
     return cond()
+
+
+def job_running(spark) -> bool:
+    """Whether ``spark`` runs a job now (a statement under test has got past its locks)."""
+    return bool(spark.sparkContext.statusTracker().getActiveJobsIds())
 
 
 def lock_nodes(client: KazooClient, path: str) -> list[str]:
@@ -204,7 +223,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
     session = configure(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     engine = enforce(session, LockManager(settings=Settings.resolve(dict(
-        hosts=zk_hosts, root=ENGINE_ROOT, session_timeout=SESSION_TIMEOUT, retries=100,
+        hosts=zk_hosts, root=ENGINE_ROOT, session_timeout=SPARK_SESSION_TIMEOUT, retries=100,
         retry_interval=0.05))))
     yield session
     engine.close()
@@ -252,7 +271,7 @@ def shared_db(spark) -> str:
 
 
 @pytest.fixture
-def make_locking(spark, zk_hosts: str, root: str):
+def make_locking(spark, zk_hosts: str, root: str, session_timeout: float):
     """Build LockingSessions on the test's root (each with its own ZooKeeper session)."""
     from zklock.spark import LockingSession
 
@@ -263,7 +282,7 @@ def make_locking(spark, zk_hosts: str, root: str):
         kw.setdefault("root", root)
         kw.setdefault("retries", 0)
         kw.setdefault("retry_interval", 0.05)
-        kw.setdefault("session_timeout", SESSION_TIMEOUT)
+        kw.setdefault("session_timeout", session_timeout)
         session = LockingSession(spark, **kw)
         made.append(session)
         return session

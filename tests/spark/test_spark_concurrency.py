@@ -17,8 +17,9 @@ spark = configure(SparkSession.builder.master("local[1]")
                   .config("spark.ui.showConsoleProgress", "false")
                   .config("spark.sql.warehouse.dir", warehouse)).getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
-session = LockingSession(spark, hosts=hosts, root=root, retries=600, retry_interval=0.05,
-                         session_timeout=5)
+# a session and a wait that a loaded machine does not outlast (three Spark JVMs on it)
+session = LockingSession(spark, hosts=hosts, root=root, retries=2400, retry_interval=0.05,
+                         session_timeout=10)
 session.sql("CREATE TABLE IF NOT EXISTS shared (v STRING, ds STRING) USING parquet"
             f" PARTITIONED BY (ds) LOCATION '{location}'")
 print("ready", flush=True)

@@ -358,7 +358,7 @@ def test_cli_start_twice_or_on_a_taken_port_is_one_clear_error(servers, tmp_path
 
 # ---- LockingSession over Spark Connect: the same locks, denials and loss handling ----------
 @pytest.fixture
-def make_connect_locking(cs, zk_hosts, root):
+def make_connect_locking(cs, zk_hosts, root, session_timeout):
     """LockingSessions wrapping the module's Connect session (each its own ZooKeeper
     session), on the server's root: the server checks a client's locks there."""
     from zklock.spark import LockingSession
@@ -370,7 +370,7 @@ def make_connect_locking(cs, zk_hosts, root):
         kw.setdefault("root", SERVER_ROOT)
         kw.setdefault("retries", 0)
         kw.setdefault("retry_interval", 0.05)
-        kw.setdefault("session_timeout", 2.0)
+        kw.setdefault("session_timeout", session_timeout)
         locking = LockingSession(session if session is not None else cs, **kw)
         made.append(locking)
         return locking
@@ -404,7 +404,7 @@ def test_connect_session_denies_writes_and_leaves_the_table(make_connect_locking
         with pytest.raises(UnsupportedStatement):
             locking.sql("CALL system.no_such_procedure()")
     assert ccount(cs, f"{cdb}.dim") == before
-    assert wait_for(lambda: lock_nodes(zk, SERVER_ROOT) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, SERVER_ROOT) == [], timeout=30)
     locking.sql(f"INSERT INTO {cdb}.dim VALUES (21, 'c')")
     assert ccount(cs, f"{cdb}.dim") == before + 1
 

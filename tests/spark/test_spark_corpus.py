@@ -254,16 +254,20 @@ def test_explain_agrees_with_what_is_taken(template, make_locking, db, zk, root,
     def slow(x: int) -> int:
         import time
 
-        time.sleep(1.5)
+        time.sleep(3.0)
         return x
     spark.udf.register("slow_corpus", slow, "int")
     locking = make_locking()
     sql = template.format(d=db)
     planned = sorted(f"{o}:{m}" for o, m in locking.explain_locks(sql).rows())
+    held: list[str] = []
+
+    def read_held() -> bool:  # one multi takes the set; a read may straddle it, so read again
+        held[:] = sorted(node_object(path, root) for path in lock_nodes(zk, root))
+        return held == planned
     runner = threading.Thread(target=locking.sql, args=(sql,))
     runner.start()
-    assert wait_for(lambda: lock_nodes(zk, root) != [], timeout=20)
-    held = sorted(node_object(path, root) for path in lock_nodes(zk, root))
+    wait_for(read_held, timeout=20)
     runner.join(timeout=60)
     assert held == planned
 

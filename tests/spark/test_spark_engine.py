@@ -173,7 +173,8 @@ def test_a_locking_session_and_the_plain_session_never_write_at_once(
     marks = str(tmp_path / "marks")
     spark.udf.register("zk_mark", lambda who, i: (open(marks, "a").write(
         f"{who} {time.time():.6f}\n"), i)[1], "bigint")
-    locking = make_locking(retries=200, retry_interval=0.02)
+    # each waits out the other's whole write: up to 2 minutes, for a loaded machine
+    locking = make_locking(retries=6000, retry_interval=0.02)
     insert = f"INSERT INTO {db}.events PARTITION (ds='both') SELECT zk_mark('{{}}', id) FROM" \
              " range(0, 6, 1, 2)"
     errors = []
@@ -185,7 +186,7 @@ def test_a_locking_session_and_the_plain_session_never_write_at_once(
         except Exception as exc:  # reported below
             errors.append(exc)
 
-    with enforce(spark, make_manager(retries=200, retry_interval=0.02)):
+    with enforce(spark, make_manager(retries=6000, retry_interval=0.02)):
         threads = [threading.Thread(target=writer, args=(lambda: locking.sql(
                        insert.format("session")),)),
                    threading.Thread(target=writer, args=(lambda: spark.sql(
@@ -423,7 +424,7 @@ def test_a_failing_command_releases_its_locks(spark, db, make_manager, zk, root)
         with pytest.raises(Exception, match="ZeroDivisionError"):
             spark.sql(f"INSERT INTO {db}.events PARTITION (ds='f') SELECT zk_fail(id) FROM"
                       " range(1)")
-    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
 # ---- a LockingSession's own writes: PySpark's writers, locked in the engine as the session
@@ -431,7 +432,7 @@ def test_a_locking_sessions_writes_lock_with_its_own_manager(spark, db, make_loc
                                                             make_manager, root, zk):
     """Two LockingSessions over one SparkSession, on two roots: each writer call is locked
     by its own session's manager (its root, its retries), raised as zklock's exception."""
-    from conftest import lock_nodes
+    from conftest import lock_nodes, wait_for
 
     from zklock.spark import LockingSession
 
@@ -451,7 +452,7 @@ def test_a_locking_sessions_writes_lock_with_its_own_manager(spark, db, make_loc
         with pytest.raises(LockNotAcquired, match="holder-own"):
             here.catalog.recoverPartitions(f"{db}.orders")
     assert count(spark, f"{db}.dim") == before + 1
-    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [])
     assert isinstance(here, LockingSession)
 
 

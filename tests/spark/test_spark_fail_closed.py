@@ -8,7 +8,7 @@ X on the target (denied or refused, table unchanged, no node left) and without c
 from __future__ import annotations
 
 import pytest
-from conftest import lock_nodes, spark_line, wait_for
+from conftest import job_running, lock_nodes, spark_line, wait_for
 from pyspark.sql.catalog import Catalog
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -76,7 +76,7 @@ def test_contended_forms_are_denied_and_leave_the_table(form, locking, make_mana
         with pytest.raises(LockNotAcquired, match="holder-1"):
             locking.sql(sql)
         assert count(spark, f"{db}.{table}") == before
-    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
 def test_multi_insert_takes_one_set_with_every_target(locking, db, spark):
@@ -112,7 +112,7 @@ def test_execute_immediate_with_unknowable_text_is_refused(locking, db, zk, root
         locking.sql(f"EXECUTE IMMEDIATE (SELECT max(name) FROM {db}.dim)")
     with pytest.raises(UnsupportedStatement, match="inside a SQL script"):
         locking.sql("BEGIN DECLARE s STRING DEFAULT 'SELECT 1'; EXECUTE IMMEDIATE s; END")
-    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [])
 
 
 @pytest.mark.skipif(not SPARK_41, reason="SQL scripts need Spark 4.1 (docs/spark.md)")
@@ -140,7 +140,7 @@ def test_unknown_command_is_refused_by_default_and_locked_when_asked(
     with pytest.raises(UnsupportedStatement, match="TruncateTable.*zklock.unknown.statements"):
         strict.sql(f"TRUNCATE TABLE {db}.staging")
     assert count(spark, f"{db}.staging") == before
-    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [])
     lenient = make_locking(unknown_statements="lock")
     assert explain(lenient, f"TRUNCATE TABLE {db}.staging") == [(db, "S"),
                                                                  (f"{db}.staging", "X")]
@@ -158,7 +158,7 @@ def test_unknown_command_is_refused_by_default_and_locked_when_asked(
 def test_writes_zklock_never_locks_are_refused(locking, sql, zk, root):
     with pytest.raises(Exception) as info:
         locking.sql(sql)
-    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [])
     assert (info.type is UnsupportedStatement or "PROCEDURE" in str(info.value).upper()
             or (not SPARK_40 and "CALL" in str(info.value)))  # 3.5 cannot parse CALL
 
@@ -205,7 +205,7 @@ def test_path_writes_into_a_tables_location_lock_that_table(how, locking, make_m
         with pytest.raises(LockNotAcquired, match="holder-3"):
             attempts[how]()
     assert count(spark, f"{db}.dim") == before
-    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
 def test_path_write_elsewhere_locks_only_its_sources(locking, make_manager, db, tmp_path):
@@ -241,7 +241,7 @@ def test_catalog_mutations_lock(method, locking, make_manager, db, spark, zk, ro
     if method != "createTable":
         assert spark.catalog.tableExists(f"{db}.{table or 'dim'}")
     call(locking.catalog, db)  # uncontended it runs
-    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
 def test_catalog_reads_pass_and_changes_are_locked_in_the_engine(locking, make_manager, db,
@@ -285,7 +285,6 @@ def test_insert_into_a_temp_view_over_a_tables_files_locks_the_table(locking, ma
 @pytest.mark.skipif(not SPARK_41, reason="SQL scripts need Spark 4.1 (docs/spark.md)")
 def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root):
     import threading
-    import time
 
     from zklock import LockLost
     from zklock.testing import expire_session
@@ -302,8 +301,7 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root):
               f" FROM range(40); INSERT INTO {db}.staging VALUES (99, 9.0, 9); END")
 
     def expire_when_held():
-        if wait_for(lambda: bool(lock_nodes(zk, root))):
-            time.sleep(1.0)
+        if wait_for(lambda: bool(lock_nodes(zk, root)) and job_running(spark)):
             expire_session(locking.manager.client, zk_hosts)
     killer = threading.Thread(target=expire_when_held)
     killer.start()

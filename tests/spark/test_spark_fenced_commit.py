@@ -91,7 +91,7 @@ def test_a_write_under_zklock_commits_through_the_check(make_locking, db, spark,
     nodes = spark.sql(f"SELECT name FROM {db}.dim WHERE id = 7").collect()[0].name.split("\n")
     assert len(nodes) == 2 and all(n.startswith(f"{root}/{db}") for n in nodes)
     assert {n.rsplit("/", 2)[-2] for n in nodes} == {db, "dim"}
-    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [])  # the release is not waited for
     assert spark.sparkContext.getLocalProperty(FENCE_NODES) is None
     # the same committers without zklock's properties (a write not under zklock): no check
     spark.sql(f"INSERT INTO {db}.dim VALUES (8, 'plain')")
@@ -109,13 +109,13 @@ def test_commit_is_refused_once_the_session_expired(make_locking, db, spark, zk_
         # every task is done, the job commit waits: nothing left for the cancel to stop
         assert lock_nodes(zk, root)
         expire_session(locking.manager.client, zk_hosts)
-        assert lock_nodes(zk, root) == []
+        assert wait_for(lambda: lock_nodes(zk, root) == [])
         error = held.release()
     assert isinstance(error, LockLost), error
     assert FENCE_REFUSED in str(error) and "refused" in error.reason
     assert f"{db}.dim" in error.objects
     assert (count(spark, f"{db}.dim"), data_files(spark, f"{db}.dim")) == before
-    assert lock_nodes(zk, root) == []
+    assert wait_for(lambda: lock_nodes(zk, root) == [])
     assert wait_for(lambda: locking.manager.client.connected, timeout=20)
     locking.sql(f"INSERT INTO {db}.dim VALUES (9, 'nine')")  # and the session goes on
     assert count(spark, f"{db}.dim") == before[0] + 1

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from conftest import lock_nodes, spark_line, wait_for
+from conftest import job_running, lock_nodes, spark_line, wait_for
 from pyspark.errors import ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -54,14 +54,16 @@ def test_insert_denied_while_partition_is_held_and_table_unchanged(locking, make
         # another partition of the same table is free
         locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=2) VALUES (6, 6.0)")
     assert count(spark, f"{db}.orders") == before + 1
-    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
 def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slow):
     watcher = make_manager()
     seen = []
+    # X is held for about 3 s (two tasks of three 1 s rows): longer than a loaded machine's
+    # stall between two polls
     sql = (f"INSERT INTO {db}.events PARTITION (ds='busy')"
-           f" SELECT {slow}(CAST(id AS INT), 0.3) FROM range(6)")
+           f" SELECT {slow}(CAST(id AS INT), 1.0) FROM range(6)")
     t = threading.Thread(target=locking.sql, args=(sql,))
     t.start()
     try:
@@ -73,15 +75,18 @@ def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slo
     assert held.object == f"{db}.events/ds=busy"
     assert held.data.query.startswith("INSERT INTO") and held.data.query_id.startswith("zklock-")
     assert held.data.app == locking.sparkContext.applicationId  # which Spark application
-    assert wait_for(lambda: watcher.show() == [], timeout=5)
+    assert wait_for(lambda: watcher.show() == [], timeout=30)
 
 
 def test_reader_is_denied_during_insert_overwrite(make_locking, db, slow):
     writer, reader = make_locking(), make_locking()
     watcher = writer.manager
+    assert reader.manager.client.connected  # its ZooKeeper session is open before the race
     writer.sql(f"INSERT INTO {db}.events PARTITION (ds='a') VALUES (0)")
+    # X is held for about 4 s (two tasks of four 1 s rows): both denials fit in it even when a
+    # loaded machine stalls the test thread
     sql = (f"INSERT OVERWRITE {db}.events PARTITION (ds='a')"
-           f" SELECT {slow}(CAST(id AS INT), 0.4) FROM range(8)")
+           f" SELECT {slow}(CAST(id AS INT), 1.0) FROM range(8)")
     errors = []
     t = threading.Thread(target=lambda: _capture(errors, writer.sql, sql))
     t.start()
@@ -111,8 +116,7 @@ def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, 
     sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
 
     def expire_when_held():
-        if wait_for(lambda: bool(lock_nodes(zk, root))):
-            time.sleep(1.0)  # the job is running now
+        if wait_for(lambda: bool(lock_nodes(zk, root)) and job_running(spark)):
             expire_session(locking.manager.client, zk_hosts)
     killer = threading.Thread(target=expire_when_held)
     killer.start()
@@ -140,8 +144,8 @@ def test_a_lock_node_deleted_by_another_client_cancels_the_statement(make_lockin
     sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
 
     def delete_when_held():
-        if wait_for(lambda: any("/dim/write-" in n for n in lock_nodes(zk, root))):
-            time.sleep(1.0)  # the job is running now
+        if wait_for(lambda: any("/dim/write-" in n for n in lock_nodes(zk, root))
+                    and job_running(spark)):
             zk.delete(next(n for n in lock_nodes(zk, root) if "/dim/write-" in n))
     killer = threading.Thread(target=delete_when_held)
     killer.start()
@@ -178,7 +182,7 @@ def test_dataframe_actions_lock_and_derived_frames_too(locking, make_manager, db
         # a read pinned to another partition does not conflict
         assert df.filter("ds = '2024-01-02'").count() == 1
     assert [len(d.collect()) > 0 for d in derived] == [True] * 5
-    assert wait_for(lambda: other.show() == [], timeout=5)
+    assert wait_for(lambda: other.show() == [], timeout=30)
 
 
 def test_writers_lock_their_target(locking, make_manager, db, spark):
@@ -259,7 +263,7 @@ def test_bad_sql_raises_sparks_error_and_leaves_nothing(locking, db, zk, root):
         locking.sql(f"INSERT INTO {db}.dim VALUE (1, 'x')")
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
         locking.sql(f"INSERT INTO {db}.nope VALUES (1)")
-    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=5)
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
 def test_set_zklock_support_concurrency_false_turns_locking_off(make_locking, make_manager, db,
