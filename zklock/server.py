@@ -11,6 +11,7 @@ runs one member of a loopback ensemble (see zklock.testing.ensemble).
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import time
@@ -66,10 +67,34 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+#: Where free_port looks: this many ports just below the kernel's ephemeral range.
+SPARE_PORTS = 8000
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for outgoing connections and port-0 binds (Linux's default
+    when it cannot be read)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port free now, for a server started later (a ZooKeeper member, which may also be
+    restarted on it, or a Spark Connect server): it comes from below the ephemeral range,
+    since a port the kernel handed out for a port-0 bind is one it hands to the next
+    outgoing connection too, which would take it before the server binds it."""
+    low, high = ephemeral_ports()
+    spare = range(max(1024, low - SPARE_PORTS), low)
+    if len(spare) < 1000:  # an ephemeral range reaching down to the privileged ports
+        spare = range(high + 1, 65536)
+    for _ in range(100):
+        port = random.choice(spare)
+        if port_free(host, port):
+            return port
+    raise ServerError(f"no free port on {host} between {spare.start} and {spare.stop - 1}")
 
 
 @dataclass
