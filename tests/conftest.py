@@ -54,10 +54,11 @@ if sys.version_info < (3, 12):
 TICK_MS = 500
 SESSION_TIMEOUT = 2.0
 #: The session of a client that holds locks across Spark jobs (tests/spark's clients, the
-#: test Spark's engine client). kazoo drops a connection whose ping goes unanswered for a
-#: third of the session (its read timeout is two thirds, and it pings at half of that), and
-#: a dropped connection loses every set held (lose_on_suspend): with 2 s, a 0.4 s stall of
-#: a loaded CI machine running three Spark JVMs would lose a test's locks under it.
+#: test Spark's engine client). kazoo drops a connection whose ping goes unanswered for
+#: about a third of the session, less up to 0.4 s of jitter (it pings at half its read
+#: timeout, two thirds of the session), and a dropped connection loses every set held
+#: (lose_on_suspend): with 2 s, a stall of under half a second on a loaded CI machine running
+#: three Spark JVMs could lose a test's locks under it.
 SPARK_SESSION_TIMEOUT = 10.0
 
 
