@@ -153,11 +153,6 @@ def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> bool:
     return cond()
 
 
-def job_running(spark) -> bool:
-    """Whether ``spark`` runs a job now (a statement under test has got past its locks)."""
-    return bool(spark.sparkContext.statusTracker().getActiveJobsIds())
-
-
 def lock_nodes(client: KazooClient, path: str) -> list[str]:
     """Every lock node below ``path`` (recursively)."""
     from kazoo.exceptions import NoNodeError
@@ -303,10 +298,10 @@ ADMIN = "alice"
 
 
 @pytest.fixture
-def sched_conf(zk_hosts: str, root: str) -> dict:
+def sched_conf(zk_hosts: str, root: str, session_timeout: float) -> dict:
     """Settings of a test's scheduler namespace: its own root, fast progress, no quiet."""
     return dict(hosts=zk_hosts, root=root, scheduler_root=f"{root}-sched",
-                scheduler_admins=ADMIN, user=ADMIN, session_timeout=SESSION_TIMEOUT,
+                scheduler_admins=ADMIN, user=ADMIN, session_timeout=session_timeout,
                 retries=0, retry_interval=0.05, scheduler_quiet_period=0,
                 scheduler_progress_interval=0.2, scheduler_progress_timeout=5)
 

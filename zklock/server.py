@@ -67,8 +67,11 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
-#: Where free_port looks: this many ports just below the kernel's ephemeral range.
+#: Where free_port looks: up to this many ports beside the kernel's ephemeral range.
 SPARE_PORTS = 8000
+#: The ports this process's free_port handed out: a caller may take several before any is
+#: bound (an ensemble's nine), and a random pick must not repeat one.
+_handed_out: set[int] = set()
 
 
 def ephemeral_ports() -> tuple[int, int]:
@@ -83,18 +86,22 @@ def ephemeral_ports() -> tuple[int, int]:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free now, for a server started later (a ZooKeeper member, which may also be
-    restarted on it, or a Spark Connect server): it comes from below the ephemeral range,
+    restarted on it, or a Spark Connect server): it comes from outside the ephemeral range,
     since a port the kernel handed out for a port-0 bind is one it hands to the next
-    outgoing connection too, which would take it before the server binds it."""
+    outgoing connection too, which would take it before the server binds it. Where the
+    ephemeral range leaves too little room, the kernel's port-0 choice it is."""
     low, high = ephemeral_ports()
-    spare = range(max(1024, low - SPARE_PORTS), low)
-    if len(spare) < 1000:  # an ephemeral range reaching down to the privileged ports
-        spare = range(high + 1, 65536)
-    for _ in range(100):
+    below = range(max(1024, low - SPARE_PORTS), low)
+    above = range(high + 1, min(65536, high + 1 + SPARE_PORTS))
+    spare = max(below, above, key=len)
+    for _ in range(100 if len(spare) >= 1000 else 0):
         port = random.choice(spare)
-        if port_free(host, port):
+        if port not in _handed_out and port_free(host, port):
+            _handed_out.add(port)
             return port
-    raise ServerError(f"no free port on {host} between {spare.start} and {spare.stop - 1}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 @dataclass

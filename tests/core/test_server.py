@@ -4,17 +4,33 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
+import zklock.server
 from zklock.server import ephemeral_ports, free_port, port_free
 
 
 def test_free_ports_lie_outside_the_range_the_kernel_hands_out():
     """A server binds its port seconds after free_port chose it (a ZooKeeper member binds it
-    again after each restart): no outgoing connection or port-0 bind may take it meanwhile."""
+    again after each restart): no outgoing connection or port-0 bind may take it meanwhile,
+    nor another free_port call of this process (an ensemble takes nine before any binds)."""
     low, high = ephemeral_ports()
-    ports = {free_port() for _ in range(20)}
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
     assert all(not low <= p <= high for p in ports), (low, high, ports)
     assert all(port_free("127.0.0.1", p) for p in ports)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", next(iter(ports))))
+        taken.bind(("127.0.0.1", ports[0]))
         taken.listen(1)
-        assert not port_free("127.0.0.1", taken.getsockname()[1])
+        assert not port_free("127.0.0.1", ports[0])
+
+
+@pytest.mark.parametrize("kernel_range, lies", [
+    ((1024, 50000), lambda p: p > 50000),                 # no room below: above it
+    ((20000, 65535), lambda p: 12000 <= p < 20000),       # no room above: below it
+    ((1024, 65000), lambda p: True),                      # no room at all: the kernel's pick
+])
+def test_free_port_goes_where_the_ephemeral_range_leaves_room(kernel_range, lies, monkeypatch):
+    monkeypatch.setattr(zklock.server, "ephemeral_ports", lambda: kernel_range)
+    port = free_port()
+    assert lies(port) and port_free("127.0.0.1", port)

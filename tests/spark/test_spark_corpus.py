@@ -265,11 +265,12 @@ def test_explain_agrees_with_what_is_taken(template, make_locking, db, zk, root,
     def read_held() -> bool:  # one multi takes the set; a read may straddle it, so read again
         held[:] = sorted(node_object(path, root) for path in lock_nodes(zk, root))
         return held == planned
+    assert planned
     runner = threading.Thread(target=locking.sql, args=(sql,))
     runner.start()
-    wait_for(read_held, timeout=20)
+    seen = wait_for(read_held, timeout=20)
     runner.join(timeout=60)
-    assert held == planned
+    assert seen, (held, planned)
 
 
 def node_object(path: str, root: str) -> str:

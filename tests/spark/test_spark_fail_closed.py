@@ -8,7 +8,7 @@ X on the target (denied or refused, table unchanged, no node left) and without c
 from __future__ import annotations
 
 import pytest
-from conftest import job_running, lock_nodes, spark_line, wait_for
+from conftest import lock_nodes, spark_line, wait_for
 from pyspark.sql.catalog import Catalog
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -283,15 +283,20 @@ def test_insert_into_a_temp_view_over_a_tables_files_locks_the_table(locking, ma
 
 
 @pytest.mark.skipif(not SPARK_41, reason="SQL scripts need Spark 4.1 (docs/spark.md)")
-def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root):
+def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root, tmp_path):
     import threading
 
     from zklock import LockLost
     from zklock.testing import expire_session
 
+    running = tmp_path / "running"  # the script's insert runs its job once this exists
+    marker = str(running)
+
     def slow(x: int) -> int:
+        import pathlib
         import time as _t
 
+        pathlib.Path(marker).touch()
         _t.sleep(0.5)
         return x
     spark.udf.register("slow_script", slow, "int")
@@ -301,7 +306,7 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root):
               f" FROM range(40); INSERT INTO {db}.staging VALUES (99, 9.0, 9); END")
 
     def expire_when_held():
-        if wait_for(lambda: bool(lock_nodes(zk, root)) and job_running(spark)):
+        if wait_for(lambda: bool(lock_nodes(zk, root)) and running.exists()):
             expire_session(locking.manager.client, zk_hosts)
     killer = threading.Thread(target=expire_when_held)
     killer.start()

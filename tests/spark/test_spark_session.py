@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
-from conftest import job_running, lock_nodes, spark_line, wait_for
+from conftest import lock_nodes, spark_line, wait_for
 from pyspark.errors import ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -17,11 +18,22 @@ from zklock.testing import expire_session
 
 
 @pytest.fixture(scope="module")
-def slow(spark):
+def slow_running(tmp_path_factory) -> Path:
+    """A file the ``slow`` UDF creates at each row: a statement using it is running its job
+    (Spark's status tracker can still show the job before it as active)."""
+    return tmp_path_factory.mktemp("slow") / "running"
+
+
+@pytest.fixture(scope="module")
+def slow(spark, slow_running):
     """A Python UDF that sleeps ``s`` seconds per row: a long Spark job on demand."""
+    running = str(slow_running)
+
     def slow_id(x: int, s: float) -> int:
+        import pathlib
         import time as _t
 
+        pathlib.Path(running).touch()
         _t.sleep(float(s))
         return x
     spark.udf.register("slow_id", slow_id, "int")
@@ -81,7 +93,8 @@ def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slo
 def test_reader_is_denied_during_insert_overwrite(make_locking, db, slow):
     writer, reader = make_locking(), make_locking()
     watcher = writer.manager
-    assert reader.manager.client.connected  # its ZooKeeper session is open before the race
+    client = reader.manager.client  # its ZooKeeper session opens now, before the race
+    assert client.connected
     writer.sql(f"INSERT INTO {db}.events PARTITION (ds='a') VALUES (0)")
     # X is held for about 4 s (two tasks of four 1 s rows): both denials fit in it even when a
     # loaded machine stalls the test thread
@@ -109,14 +122,15 @@ def _capture(errors: list, fn, *args):
         errors.append(exc)
 
 
-def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, spark, zk_hosts,
-                                                        zk, root):
+def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, slow_running,
+                                                        spark, zk_hosts, zk, root):
     locking = make_locking()
     before = count(spark, f"{db}.dim")
     sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
+    slow_running.unlink(missing_ok=True)
 
     def expire_when_held():
-        if wait_for(lambda: bool(lock_nodes(zk, root)) and job_running(spark)):
+        if wait_for(lambda: bool(lock_nodes(zk, root)) and slow_running.exists()):
             expire_session(locking.manager.client, zk_hosts)
     killer = threading.Thread(target=expire_when_held)
     killer.start()
@@ -135,17 +149,19 @@ def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, 
 
 
 def test_a_lock_node_deleted_by_another_client_cancels_the_statement(make_locking, db, slow,
-                                                                     spark, zk, root):
+                                                                     slow_running, spark, zk,
+                                                                     root):
     """An operator's zkCli, Hive's clean-up or a force-drop deletes the table's lock node
     while the statement runs: the session learns it (a watch), cancels the job and raises
     LockLost, and nothing it wrote is published."""
     locking = make_locking()
     before = count(spark, f"{db}.dim")
     sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
+    slow_running.unlink(missing_ok=True)
 
     def delete_when_held():
         if wait_for(lambda: any("/dim/write-" in n for n in lock_nodes(zk, root))
-                    and job_running(spark)):
+                    and slow_running.exists()):
             zk.delete(next(n for n in lock_nodes(zk, root) if "/dim/write-" in n))
     killer = threading.Thread(target=delete_when_held)
     killer.start()
