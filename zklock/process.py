@@ -15,7 +15,13 @@ from typing import Optional
 
 
 def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie, dead but not yet reaped, is not running)."""
+    """True while ``pid`` runs: a zombie, dead but not yet reaped, is not running.
+
+    Linux shows a process's first thread as a zombie as soon as that thread has exited,
+    while the process's other threads may still run: a SIGKILLed JVM's take a moment to
+    end under load, and the last one to end closes the process's sockets. So a zombie
+    first thread with other threads left is still running, and a caller that binds the
+    dead server's port again waits for them."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -24,8 +30,10 @@ def pid_alive(pid: int) -> bool:
         return True
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
+            if f.read().rsplit(")", 1)[-1].split()[0] != "Z":
+                return True
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:  # no /proc here: signal 0 said it is there
         return True
 
 

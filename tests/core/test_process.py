@@ -7,6 +7,7 @@ import sys
 import time
 
 from zklock.process import pid_alive, terminate
+from zklock.server import port_free
 
 
 def test_terminate_stops_a_child_and_reaps_it():
@@ -36,3 +37,31 @@ def test_a_gone_or_zombie_process_is_not_alive():
         time.sleep(0.01)
     assert not pid_alive(child.pid)
     child.wait()
+
+
+def test_a_process_whose_first_thread_exited_runs_until_its_last_thread_ends():
+    """How a SIGKILLed JVM looks for a moment: its first thread is a zombie while another
+    still holds the server's socket. It is alive until the socket is closed."""
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import ctypes, socket, threading, time\n"
+                               "s = socket.socket()\n"
+                               "s.bind(('127.0.0.1', 0))\n"
+                               "s.listen()\n"
+                               "print(s.getsockname()[1], flush=True)\n"
+                               "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                               "ctypes.CDLL(None).pthread_exit(None)"],
+                              stdout=subprocess.PIPE, text=True)
+    port = int(holder.stdout.readline())
+    deadline = time.monotonic() + 5
+    while _state(holder.pid) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _state(holder.pid) == "Z"
+    assert pid_alive(holder.pid) and not port_free("127.0.0.1", port)
+    holder.kill()
+    holder.wait(5)
+    assert not pid_alive(holder.pid) and port_free("127.0.0.1", port)
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[-1].split()[0]
