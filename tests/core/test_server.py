@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -34,3 +36,31 @@ def test_free_port_goes_where_the_ephemeral_range_leaves_room(kernel_range, lies
     monkeypatch.setattr(zklock.server, "ephemeral_ports", lambda: kernel_range)
     port = free_port()
     assert lies(port) and port_free("127.0.0.1", port)
+
+
+TAKE_PORTS = """
+import sys
+import zklock.server as server
+server.SPARE_PORTS = 1000
+server.ephemeral_ports = lambda: (20000, 60999)
+print(" ".join(str(server.free_port()) for _ in range(700)), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_no_two_processes_are_handed_one_port(monkeypatch):
+    """Test workers and a compatibility run pick ports side by side: a port another process
+    was handed is never handed out here while that process lives, and is once it exits."""
+    monkeypatch.setattr(zklock.server, "SPARE_PORTS", 1000)
+    monkeypatch.setattr(zklock.server, "ephemeral_ports", lambda: (20000, 60999))
+    other = subprocess.Popen([sys.executable, "-c", TAKE_PORTS], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = {int(p) for p in other.stdout.readline().split()}
+        assert len(theirs) == 700 and all(19000 <= p < 20000 for p in theirs)
+        mine = {free_port() for _ in range(100)}
+        assert len(mine) == 100 and not mine & theirs
+    finally:
+        other.communicate("done\n", timeout=30)
+    after = {free_port() for _ in range(100)}  # from the 200 left and their 700
+    assert after & theirs
