@@ -99,9 +99,10 @@ def root() -> str:
 
 @pytest.fixture
 def session_timeout(request: pytest.FixtureRequest) -> float:
-    """The ZooKeeper session of the test's managers and LockingSessions: tests/spark's hold
-    their locks across Spark jobs (SPARK_SESSION_TIMEOUT), the others' expire quickly."""
-    spark_test = request.node.path.parent.name == "spark"
+    """The ZooKeeper session of the test's managers, LockingSessions and schedulers: those of
+    a test that runs Spark (tests/spark, or one using the shared session) hold their locks
+    across Spark jobs (SPARK_SESSION_TIMEOUT); the others' expire quickly."""
+    spark_test = request.node.path.parent.name == "spark" or "spark" in request.fixturenames
     return SPARK_SESSION_TIMEOUT if spark_test else SESSION_TIMEOUT
 
 

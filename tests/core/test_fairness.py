@@ -26,10 +26,14 @@ from zklock.locknode import PROTOCOL, LockData
 
 class Looper:
     """A thread that takes ``spec`` over and over (each time with its own request),
-    holding it ``hold`` seconds, and records (requested_at, token) per grant."""
+    holding it ``hold`` seconds, and records (requested_at, token) per grant. With
+    ``handover`` it takes the next set before releasing the last, so its holds leave no gap
+    however late its thread runs."""
 
-    def __init__(self, mgr, spec, hold: float, start_after: float = 0.0) -> None:
+    def __init__(self, mgr, spec, hold: float, start_after: float = 0.0,
+                 handover: bool = False) -> None:
         self.mgr, self.spec, self.hold, self.start_after = mgr, spec, hold, start_after
+        self.handover = handover
         self.grants: list[tuple[float, int]] = []
         self.errors: list[Exception] = []
         self.stop = threading.Event()
@@ -37,16 +41,25 @@ class Looper:
 
     def run(self) -> None:
         time.sleep(self.start_after)
+        last = None  # with handover: the set taken before, released once the next is held
         while not self.stop.is_set():
             asked = time.monotonic()
             try:
                 ls = self.mgr.acquire(self.spec, retries=100000, retry_interval=0.05)
             except Exception as exc:  # recorded, the test fails on it
                 self.errors.append(exc)
-                return
+                break
             self.grants.append((asked, ls.fencing_token))
+            if last is not None:
+                last.release()
+                last = None
             self.stop.wait(self.hold)
-            ls.release()
+            if self.handover:
+                last = ls
+            else:
+                ls.release()
+        if last is not None:
+            last.release()
 
 
 def intents_of(mgr, obj: str, mode: str) -> list:
@@ -94,8 +107,8 @@ def test_a_writer_is_not_starved_by_overlapping_readers(make_manager):
 
 
 def test_without_intents_the_writer_starves_as_in_hive(make_manager):
-    readers = [Looper(make_manager(intents=False), [("db.t", "S")], 0.6, start_after=k * 0.2)
-               for k in range(3)]
+    readers = [Looper(make_manager(intents=False), [("db.t", "S")], 0.6, start_after=k * 0.2,
+                      handover=True) for k in range(3)]
     for r in readers:
         r.thread.start()
     try:
@@ -190,7 +203,7 @@ def test_intents_go_when_the_request_gives_up_or_its_process_dies(make_manager, 
     # withdrawn asynchronously (manager._withdraw_intents): gone within a round trip
     assert wait_for(lambda: intents_of(watcher, "db.t", "X") == [], timeout=5)
     code = ("import sys; from zklock import LockManager;"
-            "m = LockManager(hosts=sys.argv[1], root=sys.argv[2], session_timeout=2);"
+            "m = LockManager(hosts=sys.argv[1], root=sys.argv[2], session_timeout=6);"
             "m.acquire([('db.t', 'X')], retries=100000, retry_interval=0.05)")
     proc = subprocess.Popen([PYTHON, "-c", code, zk_hosts, root])
     try:

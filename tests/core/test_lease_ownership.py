@@ -47,10 +47,10 @@ def test_two_processes_of_one_user_hold_distinct_leases(make_manager, zk_hosts, 
     assert their_holder != mine.lease_holder  # same OS user, different process
     user = mine.settings.effective_user
     assert their_holder.startswith(f"{user}@") and mine.lease_holder.startswith(f"{user}@")
-    own = mine.grab_lease([("db.u", "X")], duration_s=1.0)
+    own = mine.grab_lease([("db.u", "X")], duration_s=3.0)
     # the renewer of this process renews this process's lease only
     with LeaseRenewer(mine) as renewer:
-        time.sleep(2.0)  # both leases would have ended without renewal
+        time.sleep(3.5)  # both leases would have ended without renewal
         assert renewer.renewals >= 2
     assert [x.lease_id for x in mine.list_lease()] == [own]  # theirs ended, unrenewed
     assert {x.lease_id for x in mine.list_lease(include_expired=True)} == {own, theirs}
@@ -65,11 +65,11 @@ def test_two_processes_of_one_user_hold_distinct_leases(make_manager, zk_hosts, 
 
 def test_a_renewing_process_keeps_its_lease_while_another_cannot_drop_it(make_manager, zk_hosts,
                                                                          root):
-    proc, theirs, holder = grab_in_process(zk_hosts, root, "db.t", 1.0, renew=True)
+    proc, theirs, holder = grab_in_process(zk_hosts, root, "db.t", 2.0, renew=True)
     try:
         other = make_manager()
-        time.sleep(2.0)
-        assert [x.lease_id for x in other.list_lease()] == [theirs]  # renewed over there
+        time.sleep(3.0)  # past its duration: renewed over there (a lapse is live once renewed)
+        assert wait_for(lambda: [x.lease_id for x in other.list_lease()] == [theirs], 5)
         with pytest.raises(NotLeaseHolder):
             other.drop_lease(theirs)
         out = cli_run("--zk", zk_hosts, "--root", root, "lease", "drop", str(theirs))
@@ -118,10 +118,10 @@ def test_show_and_drop_force_lease_star_mean_every_lease(make_locking, db):
 def test_recover_lease_in_sql_and_the_cli(make_locking, make_manager, db, zk_hosts, root):
     session = make_locking()
     mgr = make_manager()
-    stale = mgr.grab_lease([(f"{db}.dim", "X")], duration_s=0.5)
+    stale = mgr.grab_lease([(f"{db}.dim", "X")], duration_s=3)
     live = mgr.grab_lease([(f"{db}.orders", "X")], duration_s=60)
     assert session.sql(f"RECOVER LEASE {db}.dim").collect() == []  # not expired yet
-    time.sleep(0.8)
+    time.sleep(3.3)
     assert [x.lease_id for x in mgr.list_lease()] == [live]  # expired ones are hidden
     out = cli_run("--zk", zk_hosts, "--root", root, "lease", "list", "--all", "--json")
     assert {r["lease_id"] for r in json.loads(out.output)} == {stale, live}

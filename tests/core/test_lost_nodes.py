@@ -13,8 +13,9 @@ from conftest import lock_nodes, wait_for
 from zklock import LockNotAcquired
 from zklock.errors import LockLost
 
-#: How soon a holder must learn that its node was deleted (measured: docs/reliability.md).
-DETECTION_BOUND_S = 1.0
+#: How soon a holder must learn that its node was deleted: measured under 0.2 s
+#: (docs/reliability.md); asserted with room for a loaded CI machine.
+DETECTION_BOUND_S = 3.0
 
 
 def detect(lockset, delete) -> float:

@@ -137,8 +137,10 @@ def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_lo
         # ... and the renewer kept (or took up again) the lease
         assert wait_for(lambda: [x.lease_id for x in mgr.list_lease()] == [lease_id],
                         timeout=20)
+        renewed = renewer.renewals
         time.sleep(4)  # longer than the lease's 3 s: only renewals keep it
-        assert [x.lease_id for x in mgr.list_lease()] == [lease_id]
+        assert renewer.renewals > renewed and not renewer.lost
+        assert wait_for(lambda: [x.lease_id for x in mgr.list_lease()] == [lease_id], 5)
     finally:
         if renewer is not None:
             renewer.stop()

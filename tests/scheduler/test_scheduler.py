@@ -113,7 +113,8 @@ def test_run_now_and_the_user_is_recorded(admin_session, make_scheduler, make_ma
     assert wait_for(lambda: states(s, "nightly") == ["FINISHED"], timeout=20)
     e = executions(s, "nightly")[0]
     assert e.manual and e.executed_as == ADMIN and e.executor
-    assert e.start - e.trigger_time < 1000  # started within a second of the request
+    # started on the request's watch, not on a poll (a bound that holds under CI's load)
+    assert e.start - e.trigger_time < 3000
     leases = make_manager().list_lease()
     assert [x.user for x in leases] == [ADMIN]  # the lock it took records the user
     row = s.sql("SELECT * FROM sysdb.scheduled_executions").collect()[0]
@@ -174,7 +175,11 @@ def test_end_to_end_insert_every_two_seconds(admin_session, make_scheduler, db):
     triggers = [e.trigger_time for e in finished]
     assert len(set(triggers)) == len(triggers)
     assert all(t % 2000 == 0 for t in triggers)
-    latencies = [e.start - e.trigger_time for e in finished]
+    # each started soon after it could: at its trigger, or when the run before it ended (a
+    # run is never started beside the one before; one slower than 2 s leaves its next owed)
+    runs = sorted(finished, key=lambda e: e.trigger_time)
+    latencies = [runs[0].start - runs[0].trigger_time]
+    latencies += [e.start - max(e.trigger_time, before.end) for before, e in zip(runs, runs[1:])]
     assert max(latencies) < 1500, latencies
 
 
@@ -234,7 +239,7 @@ def test_timed_out_run_is_fenced_and_its_spark_job_cancelled(admin_session, make
                                                              spark):
     s = admin_session
     s.sql(f"CREATE SCHEDULED QUERY slow CRON '0 0 1 1 *' DISABLED AS {SLOW}")
-    service = make_scheduler(scheduler_max_runtime=2)
+    service = make_scheduler(scheduler_max_runtime=5)  # time for its Spark job to start
     s.sql("ALTER SCHEDULED QUERY slow EXECUTE")
     assert wait_for(lambda: states(s, "slow") == ["EXECUTING"], timeout=20)
     e = executions(s, "slow")[0]
@@ -253,7 +258,7 @@ def test_timed_out_run_is_fenced_and_its_spark_job_cancelled(admin_session, make
 def test_quiet_period_launches_nothing(admin_session, make_scheduler):
     s = admin_session
     s.sql("CREATE SCHEDULED QUERY quiet EVERY 1 SECOND AS SELECT 1")
-    service = make_scheduler(scheduler_quiet_period=3)
+    service = make_scheduler(scheduler_quiet_period=6)
     time.sleep(2)
     assert [e.state for e in executions(s, "quiet")] in ([], ["INITED"])
     assert wait_for(lambda: "FINISHED" in states(s, "quiet"), timeout=20)
@@ -306,12 +311,14 @@ def test_status_shows_leader_and_running(admin_session, make_scheduler):
 
     s = admin_session
     s.sql(f"CREATE SCHEDULED QUERY stat CRON '0 0 1 1 *' DISABLED AS {SLOW}")
-    a = make_scheduler(scheduler_max_runtime=3)
+    a = make_scheduler(scheduler_max_runtime=6)
     assert wait_for(lambda: a.is_leader, timeout=10)
     s.sql("ALTER SCHEDULED QUERY stat EXECUTE")
     store = s.scheduled_queries().store
-    assert wait_for(lambda: describe_status(store)["executors"][0]["running"], timeout=20)
-    st = describe_status(store)
+    seen: list[dict] = []
+    assert wait_for(lambda: seen.append(describe_status(store))
+                    or seen[-1]["executors"][0]["running"], timeout=20)
+    st = seen[-1]
     assert st["leader"] == a.id and st["executors"][0]["leader"]
     assert st["executors"][0]["running"] == [executions(s, "stat")[0].id]
     assert wait_for(lambda: states(s, "stat") == ["TIMED_OUT"], timeout=20)

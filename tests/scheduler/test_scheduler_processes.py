@@ -64,7 +64,9 @@ def test_exactly_once_under_ensemble_faults(sched_conf, tmp_path_factory, tmp_pa
 def exactly_once(sched_conf, tmp_path, zk_faults=None):
     env = {**os.environ, "ZKLOCK_ZK": sched_conf["hosts"], "ZKLOCK_ROOT": sched_conf["root"],
            "ZKLOCK_SCHEDULER_ROOT": sched_conf["scheduler_root"],
-           "ZKLOCK_SESSION_TIMEOUT": "2s", "ZKLOCK_SCHEDULER_PROGRESS_INTERVAL": "0.3s",
+           # 4 s: three Spark JVMs beside the rest of the suite must not drop a connection
+           # (with 2 s, a 0.7 s stall did), which would move leadership outside the kill
+           "ZKLOCK_SESSION_TIMEOUT": "4s", "ZKLOCK_SCHEDULER_PROGRESS_INTERVAL": "0.3s",
            "ZKLOCK_SCHEDULER_PROGRESS_TIMEOUT": "5s", "ZKLOCK_USER": "alice",
            "SPARK_LOCAL_DIRS": str(tmp_path)}
     procs = []
@@ -88,7 +90,9 @@ def exactly_once(sched_conf, tmp_path, zk_faults=None):
         if zk_faults is not None:
             zk_faults("before-kill")
             assert wait_for(lambda: len(store.live_executors()) == 3, timeout=60)
-        leader = store.leader_id()
+        seen: list = []
+        assert wait_for(lambda: seen.append(store.leader_id()) or seen[-1] is not None, 30)
+        leader = seen[-1]
         pid = store.live_executors()[leader].pid
         victim = next(p for p in procs if p.pid == pid)
         victim.send_signal(signal.SIGKILL)
