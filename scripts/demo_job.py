@@ -71,7 +71,7 @@ def connect_job(hosts: str, warehouse: str) -> int:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
     from zklock.cli.connect_server import ConnectServer
 
-    from zklock.server import free_port
+    from zklock.ports import free_port
     from zklock.spark import LockingSession
 
     role = "connect"

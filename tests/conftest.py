@@ -21,7 +21,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from zklock import LockManager
-from zklock.server import ZkServer, free_port
+from zklock.ports import free_port
+from zklock.server import ZkServer
 
 
 def _parse_between_collections(parse):

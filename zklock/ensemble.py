@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import ServerError
-from .server import ZkServer, free_port
+from .ports import free_port
+from .server import ZkServer
 
 
 class Ensemble:

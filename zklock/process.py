@@ -33,7 +33,9 @@ def pid_alive(pid: int) -> bool:
             if f.read().rsplit(")", 1)[-1].split()[0] != "Z":
                 return True
         return len(os.listdir(f"/proc/{pid}/task")) > 1
-    except OSError:  # no /proc here: signal 0 said it is there
+    except FileNotFoundError:  # reaped since signal 0, or a system without /proc
+        return not os.path.isdir("/proc/self")
+    except OSError:  # signal 0 said it is there
         return True
 
 

@@ -10,12 +10,9 @@ runs one member of a loopback ensemble (see zklock.testing.ensemble).
 
 from __future__ import annotations
 
-import fcntl
 import os
-import random
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import Optional
 
 from . import serverinfo
 from .errors import ServerError
+from .ports import port_free
 from .process import pid_alive, terminate
 
 JAR_DIR = Path(os.environ.get("ZKLOCK_ZK_JARS", "/usr/share/java"))
@@ -57,83 +55,6 @@ def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
                 break
             chunks.append(data)
     return b"".join(chunks).decode(errors="replace")
-
-
-def port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-#: Where free_port looks: up to this many ports beside the kernel's ephemeral range.
-SPARE_PORTS = 8000
-#: One file per port handed out, flocked by the process that has it for as long as it lives.
-PORT_RESERVATIONS = Path(tempfile.gettempdir()) / "zklock-ports"
-#: The ports this process's free_port handed out, each with its reservation's descriptor: a
-#: caller may take several before any is bound (an ensemble's nine), and a port stays its
-#: own while a member is down between a kill and a restart.
-_handed_out: dict[int, int] = {}
-
-
-def _reserve(port: int) -> bool:
-    """Take ``port`` for this process, unless it or another process's free_port has it.
-
-    A port free now is bound later, and several processes pick ports side by side (test
-    workers, a compatibility run): an flock on a file named for the port keeps two of them
-    from handing out one port, and the kernel drops it when its holder exits, however it
-    exits. Where the directory cannot be used, only this process's own picks are kept apart.
-    """
-    if port in _handed_out:
-        return False
-    try:
-        if not PORT_RESERVATIONS.is_dir():
-            PORT_RESERVATIONS.mkdir(exist_ok=True)
-            PORT_RESERVATIONS.chmod(0o1777)  # every user's servers share it, as /tmp
-        fd = os.open(PORT_RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
-    except OSError:
-        _handed_out[port] = -1
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return False
-    _handed_out[port] = fd
-    return True
-
-
-def ephemeral_ports() -> tuple[int, int]:
-    """The kernel's range for outgoing connections and port-0 binds (Linux's default
-    when it cannot be read)."""
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free now, for a server started later (a ZooKeeper member, which may also be
-    restarted on it, or a Spark Connect server): it comes from outside the ephemeral range,
-    since a port the kernel handed out for a port-0 bind is one it hands to the next
-    outgoing connection too, which would take it before the server binds it; and no other
-    process's free_port hands it out while this process lives. Where the ephemeral range
-    leaves too little room, the kernel's port-0 choice it is."""
-    low, high = ephemeral_ports()
-    below = range(max(1024, low - SPARE_PORTS), low)
-    above = range(high + 1, min(65536, high + 1 + SPARE_PORTS))
-    spare = max(below, above, key=len)
-    for _ in range(100 if len(spare) >= 1000 else 0):
-        port = random.choice(spare)
-        if port_free(host, port) and _reserve(port):
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -14,6 +14,7 @@ from hivelocks import HiveLocks
 
 from zklock import LockNotAcquired
 from zklock.errors import LockLost
+from zklock.testing.chaos import DELETE_DETECT_S
 
 
 @pytest.fixture
@@ -150,7 +151,7 @@ def test_hives_clean_up_on_close_never_loses_a_lock_silently(hive, make_manager,
     h = hive(clean_extra_nodes=True)
     h.close()  # deletes every leaf of the namespace that is not a Hive lock node
     if naming == "hive":
-        time.sleep(0.5)
+        time.sleep(DELETE_DETECT_S)  # as long as a loss may take to be told
         assert lockset.is_valid and len(lock_nodes(zk, root)) == len(lockset.node_paths)
     else:
         deadline = time.monotonic() + 10

@@ -13,7 +13,7 @@ from zklock.cli.main import cli
 
 from zklock import LockNotAcquired
 from zklock.events import EventLog, read_events
-from zklock.server import free_port
+from zklock.ports import free_port
 from zklock.testing import expire_session
 
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 import time
 
+from zklock.ports import port_free
 from zklock.process import pid_alive, terminate
-from zklock.server import port_free
 
 
 def test_terminate_stops_a_child_and_reaps_it():
@@ -51,14 +51,17 @@ def test_a_process_whose_first_thread_exited_runs_until_its_last_thread_ends():
                                "threading.Thread(target=time.sleep, args=(60,)).start()\n"
                                "ctypes.CDLL(None).pthread_exit(None)"],
                               stdout=subprocess.PIPE, text=True)
-    port = int(holder.stdout.readline())
-    deadline = time.monotonic() + 5
-    while _state(holder.pid) != "Z" and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert _state(holder.pid) == "Z"
-    assert pid_alive(holder.pid) and not port_free("127.0.0.1", port)
-    holder.kill()
-    holder.wait(5)
+    try:
+        port = int(holder.stdout.readline())
+        deadline = time.monotonic() + 5
+        while _state(holder.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(holder.pid) == "Z"
+        assert pid_alive(holder.pid) and not port_free("127.0.0.1", port)
+    finally:
+        holder.kill()
+        holder.wait(5)
+        holder.stdout.close()
     assert not pid_alive(holder.pid) and port_free("127.0.0.1", port)
 
 

@@ -11,7 +11,8 @@ from zklock.cli.main import cli
 
 from zklock import LockManager, ZooKeeperUnavailable
 from zklock.config import Settings
-from zklock.server import ZkServer, free_port
+from zklock.ports import free_port
+from zklock.server import ZkServer
 from zklock.testing.proxy import FaultProxy
 
 

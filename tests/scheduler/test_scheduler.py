@@ -113,8 +113,7 @@ def test_run_now_and_the_user_is_recorded(admin_session, make_scheduler, make_ma
     assert wait_for(lambda: states(s, "nightly") == ["FINISHED"], timeout=20)
     e = executions(s, "nightly")[0]
     assert e.manual and e.executed_as == ADMIN and e.executor
-    # started on the request's watch, not on a poll (a bound that holds under CI's load)
-    assert e.start - e.trigger_time < 3000
+    assert e.start - e.trigger_time < 3000  # started promptly (with room for CI's load)
     leases = make_manager().list_lease()
     assert [x.user for x in leases] == [ADMIN]  # the lock it took records the user
     row = s.sql("SELECT * FROM sysdb.scheduled_executions").collect()[0]

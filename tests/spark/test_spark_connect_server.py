@@ -35,7 +35,7 @@ from zklock.errors import (
     SparkConnectError,
     UnsupportedStatement,
 )
-from zklock.server import free_port
+from zklock.ports import free_port
 from zklock.spark import connect as connect_module
 from zklock.spark.connect import plan_locks, plan_statement, plugin_version
 from zklock.spark.jvm import PROPERTIES, build_hash, has_connect_server, module_jar, zklock_version

@@ -1,4 +1,4 @@
-"""The embedded ZooKeeper's ports (zklock/server.py)."""
+"""Ports for the servers zklock starts (zklock/ports.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-import zklock.server
-from zklock.server import ephemeral_ports, free_port, port_free
+import zklock.ports
+from zklock.ports import ephemeral_ports, free_port, port_free
 
 
 def test_free_ports_lie_outside_the_range_the_kernel_hands_out():
@@ -33,17 +33,17 @@ def test_free_ports_lie_outside_the_range_the_kernel_hands_out():
     ((1024, 65000), lambda p: True),                      # no room at all: the kernel's pick
 ])
 def test_free_port_goes_where_the_ephemeral_range_leaves_room(kernel_range, lies, monkeypatch):
-    monkeypatch.setattr(zklock.server, "ephemeral_ports", lambda: kernel_range)
+    monkeypatch.setattr(zklock.ports, "ephemeral_ports", lambda: kernel_range)
     port = free_port()
     assert lies(port) and port_free("127.0.0.1", port)
 
 
 TAKE_PORTS = """
 import sys
-import zklock.server as server
-server.SPARE_PORTS = 1000
-server.ephemeral_ports = lambda: (20000, 60999)
-print(" ".join(str(server.free_port()) for _ in range(700)), flush=True)
+import zklock.ports as ports
+ports.SPARE_PORTS = 1000
+ports.ephemeral_ports = lambda: (20000, 60999)
+print(" ".join(str(ports.free_port()) for _ in range(700)), flush=True)
 sys.stdin.readline()
 """
 
@@ -51,8 +51,8 @@ sys.stdin.readline()
 def test_no_two_processes_are_handed_one_port(monkeypatch):
     """Test workers and a compatibility run pick ports side by side: a port another process
     was handed is never handed out here while that process lives, and is once it exits."""
-    monkeypatch.setattr(zklock.server, "SPARE_PORTS", 1000)
-    monkeypatch.setattr(zklock.server, "ephemeral_ports", lambda: (20000, 60999))
+    monkeypatch.setattr(zklock.ports, "SPARE_PORTS", 1000)
+    monkeypatch.setattr(zklock.ports, "ephemeral_ports", lambda: (20000, 60999))
     other = subprocess.Popen([sys.executable, "-c", TAKE_PORTS], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -64,3 +64,14 @@ def test_no_two_processes_are_handed_one_port(monkeypatch):
         other.communicate("done\n", timeout=30)
     after = {free_port() for _ in range(100)}  # from the 200 left and their 700
     assert after & theirs
+
+
+def test_without_a_usable_directory_this_process_still_never_repeats_a_port(monkeypatch,
+                                                                            tmp_path):
+    """Where reservations cannot be shared (the directory cannot be made), a process keeps
+    its own picks apart and out of the ephemeral range as before."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(zklock.ports, "RESERVATIONS", tmp_path / "file" / "ports")
+    low, high = ephemeral_ports()
+    picked = [free_port() for _ in range(30)]
+    assert len(set(picked)) == 30 and all(not low <= p <= high for p in picked)
