@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -145,12 +146,13 @@ def zk(zk_hosts: str):
     client.close()
 
 
-def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> bool:
+def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> Any:
     """Poll ``cond`` until it holds or ``timeout`` passes; its last value."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if cond():
-            return True
+        value = cond()
+        if value:
+            return value
         time.sleep(step)
     return cond()
 

@@ -29,14 +29,19 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[-1].split()[0] != "Z":
-                return True
+        if state(pid) != "Z":
+            return True
         return len(os.listdir(f"/proc/{pid}/task")) > 1
     except FileNotFoundError:  # reaped since signal 0, or a system without /proc
         return not os.path.isdir("/proc/self")
     except OSError:  # signal 0 said it is there
         return True
+
+
+def state(pid: int) -> str:
+    """The state letter Linux's /proc gives ``pid``'s first thread (R, S, D, Z...)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[-1].split()[0]
 
 
 def wait_exit(pid: int, wait: float, proc: Optional[subprocess.Popen] = None) -> bool:

@@ -7,7 +7,7 @@ import sys
 import time
 
 from zklock.ports import port_free
-from zklock.process import pid_alive, terminate
+from zklock.process import pid_alive, state, terminate
 
 
 def test_terminate_stops_a_child_and_reaps_it():
@@ -54,17 +54,12 @@ def test_a_process_whose_first_thread_exited_runs_until_its_last_thread_ends():
     try:
         port = int(holder.stdout.readline())
         deadline = time.monotonic() + 5
-        while _state(holder.pid) != "Z" and time.monotonic() < deadline:
+        while state(holder.pid) != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert _state(holder.pid) == "Z"
+        assert state(holder.pid) == "Z"
         assert pid_alive(holder.pid) and not port_free("127.0.0.1", port)
     finally:
         holder.kill()
         holder.wait(5)
         holder.stdout.close()
     assert not pid_alive(holder.pid) and port_free("127.0.0.1", port)
-
-
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[-1].split()[0]

@@ -314,10 +314,12 @@ def test_status_shows_leader_and_running(admin_session, make_scheduler):
     assert wait_for(lambda: a.is_leader, timeout=10)
     s.sql("ALTER SCHEDULED QUERY stat EXECUTE")
     store = s.scheduled_queries().store
-    seen: list[dict] = []
-    assert wait_for(lambda: seen.append(describe_status(store))
-                    or seen[-1]["executors"][0]["running"], timeout=20)
-    st = seen[-1]
+
+    def running() -> dict:  # the status once it shows the run (empty until then)
+        st = describe_status(store)
+        return st if st["executors"][0]["running"] else {}
+    st = wait_for(running, timeout=20)
+    assert st
     assert st["leader"] == a.id and st["executors"][0]["leader"]
     assert st["executors"][0]["running"] == [executions(s, "stat")[0].id]
     assert wait_for(lambda: states(s, "stat") == ["TIMED_OUT"], timeout=20)

@@ -90,9 +90,8 @@ def exactly_once(sched_conf, tmp_path, zk_faults=None):
         if zk_faults is not None:
             zk_faults("before-kill")
             assert wait_for(lambda: len(store.live_executors()) == 3, timeout=60)
-        seen: list = []
-        assert wait_for(lambda: seen.append(store.leader_id()) or seen[-1] is not None, 30)
-        leader = seen[-1]
+        leader = wait_for(store.leader_id, 30)
+        assert leader
         pid = store.live_executors()[leader].pid
         victim = next(p for p in procs if p.pid == pid)
         victim.send_signal(signal.SIGKILL)
