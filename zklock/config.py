@@ -1,14 +1,17 @@
 """Settings: the one home of zklock's configuration.
 
 Each setting has a default, a ``ZKLOCK_*`` environment variable and, where a
-pipeline would set it, a ``spark.zklock.*`` Spark conf key. Precedence is:
-explicit argument, then Spark conf, then environment, then default.
-docs/configuration.md is the reference page; a test keeps it in step with
-:data:`SETTINGS`.
+pipeline would set it, a ``spark.zklock.*`` Spark conf key. Every value remembers the
+:class:`Level` it was set at, and when two sources meet (a LockingSession over a shared
+LockManager, a ``SET`` over both, an argument of the call over all) the stronger level wins
+setting by setting, so a value a user set is never overridden by a default: see
+:meth:`Settings.over` and :meth:`Settings.wait`. docs/configuration.md is the reference
+page; a test keeps it in step with :data:`SETTINGS`.
 """
 
 from __future__ import annotations
 
+import enum
 import getpass
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -16,7 +19,21 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from . import serverinfo
+from .connectstring import ConnectString
 from .errors import InvalidArguments
+
+
+class Level(enum.IntEnum):
+    """Where a setting's value came from, weakest first. A stronger level wins; the order is
+    docs/configuration.md's "Precedence"."""
+
+    DEFAULT = 0
+    ENVIRONMENT = 1   # ZKLOCK_*
+    SPARK_CONF = 2    # spark.zklock.* and Hive's names, in the application's Spark conf
+    MANAGER = 3       # LockManager(retries=...), the CLI's flags
+    SESSION = 4       # LockingSession(spark, retries=...), enforce(spark, retries=...)
+    SESSION_SET = 5   # SET zklock.lock.retries=... in a LockingSession
+    CALL = 6          # manager.acquire(..., retries=...)
 
 
 def parse_bool(value: Any) -> bool:
@@ -129,20 +146,9 @@ engine_mode = _choice("spark.zklock.engine.mode", "lock", "refuse")
 
 
 def _hosts(value: Any) -> str:
-    """A ZooKeeper connect string, ``host[:port],...[/chroot]``, checked here so that a bad
-    one is a one-line error, not kazoo's traceback."""
-    text = str(value).strip()
-    servers = text.partition("/")[0]
-    if not servers:
-        raise InvalidArguments(f"ZooKeeper connect string {value!r} names no server")
-    for server in servers.split(","):
-        host, colon, port = server.strip().rpartition(":") if ":" in server else (
-            server.strip(), "", "")
-        if not host or (colon and not (port.isascii() and port.isdigit()
-                                       and 0 < int(port) < 65536)):
-            raise InvalidArguments(f"ZooKeeper connect string {value!r}: {server.strip()!r} is"
-                                   " not host[:port] with a port from 1 to 65535")
-    return text
+    """A ZooKeeper connect string, read by kazoo's rules (zklock/connectstring.py), so that a
+    bad one is a one-line error before any connection is tried, not kazoo's traceback."""
+    return ConnectString.parse(value).text
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,12 @@ class Setting:
     env: str
     spark: Optional[str]
     doc: str
+    #: more Spark conf keys read as this one, after ``spark`` (which wins when both are set)
+    spark_aliases: tuple[str, ...] = ()
+
+    @property
+    def spark_keys(self) -> tuple[str, ...]:
+        return ((self.spark,) if self.spark else ()) + self.spark_aliases
 
 
 #: Hive's own setting names, accepted as aliases of zklock's keys in Spark conf and in
@@ -178,8 +190,10 @@ def hive_value(alias: str, value: Any) -> Any:
 
 SETTINGS: list[Setting] = [
     Setting("hosts", None, _hosts, "ZKLOCK_ZK", "spark.zklock.zookeeper.quorum",
-            "ZooKeeper connect string (host:port,...[/chroot]). Unset: the server started by"
-            " `zklock server start` in the state directory, else 127.0.0.1:2181."),
+            "ZooKeeper connect string (host:port,...[/chroot], IPv6 as [::1]:2181), read by"
+            " kazoo's rules. Unset: the server started by `zklock server start` in the state"
+            " directory, else 127.0.0.1:2181. Spark conf also: spark.zklock.zookeeper.hosts.",
+            spark_aliases=("spark.zklock.zookeeper.hosts",)),
     Setting("root", "/warehouse", _root, "ZKLOCK_ROOT", "spark.zklock.root",
             "Znode under which lock objects live (/<root>/<db>/<table>/<k=v>/...)."),
     Setting("timeout", 1800.0, _positive_duration, "ZKLOCK_LOCK_TIMEOUT",
@@ -353,11 +367,33 @@ def _default(name: str) -> Any:
     return _DEFAULTS[name]
 
 
+def _spark_key_in(setting: Setting, spark_conf: Mapping[str, Any]) -> Optional[str]:
+    for key in setting.spark_keys:
+        if spark_conf.get(key) not in (None, ""):
+            return key
+    return None
+
+
 def _hive_alias_in(name: str, spark_conf: Mapping[str, Any]) -> Optional[str]:
     for alias, target in HIVE_ALIASES.items():
         if target == name and spark_conf.get(alias) not in (None, ""):
             return alias
     return None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """How one request waits when denied: ``retries`` more attempts ``interval`` apart
+    (Hive's count), or, when ``retries`` is None, attempts backing off from ``interval``
+    until ``timeout`` seconds have passed."""
+
+    interval: float
+    retries: Optional[int] = None
+    timeout: Optional[float] = None
+
+    @property
+    def counted(self) -> bool:
+        return self.retries is not None
 
 
 @dataclass(frozen=True)
@@ -411,25 +447,33 @@ class Settings:
     scheduler_auto_disable_after: int = _default("scheduler_auto_disable_after")
     scheduler_reap_interval: float = _default("scheduler_reap_interval")
     extra: dict = field(default_factory=dict, compare=False)
+    #: the Level each setting was set at (a name missing here is at its default)
+    sources: Mapping[str, Level] = field(default_factory=dict, compare=False)
 
     @classmethod
     def resolve(cls, overrides: Optional[Mapping[str, Any]] = None,
                 spark_conf: Optional[Mapping[str, Any]] = None,
-                environ: Optional[Mapping[str, str]] = None) -> Settings:
+                environ: Optional[Mapping[str, str]] = None,
+                level: Level = Level.MANAGER) -> Settings:
+        """Settings from ``overrides`` (set at ``level``: a LockManager's arguments by
+        default), else the Spark conf (zklock's key, then Hive's name), else the
+        environment, else the default; each value remembers where it came from."""
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         spark_conf = spark_conf or {}
         environ = os.environ if environ is None else environ
         _refuse_unknown(overrides)
         values: dict[str, Any] = {}
+        sources: dict[str, Level] = {}
         for s in SETTINGS:
             if s.name in overrides:
-                raw, source = overrides[s.name], s.name
-            elif s.spark and spark_conf.get(s.spark) not in (None, ""):
-                raw, source = spark_conf[s.spark], s.spark
+                raw, source, sources[s.name] = overrides[s.name], s.name, level
+            elif (key := _spark_key_in(s, spark_conf)) is not None:
+                raw, source, sources[s.name] = spark_conf[key], key, Level.SPARK_CONF
             elif (alias := _hive_alias_in(s.name, spark_conf)) is not None:
                 raw, source = hive_value(alias, spark_conf[alias]), alias
+                sources[s.name] = Level.SPARK_CONF
             elif environ.get(s.env) not in (None, ""):
-                raw, source = environ[s.env], s.env
+                raw, source, sources[s.name] = environ[s.env], s.env, Level.ENVIRONMENT
             else:
                 values[s.name] = s.default
                 continue
@@ -437,18 +481,62 @@ class Settings:
                 values[s.name] = s.parse(raw)
             except InvalidArguments as exc:
                 raise InvalidArguments(f"{source}: {exc}") from None
-        return cls(**values)
+        return cls(**values, sources=sources)
 
-    def with_(self, **changes: Any) -> Settings:
-        """These settings with ``changes``, each parsed and checked as :meth:`resolve` does."""
+    def with_(self, level: Level = Level.MANAGER, **changes: Any) -> Settings:
+        """These settings with ``changes`` set at ``level``, each parsed and checked as
+        :meth:`resolve` does (None: explicitly unset, as ``retries=None`` after a timeout
+        is SET)."""
         _refuse_unknown(changes)
         data = {f.name: getattr(self, f.name) for f in fields(self)}
+        sources = dict(self.sources)
         for name, raw in changes.items():
             try:
                 data[name] = raw if raw is None else _BY_NAME[name].parse(raw)
             except InvalidArguments as exc:
                 raise InvalidArguments(f"{name}: {exc}") from None
+            sources[name] = level
+        data["sources"] = sources
         return Settings(**data)
+
+    def level(self, name: str) -> Level:
+        """The level ``name`` was set at (DEFAULT when nothing set it)."""
+        return self.sources.get(name, Level.DEFAULT)
+
+    def over(self, weaker: Settings) -> Settings:
+        """These settings layered over ``weaker``: setting by setting, the value set at the
+        stronger level (this one's on a tie). A LockingSession's settings over its
+        LockManager's: the manager's ``retries=1`` is kept unless the session sets a
+        stronger value, and a default of the session never hides it."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        sources = dict(self.sources)
+        for f in fields(self):
+            if f.name in _BY_NAME and weaker.level(f.name) > self.level(f.name):
+                data[f.name] = getattr(weaker, f.name)
+                sources[f.name] = weaker.level(f.name)
+        data["sources"] = sources
+        return Settings(**data)
+
+    def wait(self, retries: Optional[int] = None, timeout: Optional[float] = None,
+             retry_interval: Optional[float] = None) -> Wait:
+        """How a request waits under these settings, with a call's own ``retries``,
+        ``timeout`` and ``retry_interval`` (each, when given, at Level.CALL).
+
+        ``retries`` means Hive's count, ``timeout`` a wait by time: whichever was set at the
+        stronger level decides. When both are set at one level, the count wins: it is the
+        narrower instruction (Hive's ``hive.lock.numretries``, which Hive users carry in
+        their configs), and Hive has no timeout to honour beside it.
+        """
+        settings = self
+        call = {k: v for k, v in (("retries", retries), ("timeout", timeout),
+                                  ("retry_interval", retry_interval)) if v is not None}
+        if call:
+            settings = self.with_(Level.CALL, **call)
+        interval = settings.retry_interval
+        if settings.retries is not None and (settings.level("retries")
+                                             >= settings.level("timeout")):
+            return Wait(interval, retries=settings.retries)
+        return Wait(interval, timeout=settings.timeout)
 
     @property
     def outage_deadline(self) -> float:

@@ -223,47 +223,60 @@ class LockManager:
     def acquire(self, locks: Iterable[LockSpec], query_id: Optional[str] = None,
                 query: Optional[str] = None, retries: Optional[int] = None,
                 retry_interval: Optional[float] = None,
-                timeout: Optional[float] = None) -> LockSet:
+                timeout: Optional[float] = None,
+                settings: Optional[Settings] = None) -> LockSet:
         """Take every lock of the request or none; raise :class:`LockNotAcquired` if denied.
 
         A denied attempt deletes what it created, sleeps and retries the whole set:
         ``retries`` more times ``retry_interval`` apart (Hive's way), or, with no count
         (the default), backing off from ``retry_interval`` until ``timeout`` has passed.
+        ``settings``: the caller's, layered over this manager's (a LockingSession's,
+        :meth:`Settings.over`); the arguments of the call are stronger than both
+        (:meth:`Settings.wait` says which of ``retries`` and ``timeout`` decides).
         """
+        settings = self.settings if settings is None else settings
         targets = normalize(locks)
-        if not self.settings.support_concurrency or not targets:
+        if not settings.support_concurrency or not targets:
             return LockSet.empty()
         data = self.lock_data(query_id, query, kind="implicit", app=self.application)
         return self.acquire_targets(targets, data, explicit=False, retries=retries,
                                      retry_interval=retry_interval, query_id=query_id or "",
-                                     timeout=timeout)
+                                     timeout=timeout, settings=settings)
 
     def acquire_targets(self, targets: list[LockTarget], data: LockData, explicit: bool,
                          retries: Optional[int] = None, retry_interval: Optional[float] = None,
                          query_id: str = "", deadline: Optional[float] = None,
                          error: type[LockNotAcquired] = LockNotAcquired,
-                         timeout: Optional[float] = None) -> LockSet:
+                         timeout: Optional[float] = None,
+                         settings: Optional[Settings] = None) -> LockSet:
         """Acquire normalised ``targets`` with ``data`` in their nodes (``explicit``: a
         lease's persistent nodes), retrying ``retries`` times, or until ``deadline`` (a
-        monotonic time), or, with neither, for ``timeout`` seconds with a backoff.
+        monotonic time), or as ``settings`` (default: this manager's) and the call's
+        ``retries``/``timeout`` say (:meth:`Settings.wait`).
 
         Each try is one :meth:`_attempt`, which comes to Granted, Denied or Retry
         (zklock/attempt.py says what the loop below does with each).
         """
-        if retries is None and timeout is None:  # an explicit timeout waits by time
-            retries = self.settings.retries
-        interval = self.settings.retry_interval if retry_interval is None else retry_interval
-        if retries is not None and (not isinstance(retries, int) or retries < 0):
+        settings = self.settings if settings is None else settings
+        if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool)
+                                    or retries < 0):
             raise InvalidArguments(f"retries must be an int >= 0, got {retries!r}")
-        if interval < 0:
-            raise InvalidArguments(f"retry_interval must be >= 0, got {interval!r}")
+        if retry_interval is not None and not retry_interval >= 0:
+            raise InvalidArguments(f"retry_interval must be >= 0, got {retry_interval!r}")
+        if deadline is not None:  # a lease's wait_s: attempts retry_interval apart until then
+            wait = settings.wait(retries=retries, retry_interval=retry_interval)
+            retries = None
+        else:
+            wait = settings.wait(retries=retries, timeout=timeout,
+                                 retry_interval=retry_interval)
+            retries = wait.retries
+        interval = wait.interval
         backoff = retries is None and deadline is None
         if backoff:  # Hive counts attempts; a Spark job waits for a time, fairly
-            deadline = time.monotonic() + (self.settings.timeout if timeout is None
-                                           else timeout)
+            deadline = time.monotonic() + wait.timeout
         self.ensure_root()
         # a lease keeps the recipe's names, whose attempt id groups its nodes (docs/hive.md)
-        naming = "recipe" if explicit else self.settings.node_naming
+        naming = "recipe" if explicit else settings.node_naming
         req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data,
                       naming=naming, client_ip=self._client_ip)
         denied = 0  # attempts denied so far
@@ -281,7 +294,7 @@ class LockManager:
                     will_retry = time.monotonic() < deadline
                 else:
                     will_retry = time.monotonic() + interval <= deadline
-                req.leave_intents = will_retry and self.settings.intents
+                req.leave_intents = will_retry and settings.intents
                 try:
                     outcome = self._attempt(req, pre_read)
                 except (*CONNECTION_ERRORS, RetryFailedError) as exc:

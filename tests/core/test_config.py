@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zklock.config import SETTINGS, Settings, parse_duration
+from zklock.config import SETTINGS, Level, Settings, parse_duration
 from zklock.errors import InvalidArguments
 
 
@@ -49,17 +49,6 @@ def test_settings_defaults_match_the_table():
         assert getattr(plain, s.name) == s.default, s.name
 
 
-@pytest.mark.parametrize("hosts", ["127.0.0.1:abc", "", "h:0", "h:70000", ":2181", "a:1,,b"])
-def test_a_bad_connect_string_is_one_clear_error(hosts):
-    with pytest.raises(InvalidArguments, match="ZooKeeper connect string"):
-        Settings.resolve({"hosts": hosts})
-
-
-def test_connect_strings_zookeeper_accepts_are_kept():
-    for hosts in ["127.0.0.1:2181", "zk1,zk2:2182/chroot", "[::1]:2181", "h"]:
-        assert Settings.resolve({"hosts": hosts}).hosts == hosts
-
-
 def test_a_client_anywhere_finds_the_last_server_started(tmp_path):
     """The state directory is relative: a client started elsewhere follows the pointer the
     last `zklock server start` left."""
@@ -97,3 +86,116 @@ def test_changed_settings_are_parsed_and_checked_as_resolved_ones_are():
         base.with_(operation_timeout="0s")
     with pytest.raises(InvalidArguments, match="unknown setting"):
         base.with_(retires=3)
+
+
+# ---- one precedence for every setting (docs/configuration.md, "Precedence") ------------
+#: A value for each setting a LockingSession uses, one per level, so that the value found
+#: names the level it came from.
+VALUES = {
+    "retries": {Level.ENVIRONMENT: 1, Level.SPARK_CONF: 2, Level.MANAGER: 3, Level.SESSION: 4,
+                Level.SESSION_SET: 5, Level.CALL: 6},
+    "retry_interval": {Level.ENVIRONMENT: 0.1, Level.SPARK_CONF: 0.2, Level.MANAGER: 0.3,
+                       Level.SESSION: 0.4, Level.SESSION_SET: 0.5, Level.CALL: 0.6},
+    "timeout": {Level.ENVIRONMENT: 11.0, Level.SPARK_CONF: 12.0, Level.MANAGER: 13.0,
+                Level.SESSION: 14.0, Level.SESSION_SET: 15.0, Level.CALL: 16.0},
+    "support_concurrency": {Level.ENVIRONMENT: False, Level.SPARK_CONF: True,
+                            Level.MANAGER: False, Level.SESSION: True,
+                            Level.SESSION_SET: False},
+    "node_naming": {Level.ENVIRONMENT: "hive", Level.SPARK_CONF: "recipe",
+                    Level.MANAGER: "hive", Level.SESSION: "recipe", Level.SESSION_SET: "hive"},
+}
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def layered(name: str, levels: list[Level]) -> Settings:
+    """Settings built the way zklock builds a LockingSession's, with ``name`` set at each of
+    ``levels``: the manager from its arguments and the environment; the session from its
+    keyword arguments, the Spark conf and the environment, over the manager's; SET over
+    that."""
+    setting, values = BY_NAME[name], VALUES[name]
+    env = {setting.env: str(values[Level.ENVIRONMENT])} if Level.ENVIRONMENT in levels else {}
+    conf = ({setting.spark: str(values[Level.SPARK_CONF])}
+            if Level.SPARK_CONF in levels else {})
+    mine = {name: values[Level.MANAGER]} if Level.MANAGER in levels else {}
+    ours = {name: values[Level.SESSION]} if Level.SESSION in levels else {}
+    manager = Settings.resolve(mine, environ=env)
+    session = Settings.resolve(ours, spark_conf=conf, environ=env, level=Level.SESSION)
+    settings = session.over(manager)
+    if Level.SESSION_SET in levels:
+        settings = settings.with_(Level.SESSION_SET, **{name: values[Level.SESSION_SET]})
+    return settings
+
+
+LEVELS = [Level.ENVIRONMENT, Level.SPARK_CONF, Level.MANAGER, Level.SESSION, Level.SESSION_SET]
+CASES = [(name, levels) for name in VALUES
+         for levels in ([[lv] for lv in LEVELS]                      # each level alone
+                        + [[a, b] for a in LEVELS for b in LEVELS if a < b]  # each pair
+                        + [LEVELS])]                                   # all at once
+
+
+@pytest.mark.parametrize("name,levels", CASES,
+                         ids=[f"{n}-{'+'.join(lv.name for lv in ls)}" for n, ls in CASES])
+def test_the_strongest_level_that_set_a_value_wins(name, levels):
+    settings = layered(name, levels)
+    strongest = max(levels)
+    assert getattr(settings, name) == VALUES[name][strongest]
+    assert settings.level(name) is strongest
+
+
+@pytest.mark.parametrize("name", list(VALUES))
+def test_a_default_never_overrides_a_value_set_anywhere(name):
+    for level in LEVELS:
+        settings = layered(name, [level])
+        assert getattr(settings, name) == VALUES[name][level], level
+    assert layered(name, []).level(name) is Level.DEFAULT
+    assert getattr(layered(name, []), name) == BY_NAME[name].default
+
+
+def test_a_managers_retries_outlive_a_sessions_default_timeout():
+    """The README's pattern: LockingSession(spark, manager=LockManager(retries=1, ...)).
+    The session's timeout is its default: the manager's count decides."""
+    wait = layered("retries", [Level.MANAGER]).wait()
+    assert (wait.retries, wait.timeout) == (3, None)
+
+
+@pytest.mark.parametrize("count,time", [(a, b) for a in LEVELS for b in LEVELS])
+def test_retries_and_timeout_the_stronger_level_decides_a_tie_goes_to_the_count(count, time):
+    settings = layered("retries", [count])
+    time_value = VALUES["timeout"][time]
+    if time is Level.SESSION_SET:
+        settings = settings.with_(Level.SESSION_SET, timeout=time_value)
+    else:
+        settings = layered("timeout", [time]).with_(count, retries=VALUES["retries"][count])
+    wait = settings.wait()
+    if count >= time:
+        assert (wait.retries, wait.timeout) == (VALUES["retries"][count], None)
+    else:
+        assert (wait.retries, wait.timeout) == (None, time_value)
+
+
+def test_a_calls_arguments_are_strongest_and_its_timeout_beats_any_count():
+    settings = layered("retries", LEVELS)
+    assert settings.wait(retries=6).retries == 6
+    assert settings.wait(timeout=16).timeout == 16 and settings.wait(timeout=16).retries is None
+    assert settings.wait(retry_interval=0.6).interval == 0.6
+    assert settings.wait(retries=6, timeout=16).retries == 6  # a tie: the count
+
+
+def test_a_timeout_set_after_a_count_waits_by_time_and_the_reverse_counts():
+    """SET is sequential: the later SET decides, whichever it is (sql.py unsets retries when
+    a timeout is SET)."""
+    base = layered("retries", [Level.MANAGER])
+    by_time = base.with_(Level.SESSION_SET, retries=2).with_(Level.SESSION_SET, timeout=9,
+                                                             retries=None)
+    assert (by_time.wait().retries, by_time.wait().timeout) == (None, 9)
+    counted = by_time.with_(Level.SESSION_SET, retries=2)
+    assert (counted.wait().retries, counted.wait().timeout) == (2, None)
+
+
+def test_hive_names_are_the_spark_conf_level_and_zklock_keys_win_there():
+    conf = {"hive.lock.numretries": "8", "hive.support.concurrency": "false"}
+    s = Settings.resolve(spark_conf=conf, environ={"ZKLOCK_RETRIES": "1"})
+    assert (s.retries, s.level("retries"), s.support_concurrency) == (8, Level.SPARK_CONF,
+                                                                       False)
+    s = Settings.resolve(spark_conf={**conf, "spark.zklock.lock.retries": "4"}, environ={})
+    assert s.retries == 4

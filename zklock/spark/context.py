@@ -11,16 +11,21 @@ from typing import Any, Protocol
 
 from ..config import Settings
 from ..manager import LockManager
-from .execution import LockedExecution, SessionOptions
+from .execution import LockedExecution
 from .planner import LockPlan, Planner
 
 
 class SessionContext(Protocol):
     """The session behind a lock-aware DataFrame, a write or a zklock statement."""
 
-    settings: Settings
-    options: SessionOptions
     execution: LockedExecution
+
+    @property
+    def settings(self) -> Settings:
+        """The session's settings now (its own over its manager's, and what SET changed)."""
+
+    def set(self, **changes: Any) -> Settings:
+        """Change settings for the session's every path, as ``SET zklock.*`` does."""
 
     @property
     def spark(self) -> Any:

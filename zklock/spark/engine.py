@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..config import HIVE_ALIASES, SETTINGS, Settings, engine_mode
+from ..config import HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
 from ..errors import LockLost, LockNotAcquired, UnsupportedStatement, ZkLockError
 from ..locknode import LockNodeName
 from ..lockset import LockSet
@@ -156,10 +156,14 @@ class EngineLockClient:
     the command's Spark jobs are cancelled, and the command fails with the loss when it ends.
     """
 
-    def __init__(self, spark: Any, manager: LockManager | Callable[[], LockManager]) -> None:
+    def __init__(self, spark: Any, manager: LockManager | Callable[[], LockManager],
+                 settings: Optional[Callable[[], Settings]] = None) -> None:
         self.spark = spark
         # a LockingSession's manager connects on first use: it is asked for, not given
         self._manager = manager if callable(manager) else (lambda: manager)
+        # the settings it locks with: those of the LockingSession or enforce() that made it
+        # (their own over the manager's, SET included), else the manager's
+        self._settings = settings or (lambda: self.manager.settings)
         self._held: dict[str, tuple[LockSet, Any]] = {}  # handle -> (set, staging)
         self._lock = threading.Lock()
         self._previous: Any = None
@@ -175,10 +179,10 @@ class EngineLockClient:
                 return _answer("refused", message=f"zklock: a lock request in format"
                                f" {doc.get('version')}, where this client reads {VERSION}")
             owner = _owners.get(str(doc.get("owner") or ""))
-            if owner is not None and not owner.options.concurrency:
-                return _answer("unlocked")  # its session SET zklock.support.concurrency=false
-            mode = (engine_mode(doc["mode"]) if doc.get("mode")
-                    else self.manager.settings.engine_mode)
+            settings = self.settings
+            if not (owner.locking if owner is not None else settings.support_concurrency):
+                return _answer("unlocked")  # support_concurrency=false (or SET so), as Hive
+            mode = engine_mode(doc["mode"]) if doc.get("mode") else settings.engine_mode
             if mode == "refuse" and owner is None:  # a LockingSession's own writes still run
                 return _answer("refused", message=f"zklock: refused {doc.get('command')} on"
                                f" {doc.get('objects')}: spark.zklock.engine.mode=refuse runs"
@@ -197,7 +201,7 @@ class EngineLockClient:
                 if doc.get("user"):  # a Spark Connect client's user, not the server's
                     data = dataclasses.replace(data, user=str(doc["user"]))
                 lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
-                                                       query_id=query_id)
+                                                       query_id=query_id, settings=settings)
             with self._lock:
                 self._held[handle] = (lockset, staging)
         except LockNotAcquired as exc:
@@ -280,6 +284,11 @@ class EngineLockClient:
         """The LockManager that takes the engine's locks."""
         return self._manager()
 
+    @property
+    def settings(self) -> Settings:
+        """The settings the engine's locks are taken with (docs/configuration.md)."""
+        return self._settings()
+
     def install(self) -> EngineLockClient:
         """Make this the lock client of the Spark application's JVM."""
         from pyspark.java_gateway import ensure_callback_server_started
@@ -317,22 +326,27 @@ def enforce(spark: Any, manager: Optional[LockManager] = None,
             **settings: Any) -> EngineLockClient:
     """Make ``manager`` (default: one built from ``settings``, Spark conf and the
     environment) take the locks of every command this application's engine runs outside a
-    LockingSession. The session must be built with :func:`zklock.spark.configure`.
-    ``close()`` the returned client (or use it as a context manager) to stop."""
+    LockingSession, with ``settings`` and the Spark conf over the manager's own, as a
+    LockingSession's (docs/configuration.md, "Precedence"). The session must be built with
+    :func:`zklock.spark.configure`. ``close()`` the returned client (or use it as a context
+    manager) to stop."""
+    own = settings_of(spark, settings)
     if manager is None:
-        manager = LockManager(settings=settings_of(spark, settings))
-    return EngineLockClient(spark, manager).install()
+        manager = LockManager(settings=own)
+    layered = own.over(manager.settings)
+    return EngineLockClient(spark, manager, settings=lambda: layered).install()
 
 
 def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:
-    """zklock's settings for an application: ``overrides``, then its Spark conf
-    (``spark.zklock.*`` and the Hive names zklock honours), then the environment."""
+    """zklock's settings for an application: ``overrides`` (a LockingSession's or
+    enforce()'s keyword arguments, at Level.SESSION), then its Spark conf (``spark.zklock.*``
+    and the Hive names zklock honours), then the environment."""
     conf = {}
-    for key in [s.spark for s in SETTINGS if s.spark] + list(HIVE_ALIASES):
+    for key in [key for s in SETTINGS for key in s.spark_keys] + list(HIVE_ALIASES):
         value = spark.conf.get(key, None)
         if value is not None:
             conf[key] = value
-    return Settings.resolve(overrides, spark_conf=conf)
+    return Settings.resolve(overrides, spark_conf=conf, level=Level.SESSION)
 
 
 def local_connect_server(session: Any) -> Optional[Any]:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..config import Level, Settings
 from ..errors import LockNotAcquired
 from ..lockrequest import LockTarget
 from ..lockset import LockSet
@@ -35,26 +35,30 @@ from .statement import LockedStatement, covered, in_locked_statement, new_query_
 REPLANS = 5
 
 
-@dataclass
-class SessionOptions:
-    """What a session changes at run time with ``SET`` (initialised from its Settings)."""
+class SessionSettings:
+    """One LockingSession's settings: its own (keyword arguments, Spark conf, environment)
+    layered over its LockManager's (:meth:`Settings.over`), and what ``SET`` changes at run
+    time. Every path of the session (statements, DataFrame actions, writes, the engine's
+    lock client it installed) reads :attr:`current`, so one SET reaches them all."""
 
-    concurrency: bool
-    timeout: float
-    retries: Optional[int]  # None: wait up to timeout (with a backoff)
-    retry_interval: float
-    show_locks_format: str
+    def __init__(self, settings: Settings) -> None:
+        self.current = settings
+
+    def set(self, **changes: Any) -> Settings:
+        """Change settings as ``SET zklock.*`` does: stronger than every level but a call's."""
+        self.current = self.current.with_(Level.SESSION_SET, **changes)
+        return self.current
 
 
 class LockedExecution:
     """Runs statements, actions and writes of one LockingSession under their locks."""
 
     def __init__(self, spark: Any, planner: Planner, manager: Callable[[], LockManager],
-                 options: SessionOptions, commits: Any = None) -> None:
+                 settings: SessionSettings, commits: Any = None) -> None:
         self.spark = spark
         self.planner = planner
         self._manager = manager  # connects on first use
-        self.options = options
+        self.settings = settings
         self._commits = commits  # CommitIsolation, or None when isolate_commits is off
 
     # ---- the three lifetimes -------------------------------------------------------
@@ -86,7 +90,7 @@ class LockedExecution:
 
     def read(self, df: Any, action: str, fn: Callable[[], Any]) -> Any:
         """Run the action ``fn`` on ``df`` holding S on what it reads."""
-        if not self.options.concurrency or in_locked_statement():
+        if not self.locking or in_locked_statement():
             return fn()
         targets = self.planner.plan_dataframe(df)
         if not targets:
@@ -107,7 +111,7 @@ class LockedExecution:
         """Run ``fn`` holding ``targets``: all-or-none, its own job tag and fencing token,
         cancelled and LockLost if the set is lost (the engine finds its commands covered).
         For what the engine cannot see whole: Spark 4.0's saveAsTable (writes.py)."""
-        if not self.options.concurrency or in_locked_statement() or not targets:
+        if not self.locking or in_locked_statement() or not targets:
             return fn()
         query_id = new_query_id()
         lockset = self._acquire(targets, query_id, what)
@@ -116,6 +120,11 @@ class LockedExecution:
                 return LockedStatement(self.spark, lockset, query_id, what).run(fn)
         finally:
             lockset.release(wait=False)
+
+    @property
+    def locking(self) -> bool:
+        """Does the session take locks (``support_concurrency``, which SET may change)?"""
+        return self.settings.current.support_concurrency
 
     @property
     def commits(self) -> Any:
@@ -140,9 +149,7 @@ class LockedExecution:
 
     def _acquire(self, targets: list[LockTarget], query_id: str, query: str) -> LockSet:
         return self._manager().acquire(targets, query_id=query_id, query=query,
-                                       retries=self.options.retries,
-                                       retry_interval=self.options.retry_interval,
-                                       timeout=self.options.timeout)
+                                       settings=self.settings.current)
 
 
 class HeldRead:
@@ -155,7 +162,7 @@ class HeldRead:
 
     def __enter__(self) -> HeldRead:
         ex = self.execution
-        if ex.options.concurrency and not in_locked_statement():
+        if ex.locking and not in_locked_statement():
             targets = ex.planner.plan_dataframe(self.df)
             if targets:
                 self.lockset = ex.acquire(targets, self.query_id,

@@ -23,13 +23,13 @@ retried.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
 
+from ..config import Settings
 from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
@@ -49,7 +49,7 @@ from .engine import (
     save_as_table_drops_first,
     settings_of,
 )
-from .execution import LockedExecution, SessionOptions
+from .execution import LockedExecution, SessionSettings
 from .jvm import JvmModuleError
 from .planner import ClassicPlanner, LockPlan, Planner
 from .statement import is_connect
@@ -68,7 +68,10 @@ class LockingSession:
         if isinstance(spark, LockingSession):
             spark = spark.spark
         self._spark = spark
-        self.settings = settings_of(spark, settings)
+        # this session's keyword arguments, Spark conf and environment, over its manager's
+        # own settings: docs/configuration.md, "Precedence"
+        own = settings_of(spark, settings)
+        self._settings = SessionSettings(own if manager is None else own.over(manager.settings))
         self._manager = manager
         self._own_manager = manager is None
         self.connect = is_connect(spark)
@@ -76,17 +79,12 @@ class LockingSession:
             manager.application = self._application()
         self._manager_lock = threading.Lock()
         self._planner = self._make_planner(spark)
-        self.options = SessionOptions(concurrency=self.settings.support_concurrency,
-                                      timeout=self.settings.timeout,
-                                      retries=self.settings.retries,
-                                      retry_interval=self.settings.retry_interval,
-                                      show_locks_format=self.settings.show_locks_format)
         # on even while concurrency is off: SET zklock.support.concurrency may turn it on
         commits = None
         if self.settings.isolate_commits and not self.connect:
             commits = commit_isolation(spark)
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
-                                         self.options, commits)
+                                         self._settings, commits)
         self._engine = self._engine_client(spark)
         self._owner = register_owner(self.execution)
         self._engine_locks: Optional[bool] = None  # does Spark lock in its engine? (asked once)
@@ -118,7 +116,8 @@ class LockingSession:
                 return None
         except JvmModuleError:  # built without zklock.spark.configure: no extension
             return None
-        return EngineLockClient(spark, lambda: self.manager).install()
+        return EngineLockClient(spark, lambda: self.manager,
+                                settings=lambda: self.settings).install()
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -128,7 +127,19 @@ class LockingSession:
         return getattr(self._spark, name)
 
     def __repr__(self) -> str:
-        return f"LockingSession({self._spark!r}, concurrency={self.options.concurrency})"
+        return f"LockingSession({self._spark!r}, concurrency={self.support_concurrency})"
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this session locks with now: its own over its manager's, and what
+        ``SET zklock.*`` changed (docs/configuration.md, "Precedence")."""
+        return self._settings.current
+
+    def set(self, **changes: Any) -> Settings:
+        """Change settings for this session's every path, as ``SET zklock.*`` does."""
+        settings = self._settings.set(**changes)
+        self._planner.unknown_statements = settings.unknown_statements
+        return settings
 
     @property
     def spark(self) -> Any:
@@ -218,15 +229,15 @@ class LockingSession:
     def newSession(self) -> LockingSession:
         """A new SparkSession (own SQL conf, temp views, functions) that locks like this one,
         sharing its LockManager."""
-        overrides = {f.name: getattr(self.settings, f.name)
-                     for f in dataclasses.fields(self.settings) if f.name != "extra"}
-        overrides.update(support_concurrency=self.options.concurrency,
-                         timeout=self.options.timeout,
-                         retries=self.options.retries,
-                         retry_interval=self.options.retry_interval,
-                         show_locks_format=self.options.show_locks_format,
-                         unknown_statements=self._planner.unknown_statements)
-        return LockingSession(self._spark.newSession(), manager=self.manager, **overrides)
+        child = LockingSession(self._spark.newSession(), manager=self.manager)
+        child.inherit(self.settings)
+        return child
+
+    def inherit(self, settings: Settings) -> None:
+        """Lock with ``settings`` as they are, each at the level it was set (a new session
+        of this one's, whose SET changes stay its own from here)."""
+        self._settings.current = settings
+        self._planner.unknown_statements = settings.unknown_statements
 
     @property
     def manager(self) -> LockManager:
@@ -251,7 +262,7 @@ class LockingSession:
 
     @property
     def support_concurrency(self) -> bool:
-        return self.options.concurrency
+        return self.settings.support_concurrency
 
     def close(self) -> None:
         """Close the LockManager if this session built it (and stop being the engine's lock
@@ -290,7 +301,7 @@ class LockingSession:
             if handler.recognises(sqlQuery):
                 return adopt(handler.run(self, sqlQuery), self)
         self.refresh_system_views(sqlQuery)
-        if not self.options.concurrency:
+        if not self.support_concurrency:
             return adopt(self._spark.sql(sqlQuery), self)
         plan = self._planner.plan_sql(sqlQuery, lazy_queries=True)
         if not plan.is_command or not plan.targets:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..config import Settings, parse_bool, parse_duration
 from ..errors import InvalidArguments, LeaseNotFound
 from ..listing import LockRecord, hive_rows
 from ..objects import LockObject
@@ -101,7 +100,7 @@ HANDLER = registry.StatementHandler("zklock SQL", recognises=recognises, run=run
 def show_locks(session: SessionContext, ext: ShowLocks) -> Any:
     obj = target_object(session, ext.target)
     records = session.manager.show(obj, extended=ext.extended)
-    if session.options.show_locks_format == "hive":
+    if session.settings.show_locks_format == "hive":
         return session.spark.createDataFrame(hive_rows(records, ext.extended),
                                              HIVE_LOCK_COLUMNS)
     return lock_rows(session, records, ext.extended)
@@ -159,30 +158,15 @@ def set_option(session: SessionContext, ext: SetZkLock) -> Any:
     if attr is None:
         raise InvalidArguments(f"unknown zklock session setting {ext.key!r};"
                                f" known: {', '.join(sorted(SESSION_KEYS))}")
-    options, planner = session.options, session.planner
     if ext.value is not None:
-        if attr == "support_concurrency":
-            options.concurrency = parse_bool(ext.value)
-        elif attr == "show_locks_format":
-            options.show_locks_format = Settings.resolve(
-                {"show_locks_format": ext.value}).show_locks_format
-        elif attr == "unknown_statements":
-            planner.unknown_statements = Settings.resolve(
-                {"unknown_statements": ext.value}).unknown_statements
-        elif attr == "retries":
-            if not (ext.value.isascii() and ext.value.isdigit()):
-                raise InvalidArguments(f"{ext.key} must be an integer >= 0")
-            options.retries = int(ext.value)
-        elif attr == "timeout":
-            options.timeout = Settings.resolve({"timeout": ext.value}).timeout
-            options.retries = None  # a timeout set now governs the wait, as documented
-        else:
-            options.retry_interval = parse_duration(ext.value)
-    current = {"support_concurrency": options.concurrency, "timeout": options.timeout,
-               "retries": "unset" if options.retries is None else options.retries,
-               "retry_interval": options.retry_interval,
-               "unknown_statements": planner.unknown_statements,
-               "show_locks_format": options.show_locks_format}[attr]
+        if attr == "retries" and not (ext.value.isascii() and ext.value.isdigit()):
+            raise InvalidArguments(f"{ext.key} must be an integer >= 0")
+        # a timeout SET now governs the wait, a count SET now does: the later SET wins
+        unset = {"timeout": {"retries": None}}.get(attr, {})
+        session.set(**{attr: ext.value}, **unset)
+    settings = session.settings
+    current = {"retries": "unset" if settings.retries is None else settings.retries}.get(
+        attr, getattr(settings, attr))
     return _key_value(session, ext.key,
                       str(current).lower() if isinstance(current, bool) else str(current))
 

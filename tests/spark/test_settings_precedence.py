@@ -1,0 +1,267 @@
+"""One precedence for every setting, on every path a LockingSession locks (docs/
+configuration.md, "Precedence"): its ``sql()`` commands, its DataFrame actions, its
+``df.write``, and the plain session's commands, which the engine locks through the lock
+client the LockingSession installed.
+
+The same setting is set at several levels (environment, Spark conf, LockManager, LockingSession,
+SET) and the value used is read from behaviour: the attempts the event log records for the
+denial, the time to the denial (bounded from below by the settings: a lower bound is what a
+loaded machine cannot break), whether a statement runs at all beside an X holder, and the
+names of the lock nodes a running statement holds. The pure layering is tabulated whole in
+tests/core/test_config.py; here each level is shown to reach each path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+from test_spark_engine import no_lock_client
+
+from zklock import LockManager
+from zklock.errors import LockNotAcquired
+from zklock.events import read_events
+from zklock.locknode import LockNodeName
+from zklock.spark import LockingSession
+from zklock.spark.engine import python_error
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+PATHS = ["sql", "action", "write", "plain"]
+
+
+def run_path(path: str, session: LockingSession, table: str, value: str = "'p'") -> None:
+    """One statement on ``table`` by ``path``; ``value`` is the name column's expression."""
+    if path == "sql":
+        session.sql(f"INSERT INTO {table} SELECT 7, {value}")
+    elif path == "action":
+        session.table(table).selectExpr("id", f"{value} AS v").collect()
+    elif path == "write":
+        session.sql(f"SELECT 7 AS id, {value} AS name").write.insertInto(table)
+    else:  # the plain session: the engine's lock client the LockingSession installed
+        session.spark.sql(f"INSERT INTO {table} SELECT 7, {value}")
+
+
+def outcome(path: str, session: LockingSession, table: str) -> tuple[str, float]:
+    """("ran" | "denied", seconds) of one statement by ``path``."""
+    started = time.monotonic()
+    try:
+        run_path(path, session, table)
+    except Exception as exc:
+        error = python_error(exc)
+        assert isinstance(error, LockNotAcquired), (path, exc)
+        return "denied", time.monotonic() - started
+    return "ran", time.monotonic() - started
+
+
+def attempts_of_last_denial(manager: LockManager, log: Path) -> int:
+    manager.events.flush()
+    finals = [e for e in read_events([str(log)]) if e["event"] == "denial" and e["final"]]
+    assert finals, "no final denial in the event log"
+    return finals[-1]["attempt"]
+
+
+@pytest.fixture
+def blocked(spark, db, make_manager):
+    """``db.dim`` held in X by another holder for the test."""
+    holder = make_manager(retries=0)
+    with holder.acquire([(f"{db}.dim", "X")], query="the holder"):
+        yield f"{db}.dim"
+
+
+@pytest.fixture
+def build(spark, zk_hosts, root, session_timeout, tmp_path, monkeypatch):
+    """build(manager={...}, session={...}, spark_conf={...}, env={...}, set={...}): a
+    LockingSession over a LockManager with settings at each level, and the engine's lock
+    client its own; everything is undone after the test."""
+    made: list[tuple[LockingSession, LockManager]] = []
+    conf_keys: list[str] = []
+    log = tmp_path / "events.jsonl"
+
+    def make(manager=None, session=None, spark_conf=None, env=None, set=None):
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, str(value))
+        for key, value in (spark_conf or {}).items():
+            spark.conf.set(key, str(value))
+            conf_keys.append(key)
+        mgr = LockManager(hosts=zk_hosts, root=root, session_timeout=session_timeout,
+                          event_log=str(log), **(manager or {}))
+        locking = LockingSession(spark, manager=mgr, **(session or {}))
+        made.append((locking, mgr))
+        for key, value in (set or {}).items():
+            locking.sql(f"SET {key}={value}")
+        return locking, mgr, log
+
+    with no_lock_client(spark):  # the LockingSession's client is the engine's for the test
+        yield make
+        for locking, mgr in made:
+            locking.close()
+            mgr.close()
+    for key in conf_keys:
+        spark.conf.unset(key)
+
+
+# ---- retries: the attempts of a denial -----------------------------------------------
+FAST = {"retry_interval": 0.05}
+COUNT_CASES = {
+    # the README's pattern: the manager's count, under a session that sets nothing
+    "manager": (dict(manager=dict(retries=1, **FAST)), 2),
+    "session over manager": (dict(manager=dict(retries=1, **FAST), session=dict(retries=2)), 3),
+    "SET over session": (dict(manager=FAST, session=dict(retries=1),
+                              set={"zklock.lock.retries": 3}), 4),
+    "spark conf over environment": (dict(manager=FAST, env={"ZKLOCK_RETRIES": 1},
+                                         spark_conf={"spark.zklock.lock.retries": 2}), 3),
+    "manager over spark conf": (dict(manager=dict(retries=1, **FAST),
+                                     spark_conf={"spark.zklock.lock.retries": 2}), 2),
+    "environment": (dict(manager=FAST, env={"ZKLOCK_RETRIES": 2}), 3),
+    "hive's name in SET": (dict(manager=dict(retries=1, **FAST),
+                                set={"hive.lock.numretries": 2}), 3),
+}
+
+
+@pytest.mark.parametrize("case", list(COUNT_CASES))
+def test_the_count_set_at_the_strongest_level_decides_on_every_path(case, blocked, build):
+    levels, attempts = COUNT_CASES[case]
+    locking, mgr, log = build(**levels)
+    for path in PATHS:
+        result, _ = outcome(path, locking, blocked)
+        assert result == "denied", path
+        assert attempts_of_last_denial(mgr, log) == attempts, path
+
+
+# ---- timeout against retries: a wait by time -----------------------------------------
+TIME_CASES = {
+    "session timeout over manager retries": dict(manager=dict(retries=1, **FAST),
+                                                 session=dict(timeout=1.5)),
+    "manager timeout over spark conf retries": dict(
+        manager=dict(timeout=1.5, **FAST), spark_conf={"spark.zklock.lock.retries": 1}),
+    "SET timeout over session retries": dict(manager=FAST, session=dict(retries=1),
+                                             set={"zklock.lock.timeout": "1500ms"}),
+}
+
+
+@pytest.mark.parametrize("case", list(TIME_CASES))
+def test_a_timeout_set_at_a_stronger_level_waits_by_time_on_every_path(case, blocked, build):
+    locking, mgr, log = build(**TIME_CASES[case])
+    for path in PATHS:
+        result, seconds = outcome(path, locking, blocked)
+        assert result == "denied", path
+        # the request waits until its 1.5 s deadline: no sooner (a count of 1 at 50 ms
+        # would give up in about 0.1 s); a loaded machine only makes it later
+        assert seconds >= 1.5, (path, seconds)
+        assert attempts_of_last_denial(mgr, log) > 2, path
+
+
+# ---- retry_interval: the time a count of retries takes -------------------------------
+INTERVAL_CASES = {
+    "session over manager": dict(manager=dict(retries=2, retry_interval=0.05),
+                                 session=dict(retry_interval=0.5)),
+    "manager over spark conf": dict(manager=dict(retries=2, retry_interval=0.5),
+                                    spark_conf={"spark.zklock.lock.retryInterval": "50ms"}),
+    "SET over manager": dict(manager=dict(retries=2, retry_interval=0.05),
+                             set={"zklock.lock.retryInterval": "500ms"}),
+}
+
+
+@pytest.mark.parametrize("case", list(INTERVAL_CASES))
+def test_the_interval_set_at_the_strongest_level_paces_every_path(case, blocked, build):
+    locking, mgr, log = build(**INTERVAL_CASES[case])
+    for path in PATHS:
+        result, seconds = outcome(path, locking, blocked)
+        assert result == "denied" and attempts_of_last_denial(mgr, log) == 3, path
+        # two pauses of 0.5 s jittered by at most -25%: at least 0.75 s; two of 50 ms
+        # would take about 0.1 s
+        assert seconds >= 2 * 0.5 * 0.75, (path, seconds)
+
+
+# ---- support_concurrency: whether a statement locks at all ---------------------------
+CONCURRENCY_CASES = {
+    "manager off": (dict(manager=dict(support_concurrency=False, retries=0)), "ran"),
+    "session on over manager off": (dict(manager=dict(support_concurrency=False, retries=0),
+                                         session=dict(support_concurrency=True)), "denied"),
+    "SET off over session on": (dict(manager=dict(retries=0),
+                                     session=dict(support_concurrency=True),
+                                     set={"zklock.support.concurrency": "false"}), "ran"),
+    "spark conf off": (dict(manager=dict(retries=0),
+                            spark_conf={"spark.zklock.support.concurrency": "false"}), "ran"),
+    "manager on over spark conf off": (
+        dict(manager=dict(retries=0, support_concurrency=True),
+             spark_conf={"spark.zklock.support.concurrency": "false"}), "denied"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONCURRENCY_CASES))
+def test_whether_statements_lock_follows_the_strongest_level_on_every_path(case, blocked,
+                                                                          build):
+    levels, expected = CONCURRENCY_CASES[case]
+    locking, _, _ = build(**levels)
+    for path in PATHS:
+        assert outcome(path, locking, blocked)[0] == expected, path
+
+
+# ---- node_naming: the names of the nodes a running statement holds -------------------
+@contextmanager
+def latch(spark, directory: Path):
+    """A SQL function ``zk_latch(x)`` that returns ``x`` once ``directory``/open exists:
+    a statement using it holds its locks until the test opens the latch."""
+    gate = directory / "open"
+
+    def wait(x):
+        import os
+        import time as t
+
+        deadline = t.monotonic() + 120
+        while not os.path.exists(str(gate)) and t.monotonic() < deadline:
+            t.sleep(0.02)
+        return x
+
+    spark.udf.register("zk_latch", wait, "string")
+    try:
+        yield gate
+    finally:
+        gate.touch()
+
+
+NAMING_CASES = {
+    "manager hive": (dict(manager=dict(node_naming="hive")), True),
+    "session recipe over manager hive": (dict(manager=dict(node_naming="hive"),
+                                              session=dict(node_naming="recipe")), False),
+    "spark conf hive over environment recipe": (
+        dict(env={"ZKLOCK_NODE_NAMING": "recipe"},
+             spark_conf={"spark.zklock.lock.nodeNaming": "hive"}), True),
+}
+
+
+@pytest.mark.parametrize("case", list(NAMING_CASES))
+def test_node_names_follow_the_strongest_level_on_every_path(case, spark, db, build, zk, root,
+                                                            tmp_path):
+    levels, hive = NAMING_CASES[case]
+    locking, _, _ = build(**levels)
+    table_node = f"{root}/{db}/dim"
+    for n, path in enumerate(PATHS):
+        gate_dir = tmp_path / f"gate-{n}"
+        gate_dir.mkdir()
+        with latch(spark, gate_dir) as gate:
+            failed: list[BaseException] = []
+
+            def run(path=path, failed=failed):
+                try:
+                    run_path(path, locking, f"{db}.dim", "zk_latch('p')")
+                except BaseException as exc:  # reported below
+                    failed.append(exc)
+
+            runner = threading.Thread(target=run)
+            runner.start()
+            names = wait_for(lambda: [k for k in (zk.get_children(table_node)
+                                                  if zk.exists(table_node) else [])
+                                      if LockNodeName.parse(k)], timeout=60)
+            assert names, f"{path}: no lock node appeared on {table_node} within 60 s"
+            gate.touch()
+            runner.join(120)
+            assert not runner.is_alive() and not failed, (path, failed)
+        parsed = [LockNodeName.parse(k) for k in names]
+        assert all(p.hive is hive for p in parsed), (path, names)
