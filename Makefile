@@ -8,7 +8,11 @@ STAMP  := $(VENV)/.installed-stamp
 # its own ZooKeeper and Spark
 TEST_WORKERS ?= 2
 
-.PHONY: soak install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
+# make flake-hunt: RUNS runs of HUNT (default: the whole suite) under load (scripts/flake_hunt.py)
+RUNS ?= 3
+HUNT ?=
+
+.PHONY: flake-hunt soak install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +31,9 @@ test: install zookeeper imports
 # the Spark-facing tests on PySpark 3.5.0, 4.0.0 and the newest 4.x (COMPAT_VERSIONS chooses)
 test-compat: install zookeeper
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/test-compat.sh
+
+flake-hunt: install zookeeper
+	$(PY) scripts/flake_hunt.py --runs $(RUNS) $(HUNT)
 
 imports: install
 	VENV=$(VENV) scripts/lint-imports.sh

@@ -33,9 +33,9 @@ for version in $VERSIONS; do
   fi
   echo "== PySpark $version: $("$venv/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
   started=$SECONDS
-  # a base temp of its own: it may run beside `make test` (.ci/run), whose pytest prunes
-  # the numbered temp directories it finds
+  # a base temp of its own, apart from `make test`'s (pytest prunes the numbered temp
+  # directories it finds); two workers, as `make test`
   "$venv/bin/python" -m pytest -q -p no:cacheprovider --basetemp ".zklock/pytest-$version" \
-    "${TESTS[@]}"
+    -n "${COMPAT_WORKERS:-2}" --dist loadfile "${TESTS[@]}"
   echo "== PySpark $version: passed in $((SECONDS - started)) s"
 done

@@ -18,8 +18,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import diagnostics
 import pytest
 from kazoo.client import KazooClient
+from shuffle import pytest_collection_modifyitems  # noqa: F401  (make flake-hunt's order)
 
 from zklock import LockManager
 from zklock.ports import free_port
@@ -52,6 +54,31 @@ def _parse_between_collections(parse):
 if sys.version_info < (3, 12):
     ast.parse = _parse_between_collections(ast.parse)
 
+# every LockManager of the run (subprocesses too) logs its events where a failed test's report
+# finds them (tests/diagnostics.py); a test that sets event_log keeps its own
+os.environ.setdefault("ZKLOCK_EVENT_LOG", str(diagnostics.EVENT_LOG))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries the lock events of its time and the tails of the
+    ZooKeeper and Spark driver logs (tests/diagnostics.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        started = item.stash.get(_STARTED, int(call.start * 1000))
+        for title, text in diagnostics.sections(started):
+            report.sections.append((title, text))
+
+
+_STARTED = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_STARTED] = diagnostics.now_ms()
+
+
 # Tests run with short session timeouts; tickTime 500 ms allows 1 s .. 20 s.
 TICK_MS = 500
 SESSION_TIMEOUT = 2.0
@@ -73,6 +100,7 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory):
     server = ZkServer(tmp_path_factory.mktemp("zk"), port=free_port(), tick_time_ms=TICK_MS,
                       force_sync=False, container_check_ms=500)
     server.start(wait=90)  # raises ServerError (a failure, never a skip) when it cannot
+    diagnostics.SERVER_LOGS.append(server.log_file)
     yield server
     server.stop()
 
@@ -88,9 +116,15 @@ def ensemble(tmp_path_factory: pytest.TempPathFactory):
     from zklock.ensemble import Ensemble
 
     ens = Ensemble(tmp_path_factory.mktemp("ensemble"), 3)
-    ens.start(wait=120)  # a failure, never a skip
-    yield ens
-    ens.stop()  # resumes a paused member before stopping it
+    logs = [m.log_file for m in ens.members]
+    diagnostics.SERVER_LOGS.extend(logs)
+    try:
+        ens.start(wait=120)  # a failure, never a skip
+        yield ens
+    finally:
+        ens.stop()  # resumes a paused member before stopping it
+        for log in logs:
+            diagnostics.SERVER_LOGS.remove(log)
 
 
 @pytest.fixture
@@ -219,9 +253,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
                .config("spark.sql.shuffle.partitions", "2")
                # Spark 3.5 makes CREATE TABLE without USING a Hive table; 4.0 on do not
                .config("spark.sql.legacy.createHiveTableByDefault", "false")
-               .config("spark.driver.memory", "1g"))
+               .config("spark.driver.memory", "1g")
+               # warnings to a file a failed test's report tails (tests/diagnostics.py)
+               .config("spark.driver.extraJavaOptions",
+                       f"-Dlog4j2.configurationFile=file:{PROJECT}/tests/log4j2-tests.properties"
+                       f" -Dzklock.tests.sparkLog={diagnostics.SPARK_LOG}"))
     session = configure(builder).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
     engine = enforce(session, LockManager(settings=Settings.resolve(dict(
         hosts=zk_hosts, root=ENGINE_ROOT, session_timeout=SPARK_SESSION_TIMEOUT, retries=100,
         retry_interval=0.05))))

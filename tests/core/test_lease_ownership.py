@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -143,21 +144,35 @@ def test_reaping_runs_without_a_scheduler_and_one_reaper_leads(make_manager, zk_
            "PATH": "/usr/bin:/bin"}
     reapers = [subprocess.Popen([PYTHON, *REAP], env=env, stdout=subprocess.PIPE, text=True)
                for _ in range(2)]
+    lines: dict[int, list[str]] = {p.pid: [] for p in reapers}
+    readers = [threading.Thread(target=lambda p=p: lines[p.pid].extend(iter(p.stdout.readline,
+                                                                            "")), daemon=True)
+               for p in reapers]
+    for reader in readers:
+        reader.start()
     mgr = make_manager()
     try:
         lease_id = mgr.grab_lease([("db.t", "X")], duration_s=0.2)
-        assert wait_for(lambda: mgr.list_lease(include_expired=True) == [], timeout=20)
-        # the one holding <root>/.reaper reaps; stop it and the other takes over
+        assert wait_for(lambda: mgr.list_lease(include_expired=True) == [], timeout=60), \
+            "the first lease was not reaped within 60 s"
+        # the one holding <root>/.reaper reaps; once the other has stood by (its first
+        # round may come late on a loaded machine), stop the first: the other takes over
         leader = mgr.client.get(f"{root}/.reaper")[0].decode()
         first = next(p for p in reapers if leader.endswith(f":{p.pid}"))
+        other = next(p for p in reapers if p is not first)
+        assert wait_for(lambda: any("standby:" in ln for ln in lines[other.pid]), timeout=60), \
+            f"the second reaper did not stand by within 60 s: {lines[other.pid]}"
         first.send_signal(signal.SIGTERM)
-        assert first.wait(20) == 0
+        assert first.wait(60) == 0
         second = mgr.grab_lease([("db.u", "S")], duration_s=0.2)
-        assert wait_for(lambda: mgr.list_lease(include_expired=True) == [], timeout=20)
+        assert wait_for(lambda: mgr.list_lease(include_expired=True) == [], timeout=60), \
+            "the second reaper did not reap within 60 s of the first one's stop"
     finally:
         for p in reapers:
             p.send_signal(signal.SIGTERM)
-        outputs = [p.communicate(timeout=20)[0] for p in reapers]
-    text = "\n".join(outputs)
+        for p in reapers:
+            p.wait(60)
+        for reader in readers:
+            reader.join(60)
+    text = "\n".join(ln for p in reapers for ln in lines[p.pid])
     assert f"reaped 1 lease(s): {lease_id}" in text and f"reaped 1 lease(s): {second}" in text
-    assert "standby:" in text  # the other one stood by while the first reaped
