@@ -118,6 +118,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
         plain.wait()
         yield {"state": state, "port": port, "plain_port": plain.port, "base": base,
                "events": events}
+        # stopping is tested here, after the module's last test whatever the order
+        # (make flake-hunt shuffles a file's tests): stop, then stop again
+        assert cli("--state-dir", state, "spark", "connect-server",
+                   "stop").stdout.strip() == "stopped"
+        after = cli("--state-dir", state, "spark", "connect-server", "status")
+        assert after.returncode == 1 and after.stdout.startswith("not running")
+        assert cli("--state-dir", state, "spark", "connect-server",
+                   "stop").stdout.strip() == "not running"
     finally:
         cli("--state-dir", state, "spark", "connect-server", "stop")
         plain.stop()
@@ -136,7 +144,7 @@ def connect(port: int):
 
 def close(session) -> None:
     """Stop a Connect session without Spark Connect's ten minutes of retries when its
-    server is gone already (the last test stops it)."""
+    server is gone already."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     session.client.set_retry_policies([DefaultPolicy(max_retries=0)])
@@ -515,12 +523,16 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
 
     from zklock import LockNotAcquired
 
+    # a table of its own: the module's other tests plan against cdb.orders's partitions
+    table = f"{cdb}.serialized"
+    cs.sql(f"CREATE TABLE {table} (id INT, amt DOUBLE, ds STRING, hr INT) USING parquet"
+           " PARTITIONED BY (ds, hr)")
     second = connect(servers["port"])
     try:
         a = make_connect_locking()
         b = make_connect_locking(second)
         # 6 s of work in one task: b's attempt, made once a holds X, falls inside it
-        slow = (f"INSERT INTO {cdb}.orders PARTITION (ds='2024-09-01', hr=1)"
+        slow = (f"INSERT INTO {table} PARTITION (ds='2024-09-01', hr=1)"
                 f" SELECT id, 1.0 FROM range(0, 12, 1, 1)"
                 f" WHERE java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
         done = threading.Event()
@@ -532,11 +544,12 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
         t.start()
         # a holds X on the partition once its write node is there (not after a guessed
         # second: a loaded machine plans and grants more slowly)
-        assert wait_for(lambda: any("/orders/" in n and "/write-" in n
-                                    for n in lock_nodes(zk, SERVER_ROOT)), timeout=30)
+        assert wait_for(lambda: any("/serialized/" in n and "/write-" in n
+                                    for n in lock_nodes(zk, SERVER_ROOT)), timeout=60), \
+            "the first client's write node did not appear within 60 s"
         denied = False
         try:
-            b.sql(f"INSERT INTO {cdb}.orders PARTITION (ds='2024-09-01', hr=1) VALUES (7, 7.0)")
+            b.sql(f"INSERT INTO {table} PARTITION (ds='2024-09-01', hr=1) VALUES (7, 7.0)")
         except LockNotAcquired:
             denied = True
         t.join()
@@ -694,9 +707,8 @@ def test_a_local_connect_session_built_with_configure_gets_the_plugin(zk_hosts, 
         "rows 1"], (out.stdout[-2000:], out.stderr[-3000:])
 
 
-# last: it stops the module's server
-def test_cli_status_then_stop(servers):
-    """Last in the module: it stops the plugin's server."""
+def test_cli_status(servers):
+    """The module's server, as `status` shows it (the fixture's teardown tests `stop`)."""
     out = cli("--state-dir", servers["state"], "spark", "connect-server", "status", "--json")
     assert out.returncode == 0, out.stderr
     st = json.loads(out.stdout)
@@ -705,9 +717,3 @@ def test_cli_status_then_stop(servers):
     assert st["spark"] == pyspark.__version__
     text = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
     assert text.stdout.startswith(f"running, pid {st['pid']}; sc://127.0.0.1:{servers['port']}")
-    assert cli("--state-dir", servers["state"], "spark", "connect-server",
-               "stop").stdout.strip() == "stopped"
-    after = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
-    assert after.returncode == 1 and after.stdout.startswith("not running")
-    assert cli("--state-dir", servers["state"], "spark", "connect-server",
-               "stop").stdout.strip() == "not running"
