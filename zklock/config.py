@@ -90,8 +90,11 @@ def _operation_timeout(value: Any) -> float:
 
 
 def _int(value: Any) -> int:
+    """A whole number >= 0, from an int or its digits (not a bool, not 1.5)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise InvalidArguments(f"not an integer: {value!r}")
     try:
-        out = int(value)
+        out = int(str(value).strip()) if isinstance(value, str) else int(value)
     except (TypeError, ValueError):
         raise InvalidArguments(f"not an integer: {value!r}") from None
     if out < 0:
@@ -252,7 +255,8 @@ SETTINGS: list[Setting] = [
             "spark.zklock.engine.mode",
             "What zklock's engine extension does with a command that no LockingSession locked:"
             " lock (its lock client takes the command's locks) or refuse (it does not run)."
-            " The Spark conf of the session running the command wins; without a lock client"
+            " The Spark conf of the session running the command counts at the Spark conf"
+            " level (a lock client's own arguments are stronger); without a lock client"
             " in the process such a command is refused either way."),
     Setting("node_naming", "recipe", _node_naming, "ZKLOCK_NODE_NAMING",
             "spark.zklock.lock.nodeNaming",
@@ -528,10 +532,18 @@ class Settings:
         their configs), and Hive has no timeout to honour beside it.
         """
         settings = self
-        call = {k: v for k, v in (("retries", retries), ("timeout", timeout),
-                                  ("retry_interval", retry_interval)) if v is not None}
+        call = {k: v for k, v in (("retries", retries), ("retry_interval", retry_interval))
+                if v is not None}
         if call:
             settings = self.with_(Level.CALL, **call)
+        if timeout is not None:  # a call may ask for one attempt: timeout=0
+            try:
+                seconds = parse_duration(timeout)
+            except InvalidArguments as exc:
+                raise InvalidArguments(f"timeout: {exc}") from None
+            data = {f.name: getattr(settings, f.name) for f in fields(settings)}
+            data.update(timeout=seconds, sources={**settings.sources, "timeout": Level.CALL})
+            settings = Settings(**data)
         interval = settings.retry_interval
         if settings.retries is not None and (settings.level("retries")
                                              >= settings.level("timeout")):

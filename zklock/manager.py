@@ -52,7 +52,7 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from . import metrics
 from .attempt import Conflict, Denied, Granted, Outcome, Retry
 from .config import Settings
-from .errors import InvalidArguments, LockNotAcquired, ZooKeeperUnavailable
+from .errors import LockNotAcquired, ZooKeeperUnavailable
 from .events import LockEvents
 from .intents import Request, View, defers_to, judge
 from .lease import Lease, Leases, process_holder
@@ -238,7 +238,8 @@ class LockManager:
         targets = normalize(locks)
         if not settings.support_concurrency or not targets:
             return LockSet.empty()
-        data = self.lock_data(query_id, query, kind="implicit", app=self.application)
+        data = self.lock_data(query_id, query, kind="implicit", settings=settings,
+                              app=self.application)
         return self.acquire_targets(targets, data, explicit=False, retries=retries,
                                      retry_interval=retry_interval, query_id=query_id or "",
                                      timeout=timeout, settings=settings)
@@ -258,11 +259,6 @@ class LockManager:
         (zklock/attempt.py says what the loop below does with each).
         """
         settings = self.settings if settings is None else settings
-        if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool)
-                                    or retries < 0):
-            raise InvalidArguments(f"retries must be an int >= 0, got {retries!r}")
-        if retry_interval is not None and not retry_interval >= 0:
-            raise InvalidArguments(f"retry_interval must be >= 0, got {retry_interval!r}")
         if deadline is not None:  # a lease's wait_s: attempts retry_interval apart until then
             wait = settings.wait(retries=retries, retry_interval=retry_interval)
             retries = None
@@ -354,7 +350,7 @@ class LockManager:
                             raise error(f"lock not acquired after {denied} attempt(s):"
                                         f" {text}{more}", conflicts=conflicts)
                         waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
-                                                     denied, started)
+                                                     denied, started, settings.intents)
                         jittered = pause * random.uniform(0.75, 1.25)
                         if backoff:
                             jittered = min(jittered, max(0.0, deadline - time.monotonic()))
@@ -771,15 +767,17 @@ class LockManager:
         conflicts[:] = unique
 
     def lock_data(self, query_id: Optional[str], query: Optional[str], kind: str,
-                  **extra: Any) -> LockData:
-        """What this process's lock nodes say about their holder (user, host, pid, query)."""
+                  settings: Optional[Settings] = None, **extra: Any) -> LockData:
+        """What this process's lock nodes say about their holder (user, host, pid, query);
+        ``settings``: the caller's (a LockingSession's user and job), else this manager's."""
+        settings = self.settings if settings is None else settings
         q = query or ""
-        limit = self.settings.query_max_length
+        limit = settings.query_max_length
         if len(q) > limit:
             q = q[:limit] + "..."
         sid = self.session_id
         return LockData(
-            user=self.settings.effective_user, job=self.settings.job or "",
+            user=settings.effective_user, job=settings.job or "",
             host=self._host, pid=os.getpid(),
             session=f"0x{sid:x}" if sid else "", query_id=query_id or "", query=q,
             acquired_at=ms_to_iso(int(time.time() * 1000)), kind=kind, protocol=PROTOCOL,

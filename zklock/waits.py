@@ -81,8 +81,10 @@ class Waits:
         self.base = f"{manager.root.rstrip('/')}/{WAITS}"
 
     def publish(self, wait_id: Optional[str], wanted: list[list[str]], data: LockData,
-                conflicts: list[Conflict], attempt: int, started: float) -> Optional[str]:
-        """Create or update the wait node; never fails the request (returns its id)."""
+                conflicts: list[Conflict], attempt: int, started: float,
+                intents: bool = True) -> Optional[str]:
+        """Create or update the wait node; never fails the request (returns its id).
+        ``intents``: does the request leave intents (its settings')."""
         import time
 
         now = int(time.time() * 1000)
@@ -92,7 +94,7 @@ class Waits:
                     blockers=[c.to_event() for c in conflicts[:MAX_ITEMS]],
                     since_ms=now - int((time.monotonic() - started) * 1000), attempt=attempt,
                     updated_ms=now, ticket=data.ticket,
-                    intents=bool(data.ticket) and self.mgr.settings.intents)
+                    intents=bool(data.ticket) and intents)
         raw = json.dumps(wait.to_dict(), separators=(",", ":")).encode()
         path = f"{self.base}/{wait.id}"
         client = self.mgr.client

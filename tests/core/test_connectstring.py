@@ -85,7 +85,11 @@ def answers_in_one_line(text: str, command: list[str]) -> None:
 
 
 @pytest.mark.parametrize("text", ["127.0.0.1:2181:9", "127.0.0.1:2181/chroot/../x", "::1",
-                                  "h:0", "a,,b", ""])
+                                  "h:0", "a,,b", "",
+                                  # what kazoo's URL parsing would read as something else
+                                  "zk1:2181?x=1", "zk1#:2182", "ops@zk1:2182", "loc\nalhost",
+                                  "zk1:", "127.1", "2130706433", "010.0.0.1", "0x7f.1",
+                                  "999.1.1.1", "a:1, b:2", "[1.2.3.4]"])
 def test_the_manager_and_every_source_refuse_a_malformed_string_before_connecting(text):
     with pytest.raises(InvalidArguments, match="ZooKeeper connect string"):
         LockManager(hosts=text)

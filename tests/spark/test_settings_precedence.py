@@ -233,6 +233,8 @@ NAMING_CASES = {
     "spark conf hive over environment recipe": (
         dict(env={"ZKLOCK_NODE_NAMING": "recipe"},
              spark_conf={"spark.zklock.lock.nodeNaming": "hive"}), True),
+    "SET hive over session recipe": (dict(session=dict(node_naming="recipe"),
+                                          set={"zklock.lock.nodeNaming": "hive"}), True),
 }
 
 
@@ -265,3 +267,35 @@ def test_node_names_follow_the_strongest_level_on_every_path(case, spark, db, bu
             assert not runner.is_alive() and not failed, (path, failed)
         parsed = [LockNodeName.parse(k) for k in names]
         assert all(p.hive is hive for p in parsed), (path, names)
+
+
+# ---- what a new session and SET may change -------------------------------------------
+def test_a_new_session_locks_as_its_parent_each_value_at_its_level(build):
+    from zklock.config import Level
+
+    locking, _, _ = build(manager=dict(retries=1), session=dict(isolate_commits=False),
+                          set={"zklock.lock.retryInterval": "50ms"})
+    child = locking.newSession()
+    try:
+        assert child.settings == locking.settings
+        assert {n: child.settings.level(n) for n in ("retries", "isolate_commits",
+                                                     "retry_interval", "timeout")} == {
+            "retries": Level.MANAGER, "isolate_commits": Level.SESSION,
+            "retry_interval": Level.SESSION_SET, "timeout": Level.DEFAULT}
+        assert child.execution.commits is None  # isolate_commits=False reached it
+        assert child.settings.wait().retries == 1
+    finally:
+        child.close()
+
+
+def test_a_running_session_changes_how_it_locks_never_where(build):
+    from zklock.errors import InvalidArguments
+
+    locking, _, _ = build(manager=FAST)
+    for fixed in ({"root": "/elsewhere"}, {"hosts": "127.0.0.1:1"}, {"isolate_commits": False}):
+        with pytest.raises(InvalidArguments, match="cannot change"):
+            locking.set(**fixed)
+    for bad in ("-1", "1.5", "many"):
+        with pytest.raises(InvalidArguments, match="zklock.lock.retries"):
+            locking.sql(f"SET zklock.lock.retries={bad}")
+    assert locking.sql("SET zklock.lock.retries=2").collect()[0].value == "2"

@@ -182,7 +182,9 @@ class EngineLockClient:
             settings = self.settings
             if not (owner.locking if owner is not None else settings.support_concurrency):
                 return _answer("unlocked")  # support_concurrency=false (or SET so), as Hive
-            mode = engine_mode(doc["mode"]) if doc.get("mode") else settings.engine_mode
+            mode = settings.engine_mode
+            if doc.get("mode") and settings.level("engine_mode") <= Level.SPARK_CONF:
+                mode = engine_mode(doc["mode"])  # the running session's Spark conf
             if mode == "refuse" and owner is None:  # a LockingSession's own writes still run
                 return _answer("refused", message=f"zklock: refused {doc.get('command')} on"
                                f" {doc.get('objects')}: spark.zklock.engine.mode=refuse runs"
@@ -196,7 +198,7 @@ class EngineLockClient:
                 staging = owner.commit_staging(lockset)
                 staging.__enter__()
             else:
-                data = self.manager.lock_data(query_id, statement, "implicit")
+                data = self.manager.lock_data(query_id, statement, "implicit", settings)
                 data = dataclasses.replace(data, app=str(doc.get("application") or ""))
                 if doc.get("user"):  # a Spark Connect client's user, not the server's
                     data = dataclasses.replace(data, user=str(doc["user"]))

@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from typing import Any, Optional
 
 from ..config import Level, Settings
-from ..errors import LockNotAcquired
+from ..errors import InvalidArguments, LockNotAcquired
 from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
@@ -44,8 +44,17 @@ class SessionSettings:
     def __init__(self, settings: Settings) -> None:
         self.current = settings
 
+    #: What a running session may change (``SET zklock.*``): how it locks, not where (the
+    #: ensemble, the root, the ZooKeeper session are its manager's for its whole life).
+    CHANGEABLE = frozenset({"support_concurrency", "timeout", "retries", "retry_interval",
+                            "unknown_statements", "show_locks_format", "node_naming"})
+
     def set(self, **changes: Any) -> Settings:
         """Change settings as ``SET zklock.*`` does: stronger than every level but a call's."""
+        fixed = sorted(set(changes) - self.CHANGEABLE)
+        if fixed:
+            raise InvalidArguments(f"a running session cannot change {', '.join(fixed)};"
+                                   " set it before the session starts")
         self.current = self.current.with_(Level.SESSION_SET, **changes)
         return self.current
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
 
-from ..config import Settings
+from ..config import Level, Settings
 from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
@@ -64,13 +64,18 @@ class LockingSession:
     """A SparkSession wrapper that takes S/X locks for every statement and DataFrame action."""
 
     def __init__(self, spark: Any, manager: Optional[LockManager] = None,
-                 **settings: Any) -> None:
+                 settings: Optional[Settings] = None, **overrides: Any) -> None:
+        """``overrides``: settings by name (``retries=1``); ``settings``: start from these
+        instead of the Spark conf and the environment (a new session of this one's)."""
         if isinstance(spark, LockingSession):
             spark = spark.spark
         self._spark = spark
         # this session's keyword arguments, Spark conf and environment, over its manager's
         # own settings: docs/configuration.md, "Precedence"
-        own = settings_of(spark, settings)
+        if settings is None:
+            own = settings_of(spark, overrides)
+        else:
+            own = settings.with_(Level.SESSION, **overrides) if overrides else settings
         self._settings = SessionSettings(own if manager is None else own.over(manager.settings))
         self._manager = manager
         self._own_manager = manager is None
@@ -229,15 +234,8 @@ class LockingSession:
     def newSession(self) -> LockingSession:
         """A new SparkSession (own SQL conf, temp views, functions) that locks like this one,
         sharing its LockManager."""
-        child = LockingSession(self._spark.newSession(), manager=self.manager)
-        child.inherit(self.settings)
-        return child
-
-    def inherit(self, settings: Settings) -> None:
-        """Lock with ``settings`` as they are, each at the level it was set (a new session
-        of this one's, whose SET changes stay its own from here)."""
-        self._settings.current = settings
-        self._planner.unknown_statements = settings.unknown_statements
+        return LockingSession(self._spark.newSession(), manager=self.manager,
+                              settings=self.settings)
 
     @property
     def manager(self) -> LockManager:

@@ -53,6 +53,7 @@ SESSION_KEYS = {
     "zklock.lock.retryinterval": "retry_interval",
     "zklock.unknown.statements": "unknown_statements",
     "zklock.showlocks.format": "show_locks_format",
+    "zklock.lock.nodenaming": "node_naming",
     # Hive's names for the same session settings
     "hive.support.concurrency": "support_concurrency",
     "hive.lock.numretries": "retries",
@@ -159,11 +160,12 @@ def set_option(session: SessionContext, ext: SetZkLock) -> Any:
         raise InvalidArguments(f"unknown zklock session setting {ext.key!r};"
                                f" known: {', '.join(sorted(SESSION_KEYS))}")
     if ext.value is not None:
-        if attr == "retries" and not (ext.value.isascii() and ext.value.isdigit()):
-            raise InvalidArguments(f"{ext.key} must be an integer >= 0")
         # a timeout SET now governs the wait, a count SET now does: the later SET wins
         unset = {"timeout": {"retries": None}}.get(attr, {})
-        session.set(**{attr: ext.value}, **unset)
+        try:
+            session.set(**{attr: ext.value}, **unset)
+        except InvalidArguments as exc:
+            raise InvalidArguments(f"{ext.key}: {exc}") from None
     settings = session.settings
     current = {"retries": "unset" if settings.retries is None else settings.retries}.get(
         attr, getattr(settings, attr))
