@@ -268,6 +268,36 @@ def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
     session.stop()
 
 
+class Latch:
+    """A SQL function (``latch.name``) that returns its argument once the test opens the
+    latch, or after ``limit`` seconds: a statement using it holds its locks until the test has
+    seen (and acted on) what it needs, however slowly a loaded machine runs the two. It
+    records that a task reached it (:meth:`reached`)."""
+
+    def __init__(self, spark, directory: Path, name: str = "zk_latch", limit: float = 120.0):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.name, self.gate, self.entered = name, directory / "open", directory / "entered"
+        gate, entered = str(self.gate), str(self.entered)
+        until = time.time() + limit  # one deadline for every row (wall clock: other processes)
+
+        def wait(x):
+            import os
+            import time as t
+
+            open(entered, "a").close()
+            while not os.path.exists(gate) and t.time() < until:
+                t.sleep(0.02)
+            return x
+
+        spark.udf.register(name, wait, "int")
+
+    def reached(self) -> bool:
+        return self.entered.exists()
+
+    def open(self) -> None:
+        self.gate.touch()
+
+
 def make_warehouse(spark) -> str:
     """A fresh database holding sales-like tables: orders (ds, hr), dim, and a view."""
     name = f"w{uuid.uuid4().hex[:10]}"

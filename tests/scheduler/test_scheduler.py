@@ -113,7 +113,7 @@ def test_run_now_and_the_user_is_recorded(admin_session, make_scheduler, make_ma
     assert wait_for(lambda: states(s, "nightly") == ["FINISHED"], timeout=20)
     e = executions(s, "nightly")[0]
     assert e.manual and e.executed_as == ADMIN and e.executor
-    assert e.start - e.trigger_time < 3000  # started promptly (with room for CI's load)
+    assert e.start - e.trigger_time < 10000  # started promptly (with room for CI's load)
     leases = make_manager().list_lease()
     assert [x.user for x in leases] == [ADMIN]  # the lock it took records the user
     row = s.sql("SELECT * FROM sysdb.scheduled_executions").collect()[0]
@@ -179,7 +179,8 @@ def test_end_to_end_insert_every_two_seconds(admin_session, make_scheduler, db):
     runs = sorted(finished, key=lambda e: e.trigger_time)
     latencies = [runs[0].start - runs[0].trigger_time]
     latencies += [e.start - max(e.trigger_time, before.end) for before, e in zip(runs, runs[1:])]
-    assert max(latencies) < 1500, latencies
+    # a bound of two trigger periods: a loaded machine delays a start, never by that much
+    assert max(latencies) < 4000, latencies
 
 
 def test_no_overlap_and_one_owed_run(admin_session, make_scheduler):

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import Latch, wait_for
 from test_spark_engine import no_lock_client
 
 from zklock import LockManager
@@ -204,28 +203,6 @@ def test_whether_statements_lock_follows_the_strongest_level_on_every_path(case,
 
 
 # ---- node_naming: the names of the nodes a running statement holds -------------------
-@contextmanager
-def latch(spark, directory: Path):
-    """A SQL function ``zk_latch(x)`` that returns ``x`` once ``directory``/open exists:
-    a statement using it holds its locks until the test opens the latch."""
-    gate = directory / "open"
-
-    def wait(x):
-        import os
-        import time as t
-
-        deadline = t.monotonic() + 120
-        while not os.path.exists(str(gate)) and t.monotonic() < deadline:
-            t.sleep(0.02)
-        return x
-
-    spark.udf.register("zk_latch", wait, "string")
-    try:
-        yield gate
-    finally:
-        gate.touch()
-
-
 NAMING_CASES = {
     "manager hive": (dict(manager=dict(node_naming="hive")), True),
     "session recipe over manager hive": (dict(manager=dict(node_naming="hive"),
@@ -245,26 +222,26 @@ def test_node_names_follow_the_strongest_level_on_every_path(case, spark, db, bu
     locking, _, _ = build(**levels)
     table_node = f"{root}/{db}/dim"
     for n, path in enumerate(PATHS):
-        gate_dir = tmp_path / f"gate-{n}"
-        gate_dir.mkdir()
-        with latch(spark, gate_dir) as gate:
-            failed: list[BaseException] = []
+        latch = Latch(spark, tmp_path / f"latch-{n}")  # the statement holds its locks until
+        failed: list[BaseException] = []                # the test has read their names
 
-            def run(path=path, failed=failed):
-                try:
-                    run_path(path, locking, f"{db}.dim", "zk_latch('p')")
-                except BaseException as exc:  # reported below
-                    failed.append(exc)
+        def run(path=path, failed=failed, latch=latch):
+            try:
+                run_path(path, locking, f"{db}.dim", f"CAST({latch.name}(7) AS STRING)")
+            except BaseException as exc:  # reported below
+                failed.append(exc)
 
-            runner = threading.Thread(target=run)
-            runner.start()
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
             names = wait_for(lambda: [k for k in (zk.get_children(table_node)
                                                   if zk.exists(table_node) else [])
                                       if LockNodeName.parse(k)], timeout=60)
             assert names, f"{path}: no lock node appeared on {table_node} within 60 s"
-            gate.touch()
+        finally:
+            latch.open()
             runner.join(120)
-            assert not runner.is_alive() and not failed, (path, failed)
+        assert not runner.is_alive() and not failed, (path, failed)
         parsed = [LockNodeName.parse(k) for k in names]
         assert all(p.hive is hive for p in parsed), (path, names)
 

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import lock_nodes, spark_line, wait_for
+from conftest import Latch, lock_nodes, spark_line, wait_for
 
 from zklock.errors import UnsupportedStatement
 from zklock.locknode import LockNodeName
@@ -249,14 +249,11 @@ TAKEN = [t for t in TAKEN if not absent(t)]
 
 
 @pytest.mark.parametrize("template", TAKEN)
-def test_explain_agrees_with_what_is_taken(template, make_locking, db, zk, root, spark):
+def test_explain_agrees_with_what_is_taken(template, make_locking, db, zk, root, spark,
+                                          tmp_path):
     """EXPLAIN LOCKS lists exactly the lock nodes a statement holds while it runs."""
-    def slow(x: int) -> int:
-        import time
-
-        time.sleep(3.0)
-        return x
-    spark.udf.register("slow_corpus", slow, "int")
+    # the statement holds its locks until the test has read them, however slow the machine
+    latch = Latch(spark, tmp_path / "latch", name="slow_corpus")
     locking = make_locking()
     sql = template.format(d=db)
     planned = sorted(f"{o}:{m}" for o, m in locking.explain_locks(sql).rows())
@@ -268,8 +265,11 @@ def test_explain_agrees_with_what_is_taken(template, make_locking, db, zk, root,
     assert planned
     runner = threading.Thread(target=locking.sql, args=(sql,))
     runner.start()
-    seen = wait_for(read_held, timeout=20)
-    runner.join(timeout=60)
+    try:
+        seen = wait_for(read_held, timeout=60)
+    finally:
+        latch.open()
+        runner.join(timeout=120)
     assert seen, (held, planned)
 
 

@@ -4,7 +4,7 @@ executions that join the locks they hold."""
 from __future__ import annotations
 
 import pytest
-from conftest import lock_nodes, wait_for
+from conftest import Latch, lock_nodes, wait_for
 
 from zklock import LockNotAcquired
 from zklock.errors import InvalidArguments
@@ -81,18 +81,28 @@ def test_show_locks_as_hive_prints_them(locking, make_manager, db):
         assert locking.sql("SHOW LOCKS").columns[:2] == ["object", "mode"]
 
 
-def test_scheduled_execution_joins_show_locks(admin_session, make_scheduler, db, zk, root):
+def test_scheduled_execution_joins_show_locks(admin_session, make_scheduler, db, zk, root,
+                                              spark, tmp_path):
     s = admin_session
+    # the scheduled run (in this Spark) holds its locks until the test has seen the join
+    latch = Latch(spark, tmp_path / "latch")
     s.sql(f"CREATE SCHEDULED QUERY slowins CRON '0 3 * * *' DISABLED AS INSERT INTO {db}.dim"
-          " SELECT 13, CAST(java_method('java.lang.Thread', 'sleep', CAST(4000 AS BIGINT))"
-          " AS STRING)")
+          f" SELECT 13, CAST({latch.name}(1) AS STRING)")
     make_scheduler()
     s.sql("ALTER SCHEDULED QUERY slowins EXECUTE")
-    assert wait_for(lambda: lock_nodes(zk, root) != [], timeout=30)
-    joined = s.sql("SELECT l.object, e.schedule_name FROM sysdb.locks l JOIN"
-                   " sysdb.scheduled_executions e ON l.query_id = e.executor_query_id"
-                   " WHERE e.state = 'EXECUTING'").collect()
-    assert (f"{db}.dim", "slowins") in [tuple(r) for r in joined]
+    try:
+        assert wait_for(lambda: lock_nodes(zk, root) != [], timeout=60), \
+            "the scheduled run's locks did not show within 60 s"
+
+        def joined():
+            return [tuple(r) for r in s.sql(
+                "SELECT l.object, e.schedule_name FROM sysdb.locks l JOIN"
+                " sysdb.scheduled_executions e ON l.query_id = e.executor_query_id"
+                " WHERE e.state = 'EXECUTING'").collect()]
+        # the execution's state reaches EXECUTING through the store, maybe after its locks
+        assert wait_for(lambda: (f"{db}.dim", "slowins") in joined(), timeout=60), joined()
+    finally:
+        latch.open()
 
 
 def test_an_insert_into_a_partition_hive_holds_is_denied(locking, spark, db, zk_hosts, root):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from conftest import lock_nodes, spark_line, wait_for
+from conftest import Latch, lock_nodes, spark_line, wait_for
 from pyspark.errors import ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -15,29 +14,6 @@ from pyspark.sql import functions as F
 from zklock import LockLost, LockNotAcquired
 from zklock.spark import LockingSession
 from zklock.testing import expire_session
-
-
-@pytest.fixture(scope="module")
-def slow_running(tmp_path_factory) -> Path:
-    """A file the ``slow`` UDF creates at each row: a statement using it is running its job
-    (Spark's status tracker can still show the job before it as active)."""
-    return tmp_path_factory.mktemp("slow") / "running"
-
-
-@pytest.fixture(scope="module")
-def slow(spark, slow_running):
-    """A Python UDF that sleeps ``s`` seconds per row: a long Spark job on demand."""
-    running = str(slow_running)
-
-    def slow_id(x: int, s: float) -> int:
-        import pathlib
-        import time as _t
-
-        pathlib.Path(running).touch()
-        _t.sleep(float(s))
-        return x
-    spark.udf.register("slow_id", slow_id, "int")
-    return "slow_id"
 
 
 def count(spark, table: str, where: str = "true") -> int:
@@ -69,19 +45,20 @@ def test_insert_denied_while_partition_is_held_and_table_unchanged(locking, make
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
-def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slow):
+def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, spark, tmp_path):
     watcher = make_manager()
     seen = []
-    # X is held for about 3 s (two tasks of three 1 s rows): longer than a loaded machine's
-    # stall between two polls
+    latch = Latch(spark, tmp_path / "latch")  # X is held until the test has seen it
     sql = (f"INSERT INTO {db}.events PARTITION (ds='busy')"
-           f" SELECT {slow}(CAST(id AS INT), 1.0) FROM range(6)")
+           f" SELECT {latch.name}(CAST(id AS INT)) FROM range(6)")
     t = threading.Thread(target=locking.sql, args=(sql,))
     t.start()
     try:
         assert wait_for(lambda: bool(seen.extend(r for r in watcher.show(extended=True)
-                                                 if r.mode.value == "X") or seen))
+                                                 if r.mode.value == "X") or seen), 60), \
+            "the statement's X lock did not show within 60 s"
     finally:
+        latch.open()
         t.join()
     held = seen[0]
     assert held.object == f"{db}.events/ds=busy"
@@ -90,26 +67,27 @@ def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, slo
     assert wait_for(lambda: watcher.show() == [], timeout=30)
 
 
-def test_reader_is_denied_during_insert_overwrite(make_locking, db, slow):
+def test_reader_is_denied_during_insert_overwrite(make_locking, db, spark, tmp_path):
     writer, reader = make_locking(), make_locking()
     watcher = writer.manager
     client = reader.manager.client  # its ZooKeeper session opens now, before the race
     assert client.connected
     writer.sql(f"INSERT INTO {db}.events PARTITION (ds='a') VALUES (0)")
-    # X is held for about 4 s (two tasks of four 1 s rows): both denials fit in it even when a
-    # loaded machine stalls the test thread
+    latch = Latch(spark, tmp_path / "latch")  # X is held until both denials are in
     sql = (f"INSERT OVERWRITE {db}.events PARTITION (ds='a')"
-           f" SELECT {slow}(CAST(id AS INT), 1.0) FROM range(8)")
+           f" SELECT {latch.name}(CAST(id AS INT)) FROM range(8)")
     errors = []
     t = threading.Thread(target=lambda: _capture(errors, writer.sql, sql))
     t.start()
     try:
-        assert wait_for(lambda: any(r.mode.value == "X" for r in watcher.show()))
+        assert wait_for(lambda: any(r.mode.value == "X" for r in watcher.show()), 60), \
+            "the overwrite's X lock did not show within 60 s"
         with pytest.raises(LockNotAcquired, match="held in X"):
             reader.sql(f"SELECT * FROM {db}.events WHERE ds = 'a'").collect()
         with pytest.raises(LockNotAcquired):
             reader.table(f"{db}.events").count()  # an unpinned read locks the partitions it scans
     finally:
+        latch.open()
         t.join()
     assert errors == [], [str(getattr(e, 'java_exception', e)) for e in errors]
     assert reader.sql(f"SELECT count(*) AS n FROM {db}.events WHERE ds = 'a'").collect()[0].n == 8
@@ -122,25 +100,30 @@ def _capture(errors: list, fn, *args):
         errors.append(exc)
 
 
-def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, slow_running,
-                                                        spark, zk_hosts, zk, root):
+def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, spark, zk_hosts, zk,
+                                                        root, tmp_path):
     locking = make_locking()
     before = count(spark, f"{db}.dim")
-    sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
-    slow_running.unlink(missing_ok=True)
+    # its tasks wait for a latch that opens only after 120 s: the job ends sooner only if
+    # it is cancelled
+    latch = Latch(spark, tmp_path / "latch")
+    sql = f"INSERT INTO {db}.dim SELECT {latch.name}(CAST(id AS INT)), 'x' FROM range(60)"
 
     def expire_when_held():
-        if wait_for(lambda: bool(lock_nodes(zk, root)) and slow_running.exists()):
+        if wait_for(lambda: bool(lock_nodes(zk, root)) and latch.reached(), 60):
             expire_session(locking.manager.client, zk_hosts)
     killer = threading.Thread(target=expire_when_held)
     killer.start()
     started = time.monotonic()
-    with pytest.raises(LockLost) as info:
-        locking.sql(sql)
-    elapsed = time.monotonic() - started
-    killer.join()
+    try:
+        with pytest.raises(LockLost) as info:
+            locking.sql(sql)
+    finally:
+        elapsed = time.monotonic() - started
+        killer.join()
+        latch.open()
     assert f"{db}.dim" in info.value.objects
-    assert elapsed < 20, f"the 30 s job was not cancelled ({elapsed:.1f} s)"
+    assert elapsed < 90, f"the job was not cancelled ({elapsed:.1f} s)"
     assert count(spark, f"{db}.dim") == before
     # the session recovers: kazoo opens a new ZooKeeper session
     assert wait_for(lambda: locking.manager.client.connected, timeout=20)
@@ -148,30 +131,32 @@ def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, slow, 
     assert count(spark, f"{db}.dim") == before + 1
 
 
-def test_a_lock_node_deleted_by_another_client_cancels_the_statement(make_locking, db, slow,
-                                                                     slow_running, spark, zk,
-                                                                     root):
+def test_a_lock_node_deleted_by_another_client_cancels_the_statement(make_locking, db, spark,
+                                                                     zk, root, tmp_path):
     """An operator's zkCli, Hive's clean-up or a force-drop deletes the table's lock node
     while the statement runs: the session learns it (a watch), cancels the job and raises
     LockLost, and nothing it wrote is published."""
     locking = make_locking()
     before = count(spark, f"{db}.dim")
-    sql = f"INSERT INTO {db}.dim SELECT {slow}(CAST(id AS INT), 0.5), 'x' FROM range(60)"
-    slow_running.unlink(missing_ok=True)
+    latch = Latch(spark, tmp_path / "latch")  # opens after 120 s: only a cancel ends it sooner
+    sql = f"INSERT INTO {db}.dim SELECT {latch.name}(CAST(id AS INT)), 'x' FROM range(60)"
 
     def delete_when_held():
         if wait_for(lambda: any("/dim/write-" in n for n in lock_nodes(zk, root))
-                    and slow_running.exists()):
+                    and latch.reached(), 60):
             zk.delete(next(n for n in lock_nodes(zk, root) if "/dim/write-" in n))
     killer = threading.Thread(target=delete_when_held)
     killer.start()
     started = time.monotonic()
-    with pytest.raises(LockLost, match="deleted by another client") as info:
-        locking.sql(sql)
-    elapsed = time.monotonic() - started
-    killer.join()
+    try:
+        with pytest.raises(LockLost, match="deleted by another client") as info:
+            locking.sql(sql)
+    finally:
+        elapsed = time.monotonic() - started
+        killer.join()
+        latch.open()
     assert f"{db}.dim" in info.value.objects
-    assert elapsed < 20, f"the 30 s job was not cancelled ({elapsed:.1f} s)"
+    assert elapsed < 90, f"the job was not cancelled ({elapsed:.1f} s)"
     assert count(spark, f"{db}.dim") == before
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=10)
 
