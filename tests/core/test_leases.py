@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import PYTHON, lock_nodes
+from conftest import PYTHON, lock_nodes, wait_for
 
 from zklock import (
     ExceedsMaxLeaseTime,
@@ -92,17 +92,18 @@ def test_recover_lease_drops_only_expired_holders(make_manager):
 
 
 def test_reaper_removes_only_what_is_past_the_hard_limit(make_manager, zk, root):
-    a = make_manager(lease_hard_limit_s=2.0)
+    a = make_manager(lease_hard_limit_s=4.0)
     gone = a.grab_lease([("db.t/ds=1", "X")], duration_s=0.2)
     live = a.grab_lease([("db.u", "S")], duration_s=60)
-    time.sleep(1.7)
+    time.sleep(4.5)
     kept_expired = a.grab_lease([("db.v", "S")], duration_s=0.2)
-    # gone: expired 2.3 s ago or more; kept_expired: 0.6 s ago, 1.4 s short of the limit
-    time.sleep(0.8)
+    # gone: expired 4.6 s ago or more (a stall only adds to it); kept_expired: about 0.1 s
+    # ago, so a stall of up to 3.9 s before the reap still leaves it short of the limit
+    time.sleep(0.3)
     assert a.reap_leases() == [gone]
     assert {x.lease_id for x in a.list_lease(include_expired=True)} == {live, kept_expired}
     assert [x.lease_id for x in a.list_lease()] == [live]
-    time.sleep(1.7)
+    time.sleep(4.5)
     assert a.reap_leases() == [kept_expired]
     assert all("/db/t" not in n for n in lock_nodes(zk, root))
 
@@ -125,15 +126,16 @@ def test_lease_survives_its_process_an_implicit_lock_does_not(make_manager, zk_h
 
 
 def test_extend_within_and_past_the_maximum(make_manager):
-    a = make_manager(max_lease_s=4)
+    a = make_manager(max_lease_s=8)
     with pytest.raises(ExceedsMaxLeaseTime):
-        a.grab_lease([("db.t", "X")], duration_s=5)
+        a.grab_lease([("db.t", "X")], duration_s=9)
     lease_id = a.grab_lease([("db.t", "X")], duration_s=2)
     before = a.list_lease()[0]
     time.sleep(0.3)
-    after = a.extend_lease(lease_id)  # ends 2.3 s after the start, or up to 4 s
+    # ends 2.3 s after the start (up to 8 s: a stall of under 6 s before it still fits)
+    after = a.extend_lease(lease_id)
     assert after.end_ms > before.end_ms and after.start_ms == before.start_ms
-    time.sleep(2.0)  # now + 2 s would end more than 4 s after the start
+    time.sleep(6.5)  # now + 2 s would end more than 8 s after the start (a stall adds to it)
     with pytest.raises(ExceedsMaxLeaseTime):
         a.extend_lease(lease_id)
 
@@ -164,18 +166,15 @@ def test_force_drop_everything_and_implicit_break_lock(make_manager, zk, root):
 
 def test_renewer_keeps_leases_alive_then_stops(make_manager):
     a, b = make_manager(), make_manager()
-    lease_id = a.grab_lease([("db.t", "X")], duration_s=2, holder="etl")
+    lease_id = a.grab_lease([("db.t", "X")], duration_s=3, holder="etl")
     lost = []
     with LeaseRenewer(a, "etl", on_lost=lambda i, e: lost.append(i)) as renewer:
-        time.sleep(4.5)  # more than twice its duration
+        time.sleep(6.5)  # more than twice its duration
         with pytest.raises(LeaseAlreadyExists):
             b.grab_lease([("db.t", "X")], duration_s=5)
-        assert renewer.renewals >= 4
+        assert wait_for(lambda: renewer.renewals >= 4, 30), renewer.renewals
         a.drop_lease(lease_id, holder="etl")  # a named holder acts as that holder
-        deadline = time.monotonic() + 5
-        while renewer.running and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not renewer.running  # no lease left: it stopped
+        assert wait_for(lambda: not renewer.running, 30), "no lease left, yet it runs"
     assert lost == []
 
 
