@@ -23,33 +23,35 @@ def dead_hosts() -> str:
 def test_every_entry_point_fails_within_the_connect_timeout(spark, shared_db):
     hosts = dead_hosts()
     t0 = time.monotonic()
-    with pytest.raises(ZooKeeperUnavailable, match="cannot reach ZooKeeper"):
+    # each gives up after the configured 1 s (the message says so), not the default 5 s; the
+    # bounds below leave a loaded machine room around it
+    with pytest.raises(ZooKeeperUnavailable, match="cannot reach ZooKeeper.* within 1s"):
         LockManager(hosts=hosts, connect_timeout=1)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 10
 
     from zklock.spark import LockingSession
 
     session = LockingSession(spark, hosts=hosts, connect_timeout=1)
     t0 = time.monotonic()
-    with pytest.raises(ZooKeeperUnavailable):
+    with pytest.raises(ZooKeeperUnavailable, match="within 1s"):
         session.sql(f"SELECT * FROM {shared_db}.dim").collect()
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 10
 
     for args in (["show"], ["waits"], ["lease", "list"], ["schedule", "list"],
                  ["scheduler", "status"]):
         t0 = time.monotonic()
         out = CliRunner().invoke(cli, ["--zk", hosts, *args],
                                  env={"ZKLOCK_CONNECT_TIMEOUT": "1s"})
-        assert out.exit_code == 1 and "cannot reach ZooKeeper" in out.output, (args, out.output)
+        assert out.exit_code == 1 and "within 1s" in out.output, (args, out.output)
         assert "Traceback" not in out.output
-        assert time.monotonic() - t0 < 5, args
+        assert time.monotonic() - t0 < 10, args
 
     from zklock.scheduler.service import SchedulerService
 
     t0 = time.monotonic()
-    with pytest.raises(ZooKeeperUnavailable):
+    with pytest.raises(ZooKeeperUnavailable, match="within 1s"):
         SchedulerService(Settings.resolve({"hosts": hosts, "connect_timeout": 1}), runner=None)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 10
 
 
 #: A client that must outlive a restart: ZooKeeper gives the sessions it restores one
