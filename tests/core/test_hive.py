@@ -169,16 +169,24 @@ def test_mixed_contention_never_overlaps_incompatible_holders(spark, zk_hosts, r
     objects = ["db/t", "db/t/p=0", "db/t/p=1", "db/u"]
     sections: list[tuple[str, str, str, float, float]] = []  # who, object, mode, start, end
     lock = threading.Lock()
-    stop = time.monotonic() + 5
+    stop, cap = time.monotonic() + 5, time.monotonic() + 90
+    held_by = {"hi": 0, "zk": 0}
+
+    def going() -> bool:
+        """5 s of contention, longer (up to 90 s) until each side has held locks 5 times:
+        Hive's JVM clients may take seconds to start on a loaded machine."""
+        now = time.monotonic()
+        return now < stop or (min(held_by.values()) < 5 and now < cap)
 
     def record(who: str, wanted: list[tuple[str, str]], start: float, end: float) -> None:
         with lock:
             sections.extend((who, o, m, start, end) for o, m in wanted)
+            held_by[who[:2]] += 1
 
     def hive_client(k: int) -> None:
         h = HiveLocks(spark, zk_hosts, root)  # its own instance and JVM thread
         rng = random.Random(k)
-        while time.monotonic() < stop:
+        while going():
             obj, mode = rng.choice(objects), rng.choice("SX")
             held = h.lock_all(hive_set(obj, mode))
             if held is None:
@@ -193,7 +201,7 @@ def test_mixed_contention_never_overlaps_incompatible_holders(spark, zk_hosts, r
     def zklock_client(k: int) -> None:
         mgr = make_manager(node_naming="hive", retries=0)
         rng = random.Random(100 + k)
-        while time.monotonic() < stop:
+        while going():
             obj, mode = rng.choice(objects), rng.choice("SX")
             try:
                 held = mgr.acquire([(zk_name(obj), mode)])
@@ -211,7 +219,7 @@ def test_mixed_contention_never_overlaps_incompatible_holders(spark, zk_hosts, r
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(120)
     kinds = {who[:2] for who, *_ in sections}
     assert kinds == {"hi", "zk"}, "both sides must have held locks"
     overlaps = []
