@@ -27,16 +27,25 @@ COUNT = 5
 def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(
         zk_hosts, root, tmp_path, spark):
     writers = ("w0", "w1", "bad")
-    procs = [subprocess.Popen([sys.executable, "-m", "zklock.testing.writers", zk_hosts, root,
-                               str(tmp_path), name, str(len(writers)), str(COUNT), "true"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-             for name in writers]
+    logs = {name: tmp_path / f"{name}.log" for name in writers}
+    procs = {name: subprocess.Popen([sys.executable, "-m", "zklock.testing.writers", zk_hosts,
+                                     root, str(tmp_path), name, str(len(writers)), str(COUNT),
+                                     "true"], stdout=subprocess.PIPE,
+                                    stderr=logs[name].open("w"), text=True)
+             for name in writers}
     reports = {}
-    for p in procs:
-        out, _ = p.communicate(timeout=600)
-        assert p.returncode == 0
-        report = json.loads(out.strip().splitlines()[-1])
-        reports[report["name"]] = report
+    try:
+        for name, p in procs.items():
+            out, _ = p.communicate(timeout=600)
+            tail = logs[name].read_text(errors="replace")[-3000:]
+            assert p.returncode == 0, f"writer {name} exited {p.returncode}: {tail}"
+            report = json.loads(out.strip().splitlines()[-1])
+            reports[report["name"]] = report
+    finally:
+        for p in procs.values():  # stopped and reaped whatever happened
+            if p.poll() is None:
+                p.kill()
+            p.wait(60)
     good = [n for n in writers if n != "bad"]
     assert all(reports[n]["failures"] == [] for n in good)
     assert len(reports["bad"]["failures"]) == COUNT  # every job of the bad writer failed

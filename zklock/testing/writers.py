@@ -44,13 +44,18 @@ def main(argv: list[str]) -> int:
     spark.udf.register("slow", lambda x: (time.sleep(0.003), x)[1], "bigint")
     spark.udf.register("boom", _boom, "bigint")
     value = "boom(id)" if name.startswith("bad") else "slow(id)"  # a writer whose jobs fail
-    session = LockingSession(spark, hosts=hosts, root=root, job=name, retries=100,
+    # a wait by time, not a count: three applications creating one database and table on
+    # a loaded machine can hold each other up for longer than 100 quick retries
+    session = LockingSession(spark, hosts=hosts, root=root, job=name, timeout=300,
                              retry_interval=0.1, isolate_commits=parse_bool(isolate))
     session.sql("CREATE DATABASE IF NOT EXISTS w")
     session.sql(f"CREATE TABLE IF NOT EXISTS w.t (id BIGINT, v DOUBLE, ds STRING) USING parquet"
                 f" PARTITIONED BY (ds) LOCATION '{wh / 't'}'")
     (wh / f"{name}.ready").touch()
+    deadline = time.monotonic() + 300  # a writer that died before it was ready ends the wait
     while len(list(wh.glob("*.ready"))) < int(writers):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name}: the other writers were not ready within 300 s")
         time.sleep(0.05)
     failures = []
     for i in range(int(count)):
