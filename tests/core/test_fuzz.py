@@ -110,8 +110,12 @@ def test_cli_arguments(zk_hosts, root, make_manager, args):
     TRIED["n"] += 1
     if "server" in args or "completion" in args:
         return
-    out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, *args],
-                             env={"ZKLOCK_CONNECT_TIMEOUT": "2s"})
+    runner = CliRunner()
+    # in a directory of its own (`timeline` writes timeline.png where it runs), without the
+    # suite's event log (tests/diagnostics.py): a drawing of it would be slow and large
+    with runner.isolated_filesystem():
+        out = runner.invoke(cli, ["--zk", zk_hosts, "--root", root, *args],
+                            env={"ZKLOCK_CONNECT_TIMEOUT": "2s", "ZKLOCK_EVENT_LOG": ""})
     assert out.exit_code in (0, 1, 2, 3), (args, out.output)
     assert "Traceback" not in out.output, (args, out.output)
     if out.exception is not None:
