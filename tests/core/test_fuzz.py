@@ -106,16 +106,15 @@ def test_every_forms(n, unit, offset):
      "--json", "waits", "schedule", "run-now", "--namespace", "../x", "timeline",
      "--since", "-o", "force-drop", "--yes", "extend", "-1", "reap", "--hard-limit"])),
     max_size=6))
-def test_cli_arguments(zk_hosts, root, make_manager, args):
+def test_cli_arguments(zk_hosts, root, make_manager, tmp_path, monkeypatch, args):
     TRIED["n"] += 1
     if "server" in args or "completion" in args:
         return
-    runner = CliRunner()
     # in a directory of its own (`timeline` writes timeline.png where it runs), without the
     # suite's event log (tests/diagnostics.py): a drawing of it would be slow and large
-    with runner.isolated_filesystem():
-        out = runner.invoke(cli, ["--zk", zk_hosts, "--root", root, *args],
-                            env={"ZKLOCK_CONNECT_TIMEOUT": "2s", "ZKLOCK_EVENT_LOG": ""})
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, *args],
+                             env={"ZKLOCK_CONNECT_TIMEOUT": "2s", "ZKLOCK_EVENT_LOG": ""})
     assert out.exit_code in (0, 1, 2, 3), (args, out.output)
     assert "Traceback" not in out.output, (args, out.output)
     if out.exception is not None:
