@@ -27,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from conftest import lock_nodes
+from conftest import lock_nodes, wait_for
 from kazoo.client import KazooClient
 
 from zklock.testing.chaos import check, read_lines
@@ -154,13 +154,23 @@ def test_chaos(ensemble, tmp_path):
         else:
             client_faults.append(f)
     report = check(lines, client_faults, session_timeout=SESSION_TIMEOUT)
-    # no lock node and no wait node is left once every session is gone
-    time.sleep(SESSION_TIMEOUT + 2)
+    # no lock node and no wait node is left once every session is gone: the clients have
+    # exited, so each session ends within SESSION_TIMEOUT of its last ping; wait for that
+    # (up to 60 s, room for a loaded server's expiry), not a guessed pause
+    from kazoo.exceptions import NoNodeError
+
     zk = KazooClient(hosts=ens.connect)
     zk.start(timeout=30)
+
+    def leftovers() -> tuple[list[str], list[str]]:
+        try:
+            waits = zk.get_children(f"{root}/.waits")
+        except NoNodeError:
+            waits = []
+        return lock_nodes(zk, root), waits
     try:
-        orphans = lock_nodes(zk, root)
-        waits = zk.get_children(f"{root}/.waits") if zk.exists(f"{root}/.waits") else []
+        wait_for(lambda: leftovers() == ([], []), timeout=60)
+        orphans, waits = leftovers()
     finally:
         zk.stop()
         zk.close()
