@@ -101,7 +101,11 @@ SERVER_ROOT = "/zklock-tests-connect-server"
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
+def servers(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str, spark):
+    # the worker's classic Spark starts first: PySpark launches its JVM with a fork, and a
+    # fork after a Spark Connect client's gRPC threads are running can die before it
+    # executes Java (make flake-hunt saw JAVA_GATEWAY_EXITED after gRPC's "epoll_wait error:
+    # Bad file descriptor", when a shuffled order made a Connect test a worker's first)
     base = tmp_path_factory.mktemp("connect")
     plain = PlainServer(base / "plain")  # starts while the plugin's server starts
     state, port = base / "state", free_port()

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from conftest import PYTHON, spark_line
+from conftest import PYTHON, Latch, spark_line
 from pyspark.sql import SparkSession
 
 from zklock.errors import LockNotAcquired
@@ -385,9 +385,11 @@ def test_engine_locks_are_seen_and_lost_as_a_wrappers_are(spark, db, make_manage
     from conftest import wait_for
 
     table = f"{db}.events"
-    spark.udf.register("zk_slow", lambda i: (time.sleep(0.25), i)[1], "bigint")
-    insert = (f"INSERT INTO {table} PARTITION (ds='slow') SELECT zk_slow(id) FROM"
-              " range(0, 40, 1, 1)")
+    # its task waits on a latch opened only after the command has ended: the job is still
+    # running when the node is deleted, however slowly this machine runs the test
+    latch = Latch(spark, tmp_path / "latch")
+    insert = (f"INSERT INTO {table} PARTITION (ds='slow') SELECT {latch.name}(CAST(id AS INT))"
+              " FROM range(0, 40, 1, 1)")
     manager = make_manager(user="etl-user")
     before = count(spark, table)
     failure = []
@@ -401,16 +403,23 @@ def test_engine_locks_are_seen_and_lost_as_a_wrappers_are(spark, db, make_manage
     with enforce(spark, manager):
         writer = threading.Thread(target=run)
         writer.start()
-        shown = []
-        assert wait_for(lambda: shown.extend(r for r in manager.show(table, extended=True)
-                                             if r.mode is Mode.EXCLUSIVE) or shown,
-                        timeout=30)
-        held = shown[0]
-        assert held.object == f"{table}/ds=slow" and held.data.user == "etl-user"
-        assert held.data.query == insert and held.data.query_id.startswith("zklock-")
-        assert held.data.app == spark.sparkContext.applicationId
-        zk.delete(held.node)  # another client removes it: the lock is lost
-        writer.join(timeout=60)
+        try:
+            shown = []
+            assert wait_for(lambda: shown.extend(r for r in manager.show(table, extended=True)
+                                                 if r.mode is Mode.EXCLUSIVE) or shown,
+                            timeout=60), "the INSERT's X lock did not show within 60 s"
+            held = shown[0]
+            assert held.object == f"{table}/ds=slow" and held.data.user == "etl-user"
+            assert held.data.query == insert and held.data.query_id.startswith("zklock-")
+            assert held.data.app == spark.sparkContext.applicationId
+            # while its job runs (a task has reached the latch): a loss before the job is
+            # submitted is the commit fence's to catch, not a cancel's
+            assert wait_for(latch.reached, 60), "the INSERT's task did not start within 60 s"
+            zk.delete(held.node)  # another client removes it: the lock is lost
+            writer.join(timeout=90)
+        finally:
+            latch.open()
+            writer.join(timeout=60)
     assert failure and "zklock: locks lost while" in message(failure[0])
     assert "its Spark jobs were cancelled" in message(failure[0])
     assert count(spark, table) == before
@@ -462,10 +471,10 @@ def test_a_locking_session_write_whose_locks_are_lost_raises_lock_lost(spark, db
 
     from zklock.errors import LockLost
 
-    spark.udf.register("zk_slower", lambda i: (time.sleep(0.25), i)[1], "bigint")
+    latch = Latch(spark, tmp_path / "latch")  # opened once the write has ended
     here = make_locking()
     before = count(spark, f"{db}.events")
-    slow = here.sql("SELECT zk_slower(id) AS id FROM range(0, 40, 1, 1)")
+    slow = here.sql(f"SELECT {latch.name}(CAST(id AS INT)) AS id FROM range(0, 40, 1, 1)")
     failure = []
 
     def run() -> None:
@@ -476,11 +485,16 @@ def test_a_locking_session_write_whose_locks_are_lost_raises_lock_lost(spark, db
 
     writer = threading.Thread(target=run)
     writer.start()
-    nodes = []
-    assert wait_for(lambda: nodes.extend(n for n in lock_nodes(zk, root) if "/write-" in n)
-                    or nodes, timeout=30)
-    zk.delete(nodes[0])  # another client removes it: the lock is lost
-    writer.join(timeout=60)
+    try:
+        nodes = []
+        assert wait_for(lambda: nodes.extend(n for n in lock_nodes(zk, root) if "/write-" in n)
+                        or nodes, timeout=60), "the write's X lock did not show within 60 s"
+        assert wait_for(latch.reached, 60), "the write's task did not start within 60 s"
+        zk.delete(nodes[0])  # another client removes it while its job runs: the lock is lost
+        writer.join(timeout=90)
+    finally:
+        latch.open()
+        writer.join(timeout=60)
     assert failure and isinstance(failure[0], LockLost), failure
     assert count(spark, f"{db}.events") == before
 
