@@ -492,15 +492,18 @@ class Settings:
         :meth:`resolve` does (None: explicitly unset, as ``retries=None`` after a timeout
         is SET)."""
         _refuse_unknown(changes)
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        sources = dict(self.sources)
+        parsed = {}
         for name, raw in changes.items():
             try:
-                data[name] = raw if raw is None else _BY_NAME[name].parse(raw)
+                parsed[name] = raw if raw is None else _BY_NAME[name].parse(raw)
             except InvalidArguments as exc:
                 raise InvalidArguments(f"{name}: {exc}") from None
-            sources[name] = level
-        data["sources"] = sources
+        return self._set(level, parsed)
+
+    def _set(self, level: Level, values: Mapping[str, Any]) -> Settings:
+        """These settings with ``values`` (already parsed), each recorded at ``level``."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update(values, sources={**self.sources, **{name: level for name in values}})
         return Settings(**data)
 
     def level(self, name: str) -> Level:
@@ -512,14 +515,11 @@ class Settings:
         stronger level (this one's on a tie). A LockingSession's settings over its
         LockManager's: the manager's ``retries=1`` is kept unless the session sets a
         stronger value, and a default of the session never hides it."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        sources = dict(self.sources)
-        for f in fields(self):
-            if f.name in _BY_NAME and weaker.level(f.name) > self.level(f.name):
-                data[f.name] = getattr(weaker, f.name)
-                sources[f.name] = weaker.level(f.name)
-        data["sources"] = sources
-        return Settings(**data)
+        layered = self
+        for name in _BY_NAME:
+            if weaker.level(name) > self.level(name):
+                layered = layered._set(weaker.level(name), {name: getattr(weaker, name)})
+        return layered
 
     def wait(self, retries: Optional[int] = None, timeout: Optional[float] = None,
              retry_interval: Optional[float] = None) -> Wait:
@@ -541,9 +541,7 @@ class Settings:
                 seconds = parse_duration(timeout)
             except InvalidArguments as exc:
                 raise InvalidArguments(f"timeout: {exc}") from None
-            data = {f.name: getattr(settings, f.name) for f in fields(settings)}
-            data.update(timeout=seconds, sources={**settings.sources, "timeout": Level.CALL})
-            settings = Settings(**data)
+            settings = settings._set(Level.CALL, {"timeout": seconds})
         interval = settings.retry_interval
         if settings.retries is not None and (settings.level("retries")
                                              >= settings.level("timeout")):

@@ -95,16 +95,16 @@ def test_reaper_removes_only_what_is_past_the_hard_limit(make_manager, zk, root)
     a = make_manager(lease_hard_limit_s=4.0)
     gone = a.grab_lease([("db.t/ds=1", "X")], duration_s=0.2)
     live = a.grab_lease([("db.u", "S")], duration_s=60)
-    time.sleep(4.5)
-    kept_expired = a.grab_lease([("db.v", "S")], duration_s=0.2)
-    # gone: expired 4.6 s ago or more (a stall only adds to it); kept_expired: about 0.1 s
-    # ago, so a stall of up to 3.9 s before the reap still leaves it short of the limit
-    time.sleep(0.3)
-    assert a.reap_leases() == [gone]
+    # it ends about 4.8 s after gone: the first reap that takes anything takes gone alone
+    # unless this thread stalls for 4.8 s between two reaps
+    kept_expired = a.grab_lease([("db.v", "S")], duration_s=5.0)
+    reaped: list[int] = []
+    assert wait_for(lambda: reaped.extend(a.reap_leases()) or reaped, 30) == [gone]
     assert {x.lease_id for x in a.list_lease(include_expired=True)} == {live, kept_expired}
-    assert [x.lease_id for x in a.list_lease()] == [live]
-    time.sleep(4.5)
-    assert a.reap_leases() == [kept_expired]
+    # kept_expired ends, and stays (expired, short of the hard limit) until it passes it
+    assert wait_for(lambda: [x.lease_id for x in a.list_lease()] == [live], 30)
+    assert kept_expired in {x.lease_id for x in a.list_lease(include_expired=True)}
+    assert wait_for(lambda: a.reap_leases() == [kept_expired], 30)
     assert all("/db/t" not in n for n in lock_nodes(zk, root))
 
 
@@ -135,9 +135,16 @@ def test_extend_within_and_past_the_maximum(make_manager):
     # ends 2.3 s after the start (up to 8 s: a stall of under 6 s before it still fits)
     after = a.extend_lease(lease_id)
     assert after.end_ms > before.end_ms and after.start_ms == before.start_ms
-    time.sleep(6.5)  # now + 2 s would end more than 8 s after the start (a stall adds to it)
-    with pytest.raises(ExceedsMaxLeaseTime):
-        a.extend_lease(lease_id)
+
+    def refused() -> bool:  # an extension that still fits is one more renewal: harmless
+        try:
+            a.extend_lease(lease_id)
+        except ExceedsMaxLeaseTime:
+            return True
+        return False
+    # from about 6 s after the start, now + 2 s ends past the 8 s maximum
+    assert wait_for(refused, 30, step=0.2), "extensions past the maximum were not refused"
+    assert a.list_lease()[0].end_ms - before.start_ms <= 8000
 
 
 def test_drop_and_unknown_ids(make_manager, zk, root):
@@ -169,10 +176,10 @@ def test_renewer_keeps_leases_alive_then_stops(make_manager):
     lease_id = a.grab_lease([("db.t", "X")], duration_s=3, holder="etl")
     lost = []
     with LeaseRenewer(a, "etl", on_lost=lambda i, e: lost.append(i)) as renewer:
-        time.sleep(6.5)  # more than twice its duration
+        # four renewals 1.5 s apart: the lease has outlived twice its duration
+        assert wait_for(lambda: renewer.renewals >= 4, 60), renewer.renewals
         with pytest.raises(LeaseAlreadyExists):
             b.grab_lease([("db.t", "X")], duration_s=5)
-        assert wait_for(lambda: renewer.renewals >= 4, 30), renewer.renewals
         a.drop_lease(lease_id, holder="etl")  # a named holder acts as that holder
         assert wait_for(lambda: not renewer.running, 30), "no lease left, yet it runs"
     assert lost == []
