@@ -1,63 +1,79 @@
-"""make demo: a small warehouse pipeline on PySpark, every job through LockingSession.
+"""make demo: a small warehouse pipeline on PySpark and a shared Hive Metastore, checked.
 
 Uses ZKLOCK_ZK when set; otherwise starts the embedded ZooKeeper in .zklock/ (and stops it
-at the end unless ZKLOCK_DEMO_KEEP=1). The warehouse lives in .zklock/demo-warehouse and
-is rebuilt on every run. Five PySpark jobs and a scheduler process run concurrently:
+at the end unless ZKLOCK_DEMO_KEEP=1). It starts a Hive Metastore (``zklock metastore``)
+in .zklock/demo/, rebuilt on every run, and every job below is a Spark application of its
+own on that metastore, as on a platform: a partition one job adds is in every catalog at
+once. Five PySpark jobs, a Spark Connect job and a scheduler process run concurrently:
 
-1. ``setup`` builds sales.orders (partitioned by ds), the sales.customers dimension and a
-   summary table, and creates two scheduled queries in SQL;
+1. ``setup`` builds sales.orders (partitioned by ds), the sales.customers dimension, a
+   compact copy and a summary table, and creates two scheduled queries in SQL;
 2. ``zklock scheduler run`` runs them: a compaction (INSERT OVERWRITE, every 10 s) and a
    summary rebuild (every 15 s);
 3. ``backfill`` overwrites ds=2024-01-01 slowly (X on that partition), while ``ingest``
    adds three new partitions beside it;
 4. ``report`` reads the whole fact table joined with the dimension: it waits for the
    backfill's X lock; ``schema`` adds a column to the dimension: it waits for the report;
-5. an operator takes a maintenance lease on the compacted table: the scheduled compaction
-   waits (``zklock waits`` shows on whom) until the lease is dropped;
-6. ``connect`` runs the same kind of pipeline code over Spark Connect: a local Connect
-   server with zklock's plugin plans its locks, the client takes them.
+5. ``connect`` runs the same kind of pipeline code over Spark Connect: a local Connect
+   server with zklock's plugin plans its locks, the client takes them;
+6. an operator takes a maintenance lease on the compacted table: the scheduled compaction
+   waits (``zklock waits`` shows on whom) until the lease is dropped.
 
-It prints `zklock show` and `zklock waits` snapshots taken during the run, a summary of
-grants, denials, retries and waits per job (from the lock event log), the
-scheduler's executions (``sysdb.scheduled_executions``) and the path of a timeline picture.
+It prints `zklock show` and `zklock waits` snapshots at moments of contention, each with a
+line saying what to look for, a summary of grants, denials, retries and waits per job, and
+the scheduler's executions. Then it checks each claim of its conclusion against the lock
+event log (scripts/demo_claims.py), prints each with the figure that proves it, and exits
+1 when one does not hold.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from demo_claims import BACKFILLED, check  # noqa: E402
+from zklock.cli.connect_server import ConnectServer  # noqa: E402
+from zklock.cli.metastore import Metastore  # noqa: E402
 
 from zklock import LockManager  # noqa: E402
+from zklock.ports import free_port  # noqa: E402
 from zklock.server import ZkServer  # noqa: E402
 
 ZKLOCK = [str(Path(sys.executable).parent / "zklock")]
+#: the demo's state: the metastore (Derby, warehouse), the event log, the jobs' logs
+STATE = Path(".zklock/demo")
 
 
-def show(hosts: str, *args: str) -> None:
-    print(f"$ zklock show {' '.join(args)}".rstrip(), flush=True)
-    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "show", *args], check=False)
+def zklock(hosts: str, *args: str, env: Optional[dict[str, str]] = None) -> None:
+    print(f"$ zklock {' '.join(args)}", flush=True)
+    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", *args], check=False,
+                   env={**os.environ, "ZKLOCK_SCHEDULER_NAMESPACE": "demo", **(env or {})})
 
 
-def lease_cli(hosts: str, *args: str) -> None:
-    print(f"$ zklock lease {' '.join(args)}", flush=True)
-    events = Path(".zklock/demo-warehouse/events.jsonl").resolve()
-    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "lease", *args], check=False,
-                   env=dict(os.environ, ZKLOCK_EVENT_LOG=str(events), ZKLOCK_JOB="ops"))
+def snapshot(hosts: str, look_for: str, *commands: tuple[str, ...]) -> None:
+    """`zklock show` / `zklock waits` now, after one line saying what they show."""
+    print(f"-- {look_for}:", flush=True)
+    for command in commands:
+        zklock(hosts, *command)
 
 
-def start_job(role: str, hosts: str, warehouse: Path) -> subprocess.Popen:
-    errors = open(warehouse / f"{role}.log", "w")  # noqa: SIM115 (the process writes to it)
+def start_job(role: str, hosts: str, state: Path, metastore: dict[str, str]) -> subprocess.Popen:
+    errors = open(state / f"{role}.log", "w")  # noqa: SIM115 (the process writes to it)
     proc = subprocess.Popen([sys.executable, str(HERE / "demo_job.py"), role, hosts,
-                             str(warehouse)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=errors, text=True)
+                             str(state), json.dumps(metastore)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=errors, text=True)
     proc.role = role  # type: ignore[attr-defined]
     proc.errors = Path(errors.name)  # type: ignore[attr-defined]
     proc.ready = threading.Event()  # type: ignore[attr-defined]
@@ -73,52 +89,43 @@ def start_job(role: str, hosts: str, warehouse: Path) -> subprocess.Popen:
     return proc
 
 
-def wait_ready(proc: subprocess.Popen, timeout: float = 180.0) -> None:
+def wait_until(what: str, cond: Callable[[], Any], procs: Iterable[subprocess.Popen] = (),
+               timeout: float = 180.0) -> None:
+    """Poll ``cond`` until it holds; stop the demo (one line) when a job in ``procs``
+    exits first or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
-    while not proc.ready.wait(0.2):  # type: ignore[attr-defined]
-        if proc.poll() is not None:
-            raise SystemExit(f"a demo job exited early (code {proc.returncode})")
+    while not cond():
+        for proc in procs:
+            if proc.poll() is not None:
+                raise SystemExit(f"the {proc.role} job exited (code {proc.returncode}) before"  # type: ignore[attr-defined]
+                                 f" {what}; see {proc.errors}")  # type: ignore[attr-defined]
         if time.monotonic() > deadline:
-            raise SystemExit(f"a demo job did not start within {timeout:.0f} s")
+            raise SystemExit(f"{what} did not happen within {timeout:.0f} s")
+        time.sleep(0.05)
 
 
 def go(proc: subprocess.Popen) -> None:
-    wait_ready(proc)
+    wait_until(f"the {proc.role} job's Spark was up", proc.ready.is_set, [proc])  # type: ignore[attr-defined]
     proc.stdin.write("go\n")  # type: ignore[union-attr]
     proc.stdin.flush()  # type: ignore[union-attr]
 
 
-def waits_cli(hosts: str) -> None:
-    print("$ zklock waits", flush=True)
-    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", "waits"], check=False)
-
-
-def start_scheduler(hosts: str, warehouse: Path, events: Path) -> subprocess.Popen:
-    """`zklock scheduler run` on the demo's catalog (its tables come from --init-sql)."""
-    sys.path.insert(0, str(HERE))
-    from demo_job import tables
-
-    init = warehouse / "scheduler-init.sql"
-    init.write_text(";\n".join(tables(str(warehouse))) + ";\n")
+def start_scheduler(hosts: str, state: Path, metastore: dict[str, str]) -> subprocess.Popen:
+    """`zklock scheduler run` on the shared metastore."""
     env = {**os.environ, "ZKLOCK_ZK": hosts, "ZKLOCK_ROOT": "/demo",
            "ZKLOCK_SCHEDULER_NAMESPACE": "demo", "ZKLOCK_USER": "scheduler",
-           "ZKLOCK_JOB": "scheduler", "ZKLOCK_EVENT_LOG": str(events)}
+           "ZKLOCK_JOB": "scheduler", "ZKLOCK_EVENT_LOG": str(state / "events.jsonl")}
+    conf = [arg for key, value in {"spark.master": "local[1]", **metastore}.items()
+            for arg in ("--conf", f"{key}={value}")]
     print("$ zklock scheduler run --namespace demo --executors 2 --quiet-period 0"
-          " --init-sql scheduler-init.sql", flush=True)
-    log = open(warehouse / "scheduler.log", "w")  # noqa: SIM115 (the process writes to it)
-    return subprocess.Popen(
-        ZKLOCK + ["scheduler", "run", "--executors", "2", "--quiet-period", "0",
-                  "--init-sql", str(init), "--conf", "spark.master=local[1]",
-                  "--conf", f"spark.sql.warehouse.dir={warehouse}/_catalog_scheduler"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-
-
-def scheduler_cli(hosts: str, *args: str, quiet: bool = False) -> None:
-    if not quiet:
-        print(f"$ zklock {' '.join(args)}", flush=True)
-    subprocess.run(ZKLOCK + ["--zk", hosts, "--root", "/demo", *args], check=False,
-                   env={**os.environ, "ZKLOCK_SCHEDULER_NAMESPACE": "demo",
-                        "ZKLOCK_USER": "setup"})
+          " --conf spark.hadoop.hive.metastore.uris=... ", flush=True)
+    log = open(state / "scheduler.log", "w")  # noqa: SIM115 (the process writes to it)
+    proc = subprocess.Popen(ZKLOCK + ["scheduler", "run", "--executors", "2",
+                                      "--quiet-period", "0", *conf],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc.role = "scheduler"  # type: ignore[attr-defined]
+    proc.errors = Path(log.name)  # type: ignore[attr-defined]
+    return proc
 
 
 def stop_scheduler(hosts: str, proc: subprocess.Popen) -> None:
@@ -129,35 +136,32 @@ def stop_scheduler(hosts: str, proc: subprocess.Popen) -> None:
     from zklock.manager import connect
 
     for name in ("compact_orders", "rebuild_summary"):
-        scheduler_cli(hosts, "schedule", "alter", name, "--disable")
+        zklock(hosts, "schedule", "alter", name, "--disable", env={"ZKLOCK_USER": "setup"})
     settings = Settings.resolve({"hosts": hosts, "scheduler_namespace": "demo"})
     client = connect(settings)
     store = SchedulerStore(client, settings)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(q.active_execution
-                                               for q in store.list_queries()):
-        time.sleep(0.2)
+    wait_until("the scheduled executions ended",
+               lambda: not any(q.active_execution for q in store.list_queries()), [proc], 60)
     client.stop()
     client.close()
     proc.terminate()
     proc.wait(60)
 
 
-def wait_for_lock(mgr: LockManager, obj: str, mode: str = "X", timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(r.object == obj and r.mode.value == mode for r in mgr.show()):
-            return
-        time.sleep(0.05)
-    raise SystemExit(f"no {mode} lock on {obj} within {timeout:.0f}s")
+def holds(mgr: LockManager, obj: str, mode: str) -> bool:
+    return any(r.object == obj and r.mode.value == mode for r in mgr.show())
 
 
-def wait_for_waiter(mgr: LockManager, job: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(w.job == job for w in mgr.waits.list()):
-            return
-        time.sleep(0.1)
+def waits(mgr: LockManager, job: str) -> bool:
+    return any(w.job == job for w in mgr.waits.list())
+
+
+def granted_after(events: Path, job: str, obj: str, since_ms: int) -> bool:
+    """Whether the event log has a grant to ``job`` holding ``obj`` stamped after since_ms."""
+    from zklock.events import read_events
+
+    return any(e["event"] == "grant" and e.get("job") == job and e["ts"] >= since_ms
+               and any(o == obj for o, _ in e["locks"]) for e in read_events([str(events)]))
 
 
 def summary(events_file: Path) -> None:
@@ -194,8 +198,103 @@ def timeline_picture(events_file: Path, out: Path) -> None:
     print(f"timeline picture: {out}  (zklock timeline --events {events_file} -o ...)")
 
 
-def main() -> int:
+def run(hosts: str, state: Path, jobs: list[subprocess.Popen]) -> int:
+    """The story; returns the exit code."""
     t_start = time.monotonic()
+    metastore = Metastore(state, port=free_port())
+    print(f"$ zklock metastore start  ->  {metastore.start()}", flush=True)
+    conf = metastore.spark_conf()
+    events = state / "events.jsonl"
+    # the operator's lease goes into the event log too: the timeline draws it
+    watcher = LockManager(hosts=hosts, root="/demo", event_log=str(events), job="ops")
+    try:
+        # a fresh start: no locks, scheduled queries or executions left from an earlier demo
+        watcher.client.delete("/zklock/scheduler/demo", recursive=True)
+        watcher.client.delete("/demo", recursive=True)
+        print("starting six Spark applications on the shared metastore and a scheduler"
+              " (each Spark starts in 10 to 40 s on 2 cores) ...", flush=True)
+        job = {role: start_job(role, hosts, state, conf)
+               for role in ("setup", "backfill", "ingest", "report", "schema", "connect")}
+        jobs += job.values()
+        go(job["setup"])
+        wait_until("the setup job's scheduled queries",
+                   lambda: any("rebuild_summary" in ln for ln in job["setup"].lines),
+                   [job["setup"]])
+        scheduler = start_scheduler(hosts, state, conf)
+        jobs.append(scheduler)
+        go(job["backfill"])
+        wait_until("the backfill's X lock", lambda: holds(watcher, BACKFILLED, "X"),
+                   [job["backfill"]])
+        go(job["ingest"])
+        go(job["report"])
+        wait_until("the report's wait", lambda: waits(watcher, "report"), [job["report"]])
+        snapshot(hosts, "the backfill holds X on ds=2024-01-01 and the ingest writes a new"
+                        " partition beside it; in zklock waits, the report (and any scheduled"
+                        " run) waits for the backfill", ("show", "--extended"), ("waits",))
+        wait_until("the report's read", lambda: holds(watcher, "sales.customers", "S"),
+                   [job["report"]])
+        go(job["schema"])
+        wait_until("the schema change's wait", lambda: waits(watcher, "schema"),
+                   [job["schema"]])
+        snapshot(hosts, "the report holds S on sales.customers while it reads; the schema"
+                        " change waits for it", ("show",), ("waits",))
+        go(job["connect"])
+        codes = {role: job[role].wait(300) for role in ("backfill", "ingest", "report",
+                                                          "schema", "connect")}
+        print("an operator takes a maintenance lease on sales.orders_compact; the scheduled"
+              " compaction waits", flush=True)
+        # wait_s: a compaction may be running right now; the operator waits for it to end
+        lease_id = watcher.grab_lease([("sales.orders_compact", "X")], duration_s=600,
+                                      wait_s=60, holder="ops-maintenance")
+        print(f"$ zklock lease grab sales.orders_compact:X --duration 10m  ->  {lease_id}")
+        wait_until("the compaction's wait", lambda: waits(watcher, "scheduler"), [scheduler],
+                   30)
+        snapshot(hosts, "the scheduled compaction waits; BLOCKED_BY names the operator's"
+                        " lease", ("waits",))
+        dropped_ms = int(time.time() * 1000)
+        zklock(hosts, "lease", "drop", str(lease_id), "--holder", "ops-maintenance",
+               env={"ZKLOCK_EVENT_LOG": str(events), "ZKLOCK_JOB": "ops"})
+        wait_until("the compaction's run after the lease",
+                   lambda: granted_after(events, "scheduler", "sales.orders_compact",
+                                         dropped_ms), [scheduler], 60)
+        zklock(hosts, "scheduler", "status")
+        stop_scheduler(hosts, scheduler)
+        job["setup"].stdin.write("go\n")  # type: ignore[union-attr]
+        job["setup"].stdin.flush()  # type: ignore[union-attr]
+        codes["setup"] = job["setup"].wait(120)
+        zklock(hosts, "show")
+    finally:
+        watcher.close()
+        watcher.events.flush()
+    summary(events)
+    timeline_picture(events, state / "timeline.png")
+    failed = {role: code for role, code in codes.items() if code}
+    for role, code in failed.items():
+        tail = job[role].errors.read_text(errors="replace").strip().splitlines()[-15:]  # type: ignore[attr-defined]
+        print(f"--- the {role} job exited with code {code}; the end of its log:")
+        print("\n".join(tail))
+    explained = json.loads((state / "explain-locks.json").read_text()) \
+        if (state / "explain-locks.json").exists() else {}
+    claims = check(read_events_of(events), explained)
+    print(f"what the event log shows ({events}):")
+    for claim in claims:
+        print(claim.line())
+    elapsed = time.monotonic() - t_start
+    if failed or not all(c.held for c in claims):
+        print(f"the demo FAILED after {elapsed:.0f} s: "
+              + ("a job failed" if failed else "a claim does not hold"))
+        return 1
+    print(f"done in {elapsed:.0f} s: every claim above holds")
+    return 0
+
+
+def read_events_of(path: Path) -> list[dict[str, Any]]:
+    from zklock.events import read_events
+
+    return list(read_events([str(path)]))
+
+
+def main() -> int:
     hosts = os.environ.get("ZKLOCK_ZK")
     server = None
     if not hosts:
@@ -205,93 +304,21 @@ def main() -> int:
         print(f"embedded ZooKeeper at {hosts}")
         if not started or os.environ.get("ZKLOCK_DEMO_KEEP"):
             server = None  # someone else's, or asked to keep it: leave it running
-    warehouse = Path(".zklock/demo-warehouse").resolve()
-    shutil.rmtree(warehouse, ignore_errors=True)
-    warehouse.mkdir(parents=True)
-    events = warehouse / "events.jsonl"
+    state = STATE.resolve()
+    Metastore(state).stop()  # an earlier demo's, if it was killed
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(parents=True)
     jobs: list[subprocess.Popen] = []
     try:
-        # the operator's lease goes into the event log too: the timeline draws it
-        watcher = LockManager(hosts=hosts, root="/demo", event_log=str(events),
-                              job="ops")
-        # a fresh start: no locks, scheduled queries or executions left from an earlier demo
-        watcher.client.delete("/zklock/scheduler/demo", recursive=True)
-        watcher.client.delete("/demo", recursive=True)
-        print("starting five PySpark jobs and a scheduler (local Spark sessions start in"
-              " about 10 to 30 s on 2 cores) ...", flush=True)
-        setup = start_job("setup", hosts, warehouse)
-        others = {role: start_job(role, hosts, warehouse)
-                  for role in ("backfill", "ingest", "report", "schema")}
-        jobs = [setup, *others.values()]
-        go(setup)
-        for job in others.values():
-            wait_ready(job)
-        while not any("compact_orders" in ln for ln in setup.lines):  # type: ignore[attr-defined]
-            time.sleep(0.1)
-        time.sleep(1.0)
-        scheduler = start_scheduler(hosts, warehouse, events)
-        jobs.append(scheduler)
-        go(others["backfill"])
-        wait_for_lock(watcher, "sales.orders/ds=2024-01-01")
-        go(others["ingest"])
-        go(others["report"])
-        wait_for_waiter(watcher, "report")
-        time.sleep(1.0)
-        show(hosts, "--extended")  # backfill and ingest write side by side; report waits
-        waits_cli(hosts)
-        wait_for_lock(watcher, "sales.customers", "S", timeout=180)  # the report reads now
-        go(others["schema"])
-        wait_for_waiter(watcher, "schema", timeout=20)
-        show(hosts)  # the report holds S on the dimension; the schema change waits
-        waits_cli(hosts)
-        codes = [others[r].wait(300) for r in ("backfill", "ingest", "report", "schema")]
-        print("a sixth job does its work over Spark Connect (a local Connect server with"
-              " zklock's plugin) ...", flush=True)
-        connect = start_job("connect", hosts, warehouse)
-        jobs.append(connect)
-        others["connect"] = connect
-        wait_ready(connect, timeout=240)
-        go(connect)
-        codes.append(connect.wait(300))
-        print("an operator takes a maintenance lease on sales.orders_compact; the scheduled"
-              " compaction waits", flush=True)
-        # wait_s: a compaction may be running right now; the operator waits for it to end
-        lease_id = watcher.grab_lease([("sales.orders_compact", "X")], duration_s=600,
-                                      wait_s=60, holder="ops-maintenance")
-        print(f"$ zklock lease grab sales.orders_compact:X --duration 10m  ->  {lease_id}")
-        wait_for_waiter(watcher, "scheduler", timeout=30)
-        waits_cli(hosts)
-        lease_cli(hosts, "drop", str(lease_id), "--holder", "ops-maintenance")
-        time.sleep(3.0)
-        scheduler_cli(hosts, "scheduler", "status")
-        stop_scheduler(hosts, scheduler)
-        setup.stdin.write("go\n")  # type: ignore[union-attr]
-        setup.stdin.flush()  # type: ignore[union-attr]
-        codes.append(setup.wait(120))
-        show(hosts)
-        watcher.close()
-        time.sleep(0.5)
-        watcher.events.flush()
-        summary(events)
-        timeline_picture(events, Path(".zklock/demo-timeline.png").resolve())
-        if any(codes):
-            print(f"a demo job failed: exit codes {codes}")
-            for job, code in zip([*others.values(), setup], codes):
-                if code:
-                    tail = job.errors.read_text(errors="replace").strip().splitlines()[-15:]
-                    print(f"--- {job.role} (exit {code}), the end of {job.errors}:")
-                    print("\n".join(tail))
-            return 1
-        print(f"done in {time.monotonic() - t_start:.0f}s: the report never saw a half-written"
-              " partition, the writers of different partitions never waited for each other,"
-              " and every scheduled run took the same locks as the pipeline")
+        return run(hosts, state, jobs)
     finally:
-        for job in jobs:
-            if job.poll() is None:
-                job.kill()
+        for proc in jobs:
+            if proc.poll() is None:
+                proc.kill()
+        ConnectServer(state / "connect").stop()  # the connect job's, if it was killed
+        Metastore(state).stop()
         if server is not None:
             server.stop()
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,21 +1,26 @@
 """One PySpark job of `make demo`, run through a LockingSession.
 
-    demo_job.py ROLE ZK_HOSTS WAREHOUSE_DIR
+    demo_job.py ROLE ZK_HOSTS STATE_DIR METASTORE_CONF_JSON
+
+Every job is a Spark application of its own on the demo's shared Hive Metastore (the Spark
+conf in METASTORE_CONF_JSON, from ``zklock metastore``): a partition one job adds is in
+every other job's catalog at once, as on a platform.
 
 Roles:
 
 - ``setup`` builds the warehouse (sales.orders partitioned by ds, the
   sales.customers dimension, sales.daily_summary and sales.orders_compact)
   and creates the two scheduled queries in SQL; at the end it prints
-  ``sysdb.scheduled_executions``;
+  ``sysdb.scheduled_executions`` and writes the EXPLAIN LOCKS of the scheduled queries
+  (``explain-locks.json``) for the demo's claim checker;
 - ``backfill`` slowly overwrites an old partition (X on it);
 - ``ingest`` adds three new partitions, one after another;
 - ``report`` reads the whole fact table joined with the dimension (it waits
   for the backfill's X lock);
 - ``schema`` adds a column to the dimension (X on it: it waits for the report);
 - ``connect`` does its work over Spark Connect: it starts a local Connect server with
-  zklock's plugin, wraps a Connect session in a LockingSession, reads the fact table and
-  adds a partition, with the same locks a classic session takes.
+  zklock's plugin (on the same metastore), wraps a Connect session in a LockingSession,
+  reads the fact table and adds a partition, with the same locks a classic session takes.
 
 Each job prints a progress line per step and waits for "go" on stdin after
 Spark starts, so the demo can order them. Lock events go to the demo's event log.
@@ -23,6 +28,7 @@ Spark starts, so the demo can order them. Lock events go to the demo's event log
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -38,21 +44,16 @@ def say(role: str, text: str) -> None:
     print(f"[{role:9}] {text}", flush=True)
 
 
-def tables(warehouse: str) -> list[str]:
-    """The catalog every job (and the scheduler, through --init-sql) registers."""
-    return [
-        "CREATE DATABASE IF NOT EXISTS sales",
-        "CREATE TABLE IF NOT EXISTS sales.orders (id BIGINT, customer BIGINT, amount DOUBLE,"
-        f" ds STRING) USING parquet PARTITIONED BY (ds) LOCATION '{warehouse}/orders'",
-        "ALTER TABLE sales.orders RECOVER PARTITIONS",
-        "CREATE TABLE IF NOT EXISTS sales.customers (id BIGINT, name STRING) USING parquet"
-        f" LOCATION '{warehouse}/customers'",
-        "CREATE TABLE IF NOT EXISTS sales.orders_compact (id BIGINT, customer BIGINT,"
-        " amount DOUBLE, ds STRING) USING parquet PARTITIONED BY (ds)"
-        f" LOCATION '{warehouse}/orders_compact'",
-        "CREATE TABLE IF NOT EXISTS sales.daily_summary (ds STRING, orders BIGINT,"
-        f" amount DOUBLE) USING parquet LOCATION '{warehouse}/daily_summary'",
-    ]
+#: The warehouse, built once by the setup job in the shared metastore.
+TABLES = [
+    "CREATE DATABASE sales",
+    "CREATE TABLE sales.orders (id BIGINT, customer BIGINT, amount DOUBLE, ds STRING)"
+    " USING parquet PARTITIONED BY (ds)",
+    "CREATE TABLE sales.customers (id BIGINT, name STRING) USING parquet",
+    "CREATE TABLE sales.orders_compact (id BIGINT, customer BIGINT, amount DOUBLE, ds STRING)"
+    " USING parquet PARTITIONED BY (ds)",
+    "CREATE TABLE sales.daily_summary (ds STRING, orders BIGINT, amount DOUBLE) USING parquet",
+]
 
 
 #: The two scheduled queries the setup job creates (through LockingSession.sql).
@@ -66,7 +67,12 @@ SCHEDULED = [
 ]
 
 
-def connect_job(hosts: str, warehouse: str) -> int:
+def scheduled_bodies() -> dict[str, str]:
+    """Each scheduled query's name and the statement it runs."""
+    return {ddl.split()[3]: ddl.split(" AS ", 1)[1] for ddl in SCHEDULED}
+
+
+def connect_job(hosts: str, state: str, metastore: dict[str, str]) -> int:
     """The ``connect`` role: the same pipeline code over a Spark Connect session."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
     from zklock.cli.connect_server import ConnectServer
@@ -75,24 +81,19 @@ def connect_job(hosts: str, warehouse: str) -> int:
     from zklock.spark import LockingSession
 
     role = "connect"
-    server = ConnectServer(Path(warehouse) / "_connect", port=free_port(),
-                           warehouse=f"{warehouse}/_catalog_connect",
+    server = ConnectServer(Path(state) / "connect", port=free_port(),
                            locks={"spark.zklock.zookeeper.quorum": hosts,
                                   "spark.zklock.root": ROOT},
-                           conf={"spark.sql.shuffle.partitions": "2",
+                           conf={**metastore, "spark.sql.shuffle.partitions": "2",
                                  "spark.driver.memory": "768m"})
     server.start()
     try:
         spark = ConnectSession.builder.remote(server.remote).create()
-        for stmt in tables(warehouse):
-            spark.sql(stmt)
         session = LockingSession(spark, hosts=hosts, root=ROOT, user=role, job=role,
                                  retries=240, retry_interval=0.25,
-                                 event_log=f"{warehouse}/events.jsonl")
+                                 event_log=f"{state}/events.jsonl")
         say(role, f"Spark Connect server with zklock's plugin at {server.remote}; ready")
         sys.stdin.readline()
-        spark.sql("ALTER TABLE sales.orders RECOVER PARTITIONS")
-        spark.sql("REFRESH TABLE sales.orders")
         n = session.table("sales.orders").count()  # S on the table and every partition
         say(role, f"read {n} orders through Spark Connect (S locks for the action)")
         plan = session.explain_locks("INSERT INTO sales.orders PARTITION (ds='2024-01-06')"
@@ -109,38 +110,32 @@ def connect_job(hosts: str, warehouse: str) -> int:
 
 
 def main() -> int:
-    role, hosts, warehouse = sys.argv[1:4]
+    role, hosts, state, metastore = sys.argv[1], sys.argv[2], sys.argv[3], \
+        json.loads(sys.argv[4])
     if role == "connect":
-        return connect_job(hosts, warehouse)
+        return connect_job(hosts, state, metastore)
     from pyspark.sql import SparkSession
 
     from zklock.spark import LockingSession, configure
 
-    spark = configure(SparkSession.builder.master("local[1]").appName(f"demo-{role}")
-                      .config("spark.ui.enabled", "false")
-                      .config("spark.ui.showConsoleProgress", "false")
-                      .config("spark.sql.warehouse.dir", f"{warehouse}/_catalog_{role}")
-                      ).getOrCreate()
+    builder = (SparkSession.builder.master("local[1]").appName(f"demo-{role}")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in metastore.items():
+        builder = builder.config(key, value)
+    spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("OFF")
     session = LockingSession(spark, hosts=hosts, root=ROOT, user=role, job=role,
                              retries=240, retry_interval=0.25,
-                             event_log=f"{warehouse}/events.jsonl",
+                             event_log=f"{state}/events.jsonl",
                              scheduler_namespace="demo", scheduler_admins="setup")
-    for sub in ("orders", "customers"):
-        Path(warehouse, sub).mkdir(parents=True, exist_ok=True)
-    for stmt in tables(warehouse):
-        spark.sql(stmt)  # the plain session: zklock's engine locks it through the session's
     spark.udf.register("slow", lambda x: (time.sleep(0.02), x)[1], "bigint")
     say(role, "Spark is up; ready")
     sys.stdin.readline()
-    if role != "setup":
-        # each job has a private in-memory catalog over the shared files (a shared Hive
-        # metastore would make this unnecessary): pick up what setup wrote
-        spark.sql("ALTER TABLE sales.orders RECOVER PARTITIONS")
-        for table in ("sales.orders", "sales.customers"):
-            spark.sql(f"REFRESH TABLE {table}")
     t0 = time.monotonic()
     if role == "setup":
+        for ddl in TABLES:
+            session.sql(ddl)
         session.sql("INSERT INTO sales.customers SELECT id, concat('customer ', id)"
                     " FROM range(20)")
         for day in ("2024-01-01", "2024-01-02"):
@@ -151,7 +146,10 @@ def main() -> int:
         for ddl in SCHEDULED:
             session.sql(ddl)
             say(role, ddl[:92] + " ...")
-        sys.stdin.readline()  # the demo's end: print what the scheduler did
+        sys.stdin.readline()  # the demo's end: what the scheduler did, for the claims
+        explained = {name: [list(lock) for lock in session.explain_locks(body).rows()]
+                     for name, body in scheduled_bodies().items()}
+        Path(state, "explain-locks.json").write_text(json.dumps(explained))
         rows = session.sql(
             "SELECT schedule_name, state, executor_query_id, trigger_time, merged_triggers,"
             " elapsed FROM sysdb.scheduled_executions WHERE namespace = 'demo'"

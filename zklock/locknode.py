@@ -271,7 +271,10 @@ class LockData:
     extra: dict = field(default_factory=dict)
 
     def who(self) -> str:
-        """The holder in one phrase, as denials and the wait-for view name it."""
+        """The holder in one phrase, as denials and the wait-for view name it: a lease by
+        its holder (whoever renews or drops it), a statement's lock by its process and query."""
+        if self.holder and self.duration_s is not None:
+            return f"the lease of {self.holder} ({self.user or '?'}@{self.host or '?'})"
         return f"{self.user or '?'}@{self.host or '?'} pid {self.pid} query {self.query_id or '-'}"
 
     def to_bytes(self) -> bytes:
