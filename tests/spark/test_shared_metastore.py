@@ -99,6 +99,7 @@ def apps(metastore: dict, state: Path, zk_hosts: str):
         made[name] = HiveApp(name, conf)
     for app in made.values():
         app.wait_ready()
+    made["writer"].run("CREATE DATABASE hv")  # each test's tables in it
     yield made
     for app in made.values():
         app.close()
@@ -121,7 +122,6 @@ def test_metastore_refuses_a_second_start_in_one_line(metastore: dict, state: Pa
 def test_a_hive_table_partition_written_by_one_application_is_denied_to_the_other(
         apps: dict, state: Path) -> None:
     writer, other = apps["writer"], apps["other"]
-    writer.run("CREATE DATABASE IF NOT EXISTS hv")
     writer.run("CREATE TABLE hv.sales (id INT) PARTITIONED BY (ds STRING) STORED AS TEXTFILE")
     # the writer's INSERT holds its locks at the latch until the test opens it
     writer.ask("INSERT INTO hv.sales PARTITION (ds='2024-01-01')"
@@ -152,11 +152,36 @@ def test_a_hive_table_partition_written_by_one_application_is_denied_to_the_othe
 
 def test_create_hive_table_as_select_locks_its_source_and_its_table(apps: dict,
                                                                     state: Path) -> None:
-    other = apps["other"]
-    ctas = "CREATE TABLE hv.copy STORED AS TEXTFILE AS SELECT id, ds FROM hv.sales"
+    writer, other = apps["writer"], apps["other"]
+    writer.run("CREATE TABLE hv.source (id INT) PARTITIONED BY (ds STRING) STORED AS TEXTFILE")
+    writer.run("INSERT INTO hv.source PARTITION (ds='1') SELECT 1")
+    ctas = "CREATE TABLE hv.copy STORED AS TEXTFILE AS SELECT id, ds FROM hv.source"
     plan = [row[:2] for row in other.run(f"EXPLAIN LOCKS {ctas}")]
-    assert ["hv.copy", "X"] in plan and ["hv.sales", "S"] in plan
+    assert ["hv.copy", "X"] in plan and ["hv.source/ds=1", "S"] in plan
     other.run(ctas)
-    assert apps["writer"].run("SELECT count(*) FROM hv.copy") == [[4]]
+    assert writer.run("SELECT id, ds FROM hv.copy") == [[1, "1"]]
     taken = wait_for(lambda: grants(state, "other", ["hv.copy", "X"]))
-    assert ["hv.sales", "S"] in taken[0]
+    assert ["hv.source/ds=1", "S"] in taken[0]
+
+
+def test_a_read_after_another_applications_write_sees_its_files(apps: dict) -> None:
+    """Spark keeps a session's file listings; under its locks a statement lists again
+    (FreshListings.java), so it neither opens the files another application's overwrite
+    deleted nor misses those its append added."""
+    writer, other = apps["writer"], apps["other"]
+    writer.run("CREATE TABLE hv.parts (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    writer.run("CREATE TABLE hv.flat (id INT) USING parquet")
+    writer.run("CREATE TABLE hv.sink (id INT) USING parquet")
+    writer.run("INSERT INTO hv.parts PARTITION (ds='1') SELECT 1")
+    writer.run("INSERT INTO hv.flat SELECT 1")
+    # the other application lists both tables, and Spark keeps what it listed
+    assert other.run("SELECT sum(id) FROM hv.parts") == other.run("SELECT sum(id) FROM hv.flat") \
+        == [[1]]
+    writer.run("INSERT OVERWRITE hv.parts PARTITION (ds='1') SELECT 5")
+    writer.run("INSERT INTO hv.parts PARTITION (ds='1') SELECT 7")
+    writer.run("INSERT OVERWRITE hv.flat SELECT 5")
+    writer.run("INSERT INTO hv.flat SELECT 7")
+
+    assert other.run("SELECT sum(id) FROM hv.parts") == [[12]]  # a query (read locks)
+    other.run("INSERT INTO hv.sink SELECT id FROM hv.flat")  # a command (the engine)
+    assert writer.run("SELECT sum(id) FROM hv.sink") == [[12]]

@@ -31,6 +31,7 @@ public final class LockedCommandExec extends V2CommandExec {
         String name = PlanWalker.nodeName(command);
         InternalRow[] rows;
         try {
+            FreshListings.refresh(command);  // what it reads, as of its locks
             rows = child.executeCollect();
         } catch (Throwable e) {  // Scala code throws checked exceptions (SparkException) too
             EngineRefusal lost;

@@ -53,6 +53,11 @@ class ConnectPlanner:
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return plan_dataframe(self.spark, df, self.unknown_statements).targets
 
+    def refresh_listings(self, df: Any) -> int:
+        """None from here: the server's session keeps the listings, and a Connect client
+        cannot reach them (docs/spark.md, "A shared metastore")."""
+        return 0
+
     def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
                    ) -> list[LockTarget]:
         return plan_write(self.spark, table, partition).targets

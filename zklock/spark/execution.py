@@ -108,6 +108,7 @@ class LockedExecution:
         what = describe(action, targets)
         lockset = self._acquire(targets, query_id, what)
         try:
+            self.planner.refresh_listings(df)  # the files as of the locks
             return LockedStatement(self.spark, lockset, query_id, what).run(fn)
         finally:
             lockset.release(wait=False)
@@ -176,6 +177,7 @@ class HeldRead:
             if targets:
                 self.lockset = ex.acquire(targets, self.query_id,
                                           describe(self.action, targets))
+                ex.planner.refresh_listings(self.df)  # the files as of the locks
         return self
 
     def iterate(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:

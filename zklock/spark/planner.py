@@ -60,6 +60,11 @@ class Planner(Protocol):
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         """S on what an action on ``df`` reads."""
 
+    def refresh_listings(self, df: Any) -> int:
+        """List again the files of what ``df`` reads, once its locks are granted: Spark
+        keeps a session's listings, and another application's write changes the files
+        (FreshListings.java). How many listings were dropped."""
+
     def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
                    ) -> list[LockTarget]:
         """X on ``table``, or on its static ``partition`` prefix: the object zklock's own
@@ -98,6 +103,7 @@ class ClassicPlanner:
             [spark._jsparkSession, unknown_statements])
         # Spark's errors (ParseException, AnalysisException) raised as PySpark raises them
         self._call = capture_sql_exception(lambda method, *args: method(*args))
+        self._listings: Any = None  # FreshListings.java, made on first use
 
     @property
     def unknown_statements(self) -> str:
@@ -126,6 +132,11 @@ class ClassicPlanner:
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return answer.read(str(self._call(self._java.planDataFrame, df._jdf))).targets
+
+    def refresh_listings(self, df: Any) -> int:
+        if self._listings is None:
+            self._listings = jvm.new_instance(self.spark, "FreshListings", [], [])
+        return int(self._listings.refreshQuery(df._jdf.queryExecution()))
 
     def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
                    ) -> list[LockTarget]:
