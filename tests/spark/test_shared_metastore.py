@@ -43,8 +43,9 @@ class HiveApp:
         assert line, f"{self.name} exited: {self.log.read_text()[-3000:]}"
         assert json.loads(line) == {"ready": True}
 
-    def ask(self, sql: str, retries: int = 0) -> None:
-        self.proc.stdin.write(json.dumps({"sql": sql, "retries": retries}) + "\n")
+    def ask(self, sql: str, retries: int = 0, plain: bool = False) -> None:
+        self.proc.stdin.write(json.dumps({"sql": sql, "retries": retries, "plain": plain})
+                              + "\n")
         self.proc.stdin.flush()
 
     def answer(self) -> dict:
@@ -52,8 +53,8 @@ class HiveApp:
         assert line, f"{self.name} exited: {self.log.read_text()[-3000:]}"
         return json.loads(line)
 
-    def run(self, sql: str, retries: int = 0) -> list:
-        self.ask(sql, retries)
+    def run(self, sql: str, retries: int = 0, plain: bool = False) -> list:
+        self.ask(sql, retries, plain)
         reply = self.answer()
         assert "rows" in reply, f"{self.name}: {sql}: {reply}"
         return reply["rows"]
@@ -182,6 +183,9 @@ def test_a_read_after_another_applications_write_sees_its_files(apps: dict) -> N
     writer.run("INSERT OVERWRITE hv.flat SELECT 5")
     writer.run("INSERT INTO hv.flat SELECT 7")
 
-    assert other.run("SELECT sum(id) FROM hv.parts") == [[12]]  # a query (read locks)
+    assert other.run("SELECT sum(id) FROM hv.parts") == [[12]]  # a LockingSession's query
     other.run("INSERT INTO hv.sink SELECT id FROM hv.flat")  # a command (the engine)
     assert writer.run("SELECT sum(id) FROM hv.sink") == [[12]]
+    writer.run("INSERT INTO hv.flat SELECT 8")
+    # a plain session's query (the engine's read locks)
+    assert other.run("SELECT sum(id) FROM hv.flat", plain=True) == [[20]]

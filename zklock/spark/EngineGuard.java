@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Supplier;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -39,6 +40,9 @@ final class EngineGuard {
     static final String OWNER = "zklock.owner";
 
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** Job tags this thread left on its later jobs (detach): removed at its next statement. */
+    private static final ThreadLocal<List<String>> LEFT_TAGS =
+        ThreadLocal.withInitial(ArrayList::new);
     private static final EngineGuard COVERED = new EngineGuard(null, null, null, null);
 
     private final EngineLockClient client;
@@ -56,7 +60,8 @@ final class EngineGuard {
     /** The locks {@code command} needs, held from now until {@link #exit}. */
     static EngineGuard enter(SparkSession session, LogicalPlan command) {
         SparkContext sc = session.sparkContext();
-        if (heldLocks(session, command, sc)) {
+        removeLeftTags(sc);
+        if (heldLocks(session, () -> plan(session, command), sc)) {
             return COVERED;
         }
         String name = PlanWalker.nodeName(command);
@@ -72,12 +77,47 @@ final class EngineGuard {
                 + " zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
         }
+        return take(session, client, answer, name, what,
+            statement(EngineLocks.parsed(session, command), name, what));
+    }
+
+    /** The S locks a query needs (planned from its {@code analyzed} plan), held from now
+     *  until {@link #exit}. Without a lock client, EngineReads says whether it is refused or
+     *  runs with a warning. */
+    static EngineGuard enterQuery(SparkSession session, LogicalPlan analyzed) {
+        SparkContext sc = session.sparkContext();
+        removeLeftTags(sc);
+        if (heldLocks(session, () -> planQuery(session, analyzed), sc)) {
+            return COVERED;
+        }
+        JsonNode answer = planQuery(session, analyzed);
+        if (answer.path("targets").size() == 0) {
+            return COVERED;
+        }
+        String what = describe(answer.path("targets"));
+        EngineLockClient client = EngineLocks.client();
+        if (client == null) {
+            EngineReads.unlocked(session, what);  // refuses, or warns once and lets it run
+            return COVERED;
+        }
+        scala.Option<String> text = analyzed.origin().sqlText();
+        return take(session, client, answer, "a query", what,
+            text.isDefined() ? text.get() : "query reading " + what);
+    }
+
+    /** Ask the lock client for {@code answer}'s locks, all or none; on a grant, tag this
+     *  thread's jobs with the set (cancelled when it is lost) and let nested executions see
+     *  its nodes. */
+    private static EngineGuard take(SparkSession session, EngineLockClient client,
+                                    JsonNode answer, String name, String what,
+                                    String statement) {
+        SparkContext sc = session.sparkContext();
         String handle = java.util.UUID.randomUUID().toString();
         Map<String, Object> request = new LinkedHashMap<>();
         request.put("version", VERSION);
         request.put("handle", handle);
         request.put("answer", answer);
-        request.put("statement", statement(EngineLocks.parsed(session, command), name, what));
+        request.put("statement", statement);
         request.put("user", connectUser(sc));
         request.put("application", sc.applicationId());
         request.put("command", name);
@@ -119,7 +159,7 @@ final class EngineGuard {
      *  zklock) are checked to still exist; a Spark Connect client's (its operation tag, which
      *  a client could forge) are checked by the lock client to be lock nodes covering what
      *  the command needs, or, with no lock client here, to exist. */
-    private static boolean heldLocks(SparkSession session, LogicalPlan command,
+    private static boolean heldLocks(SparkSession session, Supplier<JsonNode> planned,
                                      SparkContext sc) {
         String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
         String nodes = sc.getLocalProperty(CommitFence.NODES);
@@ -137,7 +177,7 @@ final class EngineGuard {
             if (client != null) {
                 Map<String, Object> claim = new LinkedHashMap<>();
                 claim.put("version", VERSION);
-                claim.put("answer", plan(session, command));
+                claim.put("answer", planned.get());
                 claim.put("nodes", paths);
                 JsonNode verdict = read(client.verify(write(claim)), VERSION);
                 String outcome = verdict.path("outcome").asText();
@@ -203,6 +243,61 @@ final class EngineGuard {
                 + " unlocked");
         }
         return answer;
+    }
+
+    /** The planner's answer for a query: S on what its analyzed plan reads; EngineRefusal
+     *  when the planner refuses it. */
+    private static JsonNode planQuery(SparkSession session, LogicalPlan analyzed) {
+        String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
+        JsonNode answer = read(new LockPlanner(session, policy).planQuery(analyzed),
+            LockAnswer.VERSION);
+        if ("refused".equals(answer.path("kind").asText())) {
+            throw new EngineRefusal("zklock: " + answer.path("message").asText());
+        }
+        return answer;
+    }
+
+    /** The tables a query reads, as a person names them; null when it reads none. */
+    static String describeReads(SparkSession session, LogicalPlan analyzed) {
+        JsonNode targets = planQuery(session, analyzed).path("targets");
+        return targets.size() == 0 ? null : describe(targets);
+    }
+
+    /** Whether this guard holds locks of its own (false: covered, or nothing to lock). */
+    boolean holds() {
+        return client != null;
+    }
+
+    /** For a query whose jobs run after the call that planned them (an RDD handed to its
+     *  caller): nested executions on this thread no longer see the set, but the thread's
+     *  later jobs keep its tag (cancelled if it is lost) until its next statement; the set
+     *  itself is released by {@link #releaseDetached}, at the SQL execution's end. */
+    void detach() {
+        if (client == null) {
+            return;
+        }
+        sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
+        sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
+        sc.setLocalProperty(CommitFence.NODES, null);
+        LEFT_TAGS.get().add(jobTag);
+    }
+
+    /** Release a detached guard's set (any thread; once). */
+    void releaseDetached() {
+        if (client != null && released.compareAndSet(false, true)) {
+            client.release(handle, false);
+        }
+    }
+
+    private final java.util.concurrent.atomic.AtomicBoolean released =
+        new java.util.concurrent.atomic.AtomicBoolean();
+
+    private static void removeLeftTags(SparkContext sc) {
+        List<String> left = LEFT_TAGS.get();
+        for (String tag : left) {
+            sc.removeJobTag(tag);
+        }
+        left.clear();
     }
 
     /** Release what {@link #enter} took. When its locks were lost while the command ran,

@@ -165,9 +165,14 @@ public final class LockPlanner {
 
     /** S on what an action on {@code ds} reads (Spark caches its analyzed plan). */
     public String planDataFrame(org.apache.spark.sql.Dataset<?> ds) {
+        return planQuery(ds.queryExecution().analyzed());
+    }
+
+    /** S on what a query reads, from its analyzed plan (views expanded, subqueries and CTEs
+     *  visible): what zklock's engine takes before Spark executes it. */
+    String planQuery(LogicalPlan analyzed) {
         try {
-            return LockAnswer.locks(false,
-                walker.reads(ds.queryExecution().analyzed(), true, false), List.of(), false)
+            return LockAnswer.locks(false, walker.reads(analyzed, true, false), List.of(), false)
                 .toJson();
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();

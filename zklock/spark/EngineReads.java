@@ -1,0 +1,70 @@
+// Whether zklock's engine locks the queries of a session, and what a query gets where no lock
+// client runs: the Spark conf spark.zklock.engine.reads (docs/configuration.md).
+//   lock (the default): every query takes S on what it reads; without a lock client in the
+//        process it is refused, in one line, as a write is;
+//   warn: as lock, but without a lock client the query runs, and the application's log
+//        says once per table set that it read them without locks;
+//   off:  queries take no locks in the engine (an application that reads only immutable
+//        tables); its writes are still locked.
+// Hive's Driver takes S for every query of every client; a read without its locks can see a
+// table while another job overwrites it (missing files, or a mix of old and new).
+package zklock;
+
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.Set;
+
+import org.apache.spark.sql.SparkSession;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+final class EngineReads {
+    static final String CONF = "spark.zklock.engine.reads";
+    private static final Logger LOG = LoggerFactory.getLogger(EngineReads.class);
+    /** What this application has warned about: once per table set. */
+    private static final Set<String> WARNED = Collections.synchronizedSet(new HashSet<>());
+
+    private EngineReads() {
+    }
+
+    /** lock, warn or off; EngineRefusal for anything else (a typo must not turn locks off). */
+    static String mode(SparkSession session) {
+        String mode = session.conf().get(CONF, "lock").trim().toLowerCase(java.util.Locale.ROOT);
+        if (!mode.equals("lock") && !mode.equals("warn") && !mode.equals("off")) {
+            throw new EngineRefusal("zklock: " + CONF + " is lock, warn or off, not '"
+                + session.conf().get(CONF, "") + "'");
+        }
+        return mode;
+    }
+
+    /** Does the engine lock this session's queries? */
+    static boolean locked(SparkSession session) {
+        return !"off".equals(mode(session));
+    }
+
+    /** A query's rows leave as an RDD outside any SQL execution (df.rdd): the engine cannot
+     *  tell when its jobs end, so it takes nothing and says so once per table set. */
+    static void unbounded(String what) {
+        if (WARNED.add("rdd:" + what)) {
+            LOG.warn("zklock: an RDD of a query reads " + what + " WITHOUT LOCKS: its jobs run"
+                + " outside a SQL execution, whose end would release them; hold its tables for"
+                + " the RDD's life with a lease or LOCK TABLE. Said once per table set.");
+        }
+    }
+
+    /** A query needs S on {@code what} and no lock client runs here: refused (lock), or
+     *  allowed with a warning once per table set (warn). */
+    static void unlocked(SparkSession session, String what) {
+        if (!"warn".equals(mode(session))) {
+            throw new EngineRefusal("zklock: refused a query of " + what + ": it needs S locks"
+                + " and no lock client runs in this process; create a LockingSession or call"
+                + " zklock.spark.enforce(spark) first, or set " + CONF + "=warn to run it"
+                + " unlocked with a warning");
+        }
+        if (WARNED.add(what)) {
+            LOG.warn("zklock: a query read " + what + " WITHOUT LOCKS: no lock client runs in"
+                + " this process (" + CONF + "=warn); a concurrent overwrite can make it fail"
+                + " or read a mix of old and new files. Said once per table set.");
+        }
+    }
+}
