@@ -16,6 +16,8 @@ differences (zklock minus bare, run back to back):
 - a LockingSession ``INSERT INTO t PARTITION (ds, hr) VALUES (...)`` (4 objects) and a
   ``SELECT count(*)`` over one ds prefix (10 objects);
 - the same INSERT through the plain session of zklock's application, locked by the engine;
+- the plain session's reads, which the engine read-locks: a ``count()`` of a table, a
+  ``collect()`` of 1,000 rows and a join of two tables;
 - the engine's check of a LockingSession statement (its lock nodes still exist: a sync and
   an exists, pipelined), against one bare ZooKeeper read round trip.
 
@@ -46,7 +48,17 @@ SETUP = ["CREATE DATABASE IF NOT EXISTS bench",
          "CREATE TABLE IF NOT EXISTS bench.t (id INT, amt DOUBLE, ds STRING, hr INT)"
          " USING parquet PARTITIONED BY (ds, hr)",
          *[f"INSERT INTO bench.t PARTITION (ds='d0', hr={hr}) VALUES (1, 1.0)"
-           for hr in range(7)]]
+           for hr in range(7)],
+         "CREATE TABLE IF NOT EXISTS bench.k (id INT, name STRING) USING parquet",
+         "INSERT INTO bench.k SELECT id, concat('k', id) FROM range(1000)"]
+#: Reads of the plain session: locked by zklock's engine (S on what each reads), not by a
+#: LockingSession; the bare application runs the same.
+PLAIN_READS = {
+    "plain_count": lambda spark: spark.table("bench.k").count(),
+    "plain_collect": lambda spark: spark.table("bench.k").collect(),
+    "plain_join": lambda spark: spark.sql("SELECT count(*) FROM bench.k k JOIN bench.t t"
+                                          " ON k.id = t.id").collect(),
+}
 
 
 # ---- the applications -----------------------------------------------------------------
@@ -75,7 +87,8 @@ def serve(kind: str, hosts: str) -> int:
         session.sql(stmt)
     ops = {"insert": lambda i: session.sql(INSERT.format(i=i)),
            "select": lambda i: session.sql(SELECT).collect(),
-           "engine_insert": lambda i: spark.sql(INSERT.format(i=i))}
+           "engine_insert": lambda i: spark.sql(INSERT.format(i=i)),
+           **{op: (lambda i, read=read: read(spark)) for op, read in PLAIN_READS.items()}}
     if kind == "zklock":
         ops["check"], ops["check1"] = engine_checks(session)
         ops["zk_read"] = zk_read(session)
@@ -181,6 +194,13 @@ def classic_tables(hosts: str, reps: int) -> str:
                 (lambda i: bare.run("select", i), lambda i: ours.run("select", i)),
             "plain session `INSERT`, locked by the engine":
                 (lambda i: bare.run("insert", i), lambda i: ours.run("engine_insert", i)),
+            "plain session `count()` of a table, read-locked by the engine":
+                (lambda i: bare.run("plain_count", i), lambda i: ours.run("plain_count", i)),
+            "plain session `collect()` of 1,000 rows, read-locked by the engine":
+                (lambda i: bare.run("plain_collect", i),
+                 lambda i: ours.run("plain_collect", i)),
+            "plain session join of two tables, read-locked by the engine":
+                (lambda i: bare.run("plain_join", i), lambda i: ours.run("plain_join", i)),
         }, reps)
         check = [ours.run("check", i) for i in range(reps)]
         check1 = [ours.run("check1", i) for i in range(reps)]

@@ -178,20 +178,31 @@ def test_a_query_with_a_view_subquery_and_cache_takes_one_set_of_locks(
 @pytest.mark.parametrize("adaptive", ["true", "false"])
 def test_a_shuffle_query_holds_its_locks_before_its_first_stage_runs(
         spark, db, make_manager, tmp_path, adaptive) -> None:
-    log = tmp_path / "events.jsonl"
+    """The grant's stamp (taken in the driver's Python before the JVM hears of the grant)
+    against the clock of the query's first task (a Python UDF in its first stage): both
+    time.time() on one host, not a file's coarser mtime."""
+    log, started = tmp_path / "events.jsonl", tmp_path / "tasks"
     reader = make_manager(event_log=str(log), job="shuffle")
-    latch = Latch(spark, tmp_path / "latch", limit=0)  # records its first task, never waits
+    path = str(started)
+
+    def stamp(x):
+        import time as t
+
+        with open(path, "a") as f:
+            f.write(f"{t.time() * 1000}\n")
+        return x
+    spark.udf.register("zk_stamp", stamp, "int")
     spark.conf.set("spark.sql.adaptive.enabled", adaptive)
     try:
         with enforce(spark, reader):
-            spark.sql(f"SELECT name, sum(id) FROM (SELECT zk_latch(id) AS id, name"
+            spark.sql(f"SELECT name, sum(id) FROM (SELECT zk_stamp(id) AS id, name"
                       f" FROM {db}.dim) GROUP BY name").collect()
     finally:
         spark.conf.unset("spark.sql.adaptive.enabled")
     reader.events.flush()
     grant = [e for e in read_events([str(log)]) if e["event"] == "grant"][0]
-    first_task_ms = latch.entered.stat().st_mtime * 1000
-    assert grant["ts"] <= first_task_ms + 5, (grant["ts"], first_task_ms)
+    first_task_ms = min(float(line) for line in started.read_text().split())
+    assert grant["ts"] <= first_task_ms, (grant["ts"], first_task_ms)
 
 
 def test_a_read_whose_locks_are_lost_has_its_jobs_cancelled(
@@ -239,3 +250,22 @@ def test_without_a_lock_client_a_read_is_refused_in_one_line_or_warned(spark, db
             assert "lock, warn or off" in message(typo.value)
         finally:
             spark.conf.unset("spark.zklock.engine.reads")
+
+
+def test_holding_keeps_what_an_rdd_reads_locked_for_its_block(
+        spark, db, make_locking, make_manager) -> None:
+    """An RDD's jobs run after the call that made it, so the engine cannot bound them:
+    ``session.holding(df)`` holds S on what ``df`` reads for the block, and what runs inside
+    it is covered."""
+    from zklock.errors import LockNotAcquired
+
+    session = make_locking()
+    writer = make_manager(retries=0)
+    df = session.table(f"{db}.dim")
+    with session.holding(df) as held:
+        assert held.is_valid and held.node_paths
+        assert df.rdd.map(lambda row: row.id).sum() == 3
+        with pytest.raises(LockNotAcquired):
+            writer.acquire([(f"{db}.dim", "X")])
+    with writer.acquire([(f"{db}.dim", "X")]):  # released with the block
+        pass

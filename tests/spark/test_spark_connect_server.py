@@ -625,6 +625,24 @@ def test_a_plain_client_is_locked_by_the_server(servers, cs, cdb, make_manager):
     assert ccount(cs, table) == before + 1
 
 
+def test_a_plain_clients_reads_are_locked_by_the_server(servers, cs, cdb, make_manager):
+    """The same client's reads: the server's engine takes S on what each reads (its results
+    leave through an RDD, held until the SQL execution ends), denies them while another
+    holder keeps X, and runs them beside a holder in S."""
+    table = f"{cdb}.dim"
+    other = make_manager(root=SERVER_ROOT)
+    reads = [lambda: cs.table(table).collect(), lambda: cs.table(table).count(),
+             lambda: cs.sql(f"SELECT max(id) FROM {table}").toPandas(),
+             lambda: cs.table(table).take(1)]
+    with other.acquire([(table, "X")], query_id="holder-reads"):
+        for read in reads:
+            with pytest.raises(Exception, match="lock not acquired.*held in X.*holder-reads"):
+                read()
+    with other.acquire([(table, "S")], query_id="reader-beside"):
+        for read in reads:
+            read()
+
+
 def test_a_forged_claim_does_not_skip_the_locks(servers, cs, cdb, make_manager, zk_hosts):
     """A client that sends an operation tag claiming locks it does not hold: nodes outside
     the server's root, or lock nodes that do not cover the command, are refused."""

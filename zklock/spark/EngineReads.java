@@ -47,8 +47,8 @@ final class EngineReads {
     static void unbounded(String what) {
         if (WARNED.add("rdd:" + what)) {
             LOG.warn("zklock: an RDD of a query reads " + what + " WITHOUT LOCKS: its jobs run"
-                + " outside a SQL execution, whose end would release them; hold its tables for"
-                + " the RDD's life with a lease or LOCK TABLE. Said once per table set.");
+                + " outside a SQL execution, whose end would release them; hold them for the"
+                + " RDD's life with LockingSession.holding(df). Said once per table set.");
         }
     }
 

@@ -9,8 +9,13 @@
 // runs, after its locks; zklock does the same for the relations of each locked statement.
 package zklock;
 
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Set;
+
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.QueryExecution;
+import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 
@@ -21,27 +26,36 @@ public final class FreshListings {
 
     /** List again the files of every relation a query reads, before it runs: those of its
      *  analysed plan (the session's cached relations) and of its optimised plan (the
-     *  partitions pruned there). Returns how many listings were dropped. */
+     *  partitions pruned there), each listing once. Returns how many were listed again. */
     public int refreshQuery(QueryExecution query) {
-        return refresh(query.analyzed()) + refresh(query.optimizedPlan());
+        return refresh(query.analyzed(), query.optimizedPlan());
     }
 
-    /** The same for a logical plan, its children and its subqueries. */
-    public static int refresh(LogicalPlan plan) {
-        int refreshed = 0;
+    /** The same for logical plans, their children and their subqueries: a file index that
+     *  several of them share (an analysed plan and its optimised one) is listed once. */
+    public static int refresh(LogicalPlan... plans) {
+        Set<FileIndex> indexes = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (LogicalPlan plan : plans) {
+            collect(plan, indexes);
+        }
+        for (FileIndex index : indexes) {
+            index.refresh();
+        }
+        return indexes.size();
+    }
+
+    private static void collect(LogicalPlan plan, Set<FileIndex> indexes) {
         if (plan instanceof LogicalRelation
                 && ((LogicalRelation) plan).relation() instanceof HadoopFsRelation) {
-            ((HadoopFsRelation) ((LogicalRelation) plan).relation()).location().refresh();
-            refreshed++;
+            indexes.add(((HadoopFsRelation) ((LogicalRelation) plan).relation()).location());
         }
         scala.collection.Iterator<LogicalPlan> children = plan.children().iterator();
         while (children.hasNext()) {
-            refreshed += refresh(children.next());
+            collect(children.next(), indexes);
         }
         scala.collection.Iterator<LogicalPlan> subqueries = plan.subqueries().iterator();
         while (subqueries.hasNext()) {
-            refreshed += refresh(subqueries.next());
+            collect(subqueries.next(), indexes);
         }
-        return refreshed;
     }
 }

@@ -134,8 +134,7 @@ public final class LockedQueryExec extends V2CommandExec {
         LogicalPlan analyzed = analyzed();
         EngineGuard guard = EngineGuard.enterQuery(session(), analyzed);
         if (guard.holds()) {
-            FreshListings.refresh(analyzed);
-            FreshListings.refresh(query);
+            FreshListings.refresh(analyzed, query);
         }
         return guard;
     }

@@ -19,7 +19,7 @@ public API; the session itself only routes statements here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
 
 from ..config import Level, Settings
@@ -110,6 +110,24 @@ class LockedExecution:
         try:
             self.planner.refresh_listings(df)  # the files as of the locks
             return LockedStatement(self.spark, lockset, query_id, what).run(fn)
+        finally:
+            lockset.release(wait=False)
+
+    @contextmanager
+    def holding(self, df: Any) -> Iterator[LockSet]:
+        """S on what ``df`` reads, held for the block: for what runs after an action returns
+        and the engine cannot bound (``df.rdd``, ``foreach`` over an RDD). Statements and
+        actions inside the block are covered by the set (the engine takes nothing more)."""
+        targets = self.planner.plan_dataframe(df) if self.locking else []
+        if not targets or in_locked_statement():
+            yield LockSet.empty()
+            return
+        query_id = new_query_id()
+        lockset = self._acquire(targets, query_id, describe("holding", targets))
+        try:
+            self.planner.refresh_listings(df)  # the files as of the locks
+            with LockedStatement(self.spark, lockset, query_id, "holding"):
+                yield lockset
         finally:
             lockset.release(wait=False)
 

@@ -336,6 +336,18 @@ class LockingSession:
         return adopt(self._spark.range(*args, **kwargs), self)
 
     # ---- zklock's own surface -----------------------------------------------------
+    def holding(self, df: Any) -> Any:
+        """A context manager holding S on what ``df`` reads for its block, in kazoo's style:
+        for lifetimes Spark's engine cannot bound, an RDD's jobs that run after the call that
+        made it::
+
+            with session.holding(df):
+                df.rdd.foreach(send)
+
+        Everything ``df`` or other statements run inside the block is covered by the set;
+        ``LockLost`` cancels its jobs as for any statement. It yields the LockSet."""
+        return self.execution.holding(df)
+
     def explain_locks(self, sql: str) -> LockPlan:
         """The locks ``sql`` would take, in acquisition order, without taking anything."""
         if zklock_sql.recognises(sql):
