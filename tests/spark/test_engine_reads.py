@@ -151,7 +151,8 @@ def test_a_read_takes_its_locks_with_its_statement_and_application(
         finally:
             latch.open()
             reading.join(120)
-    assert watcher.show(f"{db}.dim") == []
+    # released once the read returned (in the background, as every statement's set)
+    assert wait_for(lambda: watcher.show(f"{db}.dim") == [])
 
 
 def test_a_query_with_a_view_subquery_and_cache_takes_one_set_of_locks(
@@ -267,5 +268,7 @@ def test_holding_keeps_what_an_rdd_reads_locked_for_its_block(
         assert df.rdd.map(lambda row: row.id).sum() == 3
         with pytest.raises(LockNotAcquired):
             writer.acquire([(f"{db}.dim", "X")])
-    with writer.acquire([(f"{db}.dim", "X")]):  # released with the block
+    # released with the block (in the background, as every statement's set: wait for it)
+    assert wait_for(lambda: writer.show(f"{db}.dim") == [])
+    with writer.acquire([(f"{db}.dim", "X")]):
         pass

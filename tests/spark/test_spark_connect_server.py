@@ -98,6 +98,10 @@ class PlainServer:
 
 #: Where the module's zklock server takes the locks of its plain clients' commands.
 SERVER_ROOT = "/zklock-tests-connect-server"
+#: How often a test's own holder retries on the server's root: a plain client's read holds
+#: its S until the server hears its SQL execution end (Spark's listener bus, a moment after
+#: the client has its rows), so a holder asking for X right after one waits for that.
+LINGER_RETRIES = 200
 
 
 @pytest.fixture(scope="module")
@@ -404,7 +408,7 @@ def test_connect_session_denies_writes_and_leaves_the_table(make_connect_locking
 
     locking = make_connect_locking()
     before = ccount(cs, f"{cdb}.dim")
-    other = make_manager(root=SERVER_ROOT)
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     with other.acquire([(f"{cdb}.dim", "X")], query_id="holder-c"):
         with pytest.raises(LockNotAcquired, match="holder-c"):
             locking.sql(f"INSERT INTO {cdb}.dim VALUES (21, 'c')")
@@ -437,7 +441,7 @@ def test_connect_query_is_planned_once_in_sql_and_again_by_its_action(
     df = locking.sql("SELECT count(*) AS n FROM pick")
     assert df.collect()[0].n == ccount(cs, f"{cdb}.dim")
     cs.sql(f"CREATE OR REPLACE TEMPORARY VIEW pick AS SELECT id FROM {cdb}.staging")
-    other = make_manager(root=SERVER_ROOT)
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     with other.acquire([(f"{cdb}.staging", "X")], query_id="holder-q"):
         with pytest.raises(LockNotAcquired, match="holder-q"):
             df.collect()  # reads staging now: S on it is denied
@@ -575,7 +579,7 @@ def test_zklock_sql_over_connect(make_connect_locking, cdb):
 
 def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_manager,
                                               zk_hosts, root):
-    other = make_manager(root=SERVER_ROOT)
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     with other.acquire([(f"{cdb}.dim", "S")], query_id="reader-c"):
         locking = make_connect_locking()
         rows = locking.sql("SELECT object, query_id FROM sysdb.locks").collect()
@@ -610,7 +614,7 @@ def test_a_plain_client_is_locked_by_the_server(servers, cs, cdb, make_manager):
 
     table = f"{cdb}.dim"
     before = ccount(cs, table)
-    other = make_manager(root=SERVER_ROOT)
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     insert = f"INSERT INTO {table} VALUES (31, 'plain')"
     with other.acquire([(table, "X")], query_id="holder-plain"):
         with pytest.raises(Exception, match="lock not acquired.*held in X.*holder-plain"):
@@ -630,7 +634,7 @@ def test_a_plain_clients_reads_are_locked_by_the_server(servers, cs, cdb, make_m
     leave through an RDD, held until the SQL execution ends), denies them while another
     holder keeps X, and runs them beside a holder in S."""
     table = f"{cdb}.dim"
-    other = make_manager(root=SERVER_ROOT)
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     reads = [lambda: cs.table(table).collect(), lambda: cs.table(table).count(),
              lambda: cs.sql(f"SELECT max(id) FROM {table}").toPandas(),
              lambda: cs.table(table).take(1)]
@@ -648,7 +652,7 @@ def test_a_forged_claim_does_not_skip_the_locks(servers, cs, cdb, make_manager, 
     the server's root, or lock nodes that do not cover the command, are refused."""
     import base64
 
-    other = make_manager(root=SERVER_ROOT)
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     elsewhere = other.acquire([(f"{cdb}.staging", "X")], query_id="not-dim")
     before = ccount(cs, f"{cdb}.dim")
     try:
