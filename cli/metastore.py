@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,23 +25,13 @@ import click
 
 from zklock.config import parse_duration
 from zklock.errors import ServerError, ZkLockError
+from zklock.spark.jvm import jdk_tool
 
 from .app import Context, cli
 from .local_service import LocalService
 
 SERVER_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 DEFAULT_PORT = 9083  # Hive's own default
-
-
-def java() -> str:
-    """The java of ``$JAVA_HOME``, else the one on the PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        raise ServerError("java not found: install a Java runtime (17+) or set JAVA_HOME")
-    return found
 
 
 @dataclass
@@ -99,7 +88,10 @@ class Metastore(LocalService):
             raise ServerError(f"no Hive Metastore in {jars}: this PySpark ships no Hive jars")
         warehouse = self.warehouse_dir()
         database = self.state_dir / "metastore_db"
-        cmd = [java(), f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        java = jdk_tool("java")
+        if java is None:
+            raise ServerError("java not found: install a Java runtime (17+) or set JAVA_HOME")
+        cmd = [java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                # Hive 2.3's async log4j appender needs a disruptor jar Spark does not ship
                "-Dhive.async.log.enabled=false",
                f"-Djavax.jdo.option.ConnectionURL=jdbc:derby:;databaseName={database};create=true",

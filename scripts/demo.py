@@ -48,6 +48,7 @@ from zklock.cli.connect_server import ConnectServer  # noqa: E402
 from zklock.cli.metastore import Metastore  # noqa: E402
 
 from zklock import LockManager  # noqa: E402
+from zklock.events import read_events  # noqa: E402
 from zklock.ports import free_port  # noqa: E402
 from zklock.server import ZkServer  # noqa: E402
 
@@ -158,16 +159,12 @@ def waits(mgr: LockManager, job: str) -> bool:
 
 def granted_after(events: Path, job: str, obj: str, since_ms: int) -> bool:
     """Whether the event log has a grant to ``job`` holding ``obj`` stamped after since_ms."""
-    from zklock.events import read_events
-
     return any(e["event"] == "grant" and e.get("job") == job and e["ts"] >= since_ms
                and any(o == obj for o, _ in e["locks"]) for e in read_events([str(events)]))
 
 
 def summary(events_file: Path) -> None:
     """Grants, denials, retries and wait times per job, from the lock event log."""
-    from zklock.events import read_events
-
     per: dict[str, dict[str, float]] = {}
     for e in read_events([str(events_file)]):
         row = per.setdefault(e.get("job", "?"), {"grants": 0, "denials": 0, "retries": 0,
@@ -190,7 +187,6 @@ def summary(events_file: Path) -> None:
 
 
 def timeline_picture(events_file: Path, out: Path) -> None:
-    from zklock.events import read_events
     from zklock.timeline import build, draw
 
     holds, marks = build(read_events([str(events_file)]))
@@ -275,7 +271,7 @@ def run(hosts: str, state: Path, jobs: list[subprocess.Popen]) -> int:
         print("\n".join(tail))
     explained = json.loads((state / "explain-locks.json").read_text()) \
         if (state / "explain-locks.json").exists() else {}
-    claims = check(read_events_of(events), explained)
+    claims = check(read_events([str(events)]), explained)
     print(f"what the event log shows ({events}):")
     for claim in claims:
         print(claim.line())
@@ -286,12 +282,6 @@ def run(hosts: str, state: Path, jobs: list[subprocess.Popen]) -> int:
         return 1
     print(f"done in {elapsed:.0f} s: every claim above holds")
     return 0
-
-
-def read_events_of(path: Path) -> list[dict[str, Any]]:
-    from zklock.events import read_events
-
-    return list(read_events([str(path)]))
 
 
 def main() -> int:

@@ -47,9 +47,13 @@ def events_of(log: Path, jobs: dict) -> list[dict]:
 def test_writers_of_different_partitions_overlap_and_never_wait(jobs: dict, log: Path) -> None:
     with jobs["backfill"].acquire([(BACKFILLED, "X")]):
         with jobs["ingest"].acquire([(INGESTED[0], "X")]):
-            # both held: keep them so for longer than the stamps' slack, which the checker
-            # counts as no overlap (not a guess at a state: the claim's own threshold)
-            time.sleep(3 * demo_claims.STAMP_SLACK_MS / 1000)
+            # both held: keep them so until the stamps' own clock is past the ingest's grant
+            # by more than the slack the checker counts as no overlap
+            granted_ms = wait_for(lambda: [e["ts"] for e in events_of(log, jobs)
+                                           if e["event"] == "grant" and e["job"] == "ingest"])
+            overlap_ms = 3 * demo_claims.STAMP_SLACK_MS
+            assert wait_for(lambda: time.time() * 1000 >= granted_ms[0] + overlap_ms,
+                            timeout=1 + overlap_ms / 1000)
     events = events_of(log, jobs)
 
     side_by_side = demo_claims.writers_side_by_side(events)

@@ -20,6 +20,8 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -49,6 +51,9 @@ final class EngineGuard {
     private final String handle;
     private final String jobTag;
     private final SparkContext sc;
+    /** Whether a detached guard's set was released (releaseDetached runs once). */
+    private final java.util.concurrent.atomic.AtomicBoolean released =
+        new java.util.concurrent.atomic.AtomicBoolean();
 
     private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc) {
         this.client = client;
@@ -57,52 +62,51 @@ final class EngineGuard {
         this.sc = sc;
     }
 
-    /** The locks {@code command} needs, held from now until {@link #exit}. */
+    /** The locks {@code command} needs, held from now until {@link #exit}. Without a lock
+     *  client it is refused. */
     static EngineGuard enter(SparkSession session, LogicalPlan command) {
-        SparkContext sc = session.sparkContext();
-        removeLeftTags(sc);
-        if (heldLocks(session, () -> plan(session, command), sc)) {
-            return COVERED;
-        }
         String name = PlanWalker.nodeName(command);
-        JsonNode answer = plan(session, command);
-        if (answer.path("targets").size() == 0) {
-            return COVERED;
-        }
-        String what = describe(answer.path("targets"));
-        EngineLockClient client = EngineLocks.client();
-        if (client == null) {
+        return enter(session, () -> plan(session, command), name, what -> {
             throw new EngineRefusal("zklock: refused " + name + " on " + what + ": it needs locks"
                 + " and no lock client runs in this process; create a LockingSession or call"
                 + " zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
-        }
-        return take(session, client, answer, name, what,
-            statement(EngineLocks.parsed(session, command), name, what));
+        }, what -> statement(EngineLocks.parsed(session, command), name, what));
     }
 
     /** The S locks a query needs (planned from its {@code analyzed} plan), held from now
      *  until {@link #exit}. Without a lock client, EngineReads says whether it is refused or
      *  runs with a warning. */
     static EngineGuard enterQuery(SparkSession session, LogicalPlan analyzed) {
+        return enter(session, () -> planQuery(session, analyzed), "a query",
+            what -> EngineReads.unlocked(session, what), what -> {
+                scala.Option<String> text = analyzed.origin().sqlText();
+                return text.isDefined() ? text.get() : "query reading " + what;
+            });
+    }
+
+    /** What both share: covered inside a locked statement, nothing to do without targets,
+     *  {@code withoutClient} (refuse, or let it run) where no lock client runs, else the
+     *  client's grant. */
+    private static EngineGuard enter(SparkSession session, Supplier<JsonNode> planned,
+                                     String name, Consumer<String> withoutClient,
+                                     Function<String, String> statement) {
         SparkContext sc = session.sparkContext();
         removeLeftTags(sc);
-        if (heldLocks(session, () -> planQuery(session, analyzed), sc)) {
+        if (heldLocks(session, planned, sc)) {
             return COVERED;
         }
-        JsonNode answer = planQuery(session, analyzed);
+        JsonNode answer = planned.get();
         if (answer.path("targets").size() == 0) {
             return COVERED;
         }
         String what = describe(answer.path("targets"));
         EngineLockClient client = EngineLocks.client();
         if (client == null) {
-            EngineReads.unlocked(session, what);  // refuses, or warns once and lets it run
+            withoutClient.accept(what);
             return COVERED;
         }
-        scala.Option<String> text = analyzed.origin().sqlText();
-        return take(session, client, answer, "a query", what,
-            text.isDefined() ? text.get() : "query reading " + what);
+        return take(session, client, answer, name, what, statement.apply(what));
     }
 
     /** Ask the lock client for {@code answer}'s locks, all or none; on a grant, tag this
@@ -162,10 +166,9 @@ final class EngineGuard {
     private static boolean heldLocks(SparkSession session, Supplier<JsonNode> planned,
                                      SparkContext sc) {
         String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
-        String nodes = sc.getLocalProperty(CommitFence.NODES);
         List<String> paths = new ArrayList<>();
-        if (zookeeper != null && !zookeeper.isEmpty() && nodes != null && !nodes.isEmpty()) {
-            paths.addAll(List.of(nodes.split("\n")));
+        if (heldHere(sc)) {
+            paths.addAll(List.of(sc.getLocalProperty(CommitFence.NODES).split("\n")));
         } else {
             JsonNode fence = connectFence(sc);
             if (fence == null) {
@@ -198,6 +201,19 @@ final class EngineGuard {
             throw EngineRefusal.of("lost", e.getMessage(), "", e);
         }
         return true;
+    }
+
+    /** Does this thread run inside a locked statement: this process's own (its nodes in the
+     *  local properties) or a Spark Connect client's (its operation tag)? */
+    static boolean insideLockedStatement(SparkContext sc) {
+        return heldHere(sc) || connectFence(sc) != null;
+    }
+
+    /** Do the local properties carry a locked statement's nodes (set by zklock here)? */
+    private static boolean heldHere(SparkContext sc) {
+        String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
+        String nodes = sc.getLocalProperty(CommitFence.NODES);
+        return zookeeper != null && !zookeeper.isEmpty() && nodes != null && !nodes.isEmpty();
     }
 
     /** The lock nodes a Spark Connect client's LockingSession statement holds: its operation
@@ -288,9 +304,6 @@ final class EngineGuard {
             client.release(handle, false);
         }
     }
-
-    private final java.util.concurrent.atomic.AtomicBoolean released =
-        new java.util.concurrent.atomic.AtomicBoolean();
 
     private static void removeLeftTags(SparkContext sc) {
         List<String> left = LEFT_TAGS.get();

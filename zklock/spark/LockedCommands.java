@@ -42,7 +42,7 @@ final class LockedCommands extends SparkStrategy {
         // what touches nothing shared is judged on the statement as written: Spark turns a
         // persistent CREATE VIEW into the same command as a temporary one
         if (!(plan instanceof Command)) {
-            return rootOfQuery(plan) ? LockedCommandExec.list(
+            return rootOfQuery(plan) ? LockedExec.list(
                 new LockedQueryExec(plan, planInside(plan))) : empty();
         }
         if (PLANNING.get().contains(plan)) {
@@ -64,7 +64,7 @@ final class LockedCommands extends SparkStrategy {
         } finally {
             PLANNING.get().remove(plan);
         }
-        return LockedCommandExec.list(new LockedCommandExec(plan, inner));
+        return LockedExec.list(new LockedCommandExec(plan, inner));
     }
 
     /** Spark's own physical plan for {@code plan}, planned with nothing below it wrapped. */

@@ -2,10 +2,9 @@
 // what the query reads, planned from its analyzed plan, taken before any of its jobs runs
 // and held while they run.
 //
-// It is a V2CommandExec, as LockedCommandExec is: Spark's InsertAdaptiveSparkPlan keeps such
-// a node at the root and plans adaptive execution under it, so the locks are granted before
-// the first stage is materialised. Unlike Spark's commands it keeps no result: each call
-// (a second collect() of the same DataFrame too) takes its locks again and runs the child.
+// It is a V2CommandExec, as LockedCommandExec is (LockedExec.java): the locks are granted
+// before the first stage is materialised. Unlike Spark's commands it keeps no result: each
+// call (a second collect() of the same DataFrame too) takes its locks again and runs the child.
 //  - executeCollect, executeTake, executeTail: the locks are held for the call;
 //  - executeToIterator: until the iterator is exhausted (toLocalIterator);
 //  - doExecute (an RDD handed to the caller, whose jobs run later): until the SQL execution
@@ -17,31 +16,22 @@ package zklock;
 import org.apache.spark.SparkContext;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.QueryExecution;
 import org.apache.spark.sql.execution.SQLExecution$;
 import org.apache.spark.sql.execution.SparkPlan;
-import org.apache.spark.sql.execution.datasources.v2.V2CommandExec;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-public final class LockedQueryExec extends V2CommandExec {
+public final class LockedQueryExec extends LockedExec {
     private static final long serialVersionUID = 1L;
     private static final Logger LOG = LoggerFactory.getLogger(LockedQueryExec.class);
 
-    /** The query as Spark optimised it: which execution this node is the root of, and what
-     *  to plan from when that execution's analysed plan cannot be found. */
-    private final transient LogicalPlan query;
-    private final SparkPlan child;
-    /** The query's output, as the Scala 2.13 collection Spark 4 expects (and Spark 3.5's
-     *  Scala 2.12 accepts): copied once. */
-    private final scala.collection.immutable.Seq<Attribute> output;
-
+    /** {@code query}: the query as Spark optimised it, which tells which execution this node
+     *  is the root of, and what to plan from when that execution's analysed plan is not
+     *  found. */
     public LockedQueryExec(LogicalPlan query, SparkPlan child) {
-        this.query = query;
-        this.child = child;
-        this.output = child.output().toList();
+        super(query, child, child.output());
     }
 
     @Override
@@ -64,68 +54,46 @@ public final class LockedQueryExec extends V2CommandExec {
         return locked(() -> child.executeTail(n));
     }
 
-    /** Run {@code rows} holding the query's locks for the call; as LockedCommandExec does, a
-     *  failure caused by losing them is reported as the loss. */
     private InternalRow[] locked(java.util.function.Supplier<InternalRow[]> rows) {
-        EngineGuard guard = enter();
-        InternalRow[] out;
-        try {
-            out = rows.get();
-        } catch (Throwable e) {
-            EngineRefusal lost;
-            try {
-                lost = guard.exit("a query", e);
-            } catch (RuntimeException releaseFailed) {
-                e.addSuppressed(releaseFailed);
-                throw LockedQueryExec.<RuntimeException>rethrow(e);
-            }
-            throw lost != null ? lost : LockedQueryExec.<RuntimeException>rethrow(e);
-        }
-        EngineRefusal lost = guard.exit("a query", null);
-        if (lost != null) {
-            throw lost;
-        }
-        return out;
+        return underGuard(enter(), "a query", rows);
     }
 
     @Override
     public scala.collection.Iterator<InternalRow> executeToIterator() {
         EngineGuard guard = enter();
-        scala.collection.Iterator<InternalRow> rows;
-        try {
-            rows = child.executeToIterator();
-        } catch (Throwable e) {
-            guard.exit("a query", e);
-            throw LockedQueryExec.<RuntimeException>rethrow(e);
-        }
-        if (!guard.holds()) {
-            return rows;
-        }
-        guard.detach();  // the caller iterates later, on other threads too
-        return new HeldIterator(rows, guard);
+        scala.collection.Iterator<InternalRow> rows = detached(guard, child::executeToIterator);
+        return guard.holds() ? new HeldIterator(rows, guard) : rows;
     }
 
     @Override
     public RDD<InternalRow> doExecute() {
         SparkContext sc = sparkContext();
         Long execution = ExecutionEnds.running(sc);
-        if (execution == null && !insideLockedStatement(sc)) {
+        if (execution == null && !EngineGuard.insideLockedStatement(sc)) {
             unbounded();
             return child.execute();
         }
         EngineGuard guard = enter();
-        RDD<InternalRow> rdd;
-        try {
-            rdd = child.execute();
-        } catch (Throwable e) {
-            guard.exit("a query", e);
-            throw LockedQueryExec.<RuntimeException>rethrow(e);
-        }
+        RDD<InternalRow> rdd = detached(guard, child::execute);
         if (guard.holds()) {
-            guard.detach();
             ExecutionEnds.releaseAtEnd(sc, execution, guard);
         }
         return rdd;
+    }
+
+    /** Start {@code work}, whose rows are read after this call returns (on other threads
+     *  too): a failure releases the locks at once; otherwise the guard is detached, to be
+     *  released when the rows are (the iterator's end, the SQL execution's end). */
+    private static <T> T detached(EngineGuard guard, java.util.function.Supplier<T> work) {
+        T out;
+        try {
+            out = work.get();
+        } catch (Throwable e) {
+            guard.exit("a query", e);
+            throw LockedExec.<RuntimeException>rethrow(e);
+        }
+        guard.detach();
+        return out;
     }
 
     /** The locks of this query, from the analysed plan of the execution it is the root of;
@@ -134,7 +102,7 @@ public final class LockedQueryExec extends V2CommandExec {
         LogicalPlan analyzed = analyzed();
         EngineGuard guard = EngineGuard.enterQuery(session(), analyzed);
         if (guard.holds()) {
-            FreshListings.refresh(analyzed, query);
+            FreshListings.refresh(analyzed, plan);
         }
         return guard;
     }
@@ -146,16 +114,11 @@ public final class LockedQueryExec extends V2CommandExec {
         if (execution != null) {
             QueryExecution qe = SQLExecution$.MODULE$.getQueryExecution(execution);
             if (qe != null && qe.executedPlan() instanceof LockedQueryExec
-                    && ((LockedQueryExec) qe.executedPlan()).query == query) {
+                    && ((LockedQueryExec) qe.executedPlan()).plan == plan) {
                 return qe.analyzed();
             }
         }
-        return query;
-    }
-
-    private static boolean insideLockedStatement(SparkContext sc) {
-        String nodes = sc.getLocalProperty(CommitFence.NODES);
-        return nodes != null && !nodes.isEmpty();
+        return plan;
     }
 
     /** An RDD whose jobs run outside any SQL execution (df.rdd): no lifetime to hold locks
@@ -203,49 +166,7 @@ public final class LockedQueryExec extends V2CommandExec {
     }
 
     @Override
-    public scala.collection.immutable.Seq<Attribute> output() {
-        return output;
-    }
-
-    @Override
-    public scala.collection.immutable.Seq<SparkPlan> children() {
-        return LockedCommandExec.list(child);
-    }
-
-    // Spark passes the new children as a Scala 2.13 immutable IndexedSeq (Spark 4) or a 2.12
-    // collection IndexedSeq (Spark 3.5): one of these two overrides Spark's method.
-    public SparkPlan withNewChildrenInternal(
-            scala.collection.immutable.IndexedSeq<SparkPlan> newChildren) {
-        return new LockedQueryExec(query, newChildren.apply(0));
-    }
-
-    public SparkPlan withNewChildrenInternal(scala.collection.IndexedSeq<SparkPlan> newChildren) {
-        return new LockedQueryExec(query, newChildren.apply(0));
-    }
-
-    @Override
-    public Object productElement(int n) {
-        if (n == 0) {
-            return query;
-        }
-        if (n == 1) {
-            return child;
-        }
-        throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-
-    @Override
-    public int productArity() {
-        return 2;
-    }
-
-    @Override
-    public boolean canEqual(Object other) {
-        return other instanceof LockedQueryExec;
-    }
-
-    @SuppressWarnings("unchecked")
-    private static <E extends Throwable> RuntimeException rethrow(Throwable e) throws E {
-        throw (E) e;  // Spark's own exception, unchanged
+    protected LockedExec withChild(SparkPlan newChild) {
+        return new LockedQueryExec(plan, newChild);
     }
 }

@@ -99,34 +99,26 @@ class LockedExecution:
 
     def read(self, df: Any, action: str, fn: Callable[[], Any]) -> Any:
         """Run the action ``fn`` on ``df`` holding S on what it reads."""
-        if not self.locking or in_locked_statement():
+        with self.holding(df, action):
             return fn()
-        targets = self.planner.plan_dataframe(df)
+
+    @contextmanager
+    def holding(self, df: Any, action: str = "holding") -> Iterator[LockSet]:
+        """S on what ``df`` reads, held for the block (an action's call, or what runs after
+        an action returns and the engine cannot bound: ``df.rdd``, ``foreach`` over an RDD).
+        Statements and actions inside the block are covered by the set (the engine takes
+        nothing more); inside a locked statement, or with nothing to lock, it takes nothing."""
+        targets = ([] if not self.locking or in_locked_statement()
+                   else self.planner.plan_dataframe(df))
         if not targets:
-            return fn()
+            yield LockSet.empty()
+            return
         query_id = new_query_id()
         what = describe(action, targets)
         lockset = self._acquire(targets, query_id, what)
         try:
             self.planner.refresh_listings(df)  # the files as of the locks
-            return LockedStatement(self.spark, lockset, query_id, what).run(fn)
-        finally:
-            lockset.release(wait=False)
-
-    @contextmanager
-    def holding(self, df: Any) -> Iterator[LockSet]:
-        """S on what ``df`` reads, held for the block: for what runs after an action returns
-        and the engine cannot bound (``df.rdd``, ``foreach`` over an RDD). Statements and
-        actions inside the block are covered by the set (the engine takes nothing more)."""
-        targets = self.planner.plan_dataframe(df) if self.locking else []
-        if not targets or in_locked_statement():
-            yield LockSet.empty()
-            return
-        query_id = new_query_id()
-        lockset = self._acquire(targets, query_id, describe("holding", targets))
-        try:
-            self.planner.refresh_listings(df)  # the files as of the locks
-            with LockedStatement(self.spark, lockset, query_id, "holding"):
+            with LockedStatement(self.spark, lockset, query_id, what):
                 yield lockset
         finally:
             lockset.release(wait=False)

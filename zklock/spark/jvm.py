@@ -160,11 +160,17 @@ def _spark_jars() -> Path:
     return jars
 
 
-def _javac() -> str:
+def jdk_tool(name: str) -> str | None:
+    """``$JAVA_HOME/bin/<name>`` (java, javac) when it exists, else ``name`` on the PATH;
+    None when neither is there."""
     home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "javac").exists():
-        return str(Path(home) / "bin" / "javac")
-    found = shutil.which("javac")
+    if home and (Path(home) / "bin" / name).exists():
+        return str(Path(home) / "bin" / name)
+    return shutil.which(name)
+
+
+def _javac() -> str:
+    found = jdk_tool("javac")
     if found is None:
         raise JvmModuleError("zklock's JVM module (its lock planner) is compiled on first use"
                              " and needs a JDK: install one with javac 17+ (apt-get install"

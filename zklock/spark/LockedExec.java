@@ -1,0 +1,113 @@
+// What the two roots of zklock's engine share (LockedCommandExec.java, LockedQueryExec.java):
+// a V2CommandExec over Spark's own physical plan of the statement, keeping the statement's
+// logical plan to plan its locks from, the Product plumbing Spark's tree needs, and running
+// the child under an EngineGuard, where a failure caused by losing the locks is reported as
+// the loss.
+//
+// A V2CommandExec because Spark's InsertAdaptiveSparkPlan keeps such a node at the root and
+// plans adaptive execution under it: the locks are granted before the first stage runs.
+package zklock;
+
+import java.util.function.Supplier;
+
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.datasources.v2.V2CommandExec;
+
+public abstract class LockedExec extends V2CommandExec {
+    private static final long serialVersionUID = 1L;
+
+    /** The statement as Spark planned it (a command, or a query's optimised plan). */
+    protected final transient LogicalPlan plan;
+    protected final SparkPlan child;
+    /** The output, as the Scala 2.13 collection Spark 4 expects (and Spark 3.5's Scala 2.12
+     *  accepts): copied once. */
+    private final scala.collection.immutable.Seq<Attribute> output;
+
+    protected LockedExec(LogicalPlan plan, SparkPlan child,
+                         scala.collection.Seq<Attribute> output) {
+        this.plan = plan;
+        this.child = child;
+        this.output = output.toList();
+    }
+
+    /** The same node over another child (Spark's rules rewrite the tree below it). */
+    protected abstract LockedExec withChild(SparkPlan newChild);
+
+    /** Run {@code work} holding {@code guard}'s locks and release them after; a failure
+     *  caused by losing them (its jobs cancelled) is reported as the loss, and so is a loss
+     *  found at the release of work that completed. */
+    static <T> T underGuard(EngineGuard guard, String statement, Supplier<T> work) {
+        T out;
+        try {
+            out = work.get();
+        } catch (Throwable e) {  // Scala code throws checked exceptions (SparkException) too
+            EngineRefusal lost;
+            try {
+                lost = guard.exit(statement, e);
+            } catch (RuntimeException releaseFailed) {  // the statement's own error first
+                e.addSuppressed(releaseFailed);
+                throw LockedExec.<RuntimeException>rethrow(e);
+            }
+            throw lost != null ? lost : LockedExec.<RuntimeException>rethrow(e);
+        }
+        EngineRefusal lost = guard.exit(statement, null);
+        if (lost != null) {
+            throw lost;
+        }
+        return out;
+    }
+
+    @Override
+    public scala.collection.immutable.Seq<Attribute> output() {
+        return output;
+    }
+
+    @Override
+    public scala.collection.immutable.Seq<SparkPlan> children() {
+        return list(child);
+    }
+
+    // Spark passes the new children as a Scala 2.13 immutable IndexedSeq (Spark 4) or a 2.12
+    // collection IndexedSeq (Spark 3.5): one of these two overrides Spark's method, the other
+    // is never called.
+    public SparkPlan withNewChildrenInternal(
+            scala.collection.immutable.IndexedSeq<SparkPlan> newChildren) {
+        return withChild(newChildren.apply(0));
+    }
+
+    public SparkPlan withNewChildrenInternal(scala.collection.IndexedSeq<SparkPlan> newChildren) {
+        return withChild(newChildren.apply(0));
+    }
+
+    @Override
+    public Object productElement(int n) {
+        if (n == 0) {
+            return plan;
+        }
+        if (n == 1) {
+            return child;
+        }
+        throw new IndexOutOfBoundsException(String.valueOf(n));
+    }
+
+    @Override
+    public int productArity() {
+        return 2;
+    }
+
+    @Override
+    public boolean canEqual(Object other) {
+        return other != null && other.getClass() == getClass();
+    }
+
+    @SuppressWarnings("unchecked")
+    static <E extends Throwable> RuntimeException rethrow(Throwable e) throws E {
+        throw (E) e;  // Spark's own exception, unchanged
+    }
+
+    static <T> scala.collection.immutable.Seq<T> list(T one) {
+        return scala.collection.immutable.List$.MODULE$.<T>empty().$colon$colon(one);
+    }
+}
