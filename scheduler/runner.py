@@ -52,7 +52,9 @@ class SparkRunner:
                 settings = self.settings.with_(user=user)
                 manager = LockManager(client=self.client, settings=settings) \
                     if self.client is not None else None
-                session = LockingSession(self.spark, manager=manager, user=user)
+                # a SparkSession of its own: a LockingSession is the lock client of every
+                # statement its SparkSession runs, and each executor thread runs as its user
+                session = LockingSession(self.spark.newSession(), manager=manager, user=user)
                 self._sessions[key] = session
             return session
 
@@ -65,7 +67,7 @@ class SparkRunner:
         try:
             # the lock nodes record the execution's executor_query_id, so
             # sysdb.scheduled_executions joins SHOW LOCKS EXTENDED on query_id
-            with query_id_scope(execution.executor_query_id or group):
+            with query_id_scope(self.spark, execution.executor_query_id or group):
                 df = self._session(execution.executed_as or self.settings.effective_user).sql(
                     execution.query)
                 if df.columns and not _is_command_result(df):

@@ -8,15 +8,17 @@ server on a free port. If it cannot, the suite fails: it never skips.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import gc
 import os
+import re
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import diagnostics
 import pytest
@@ -55,8 +57,10 @@ if sys.version_info < (3, 12):
     ast.parse = _parse_between_collections(ast.parse)
 
 # every LockManager of the run (subprocesses too) logs its events where a failed test's report
-# finds them (tests/diagnostics.py); a test that sets event_log keeps its own
-os.environ.setdefault("ZKLOCK_EVENT_LOG", str(diagnostics.EVENT_LOG))
+# finds them (tests/diagnostics.py); a test that sets event_log keeps its own. Set, not
+# defaulted: an xdist worker inherits its controller's environment, and would otherwise log
+# to the controller's file while its reports read its own
+os.environ["ZKLOCK_EVENT_LOG"] = str(diagnostics.EVENT_LOG)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -178,6 +182,29 @@ def zk(zk_hosts: str):
     yield client
     client.stop()
     client.close()
+
+
+class Raised:
+    """What :func:`raises_lock_error` caught, as zklock's exception (``value``)."""
+
+    value: Any = None
+
+
+@contextlib.contextmanager
+def raises_lock_error(kind: type, match: Optional[str] = None):
+    """Expect zklock's ``kind`` (LockNotAcquired, LockLost, UnsupportedStatement), raised as
+    itself (a LockingSession's ``sql()``, zklock's own calls) or as Spark's error whose
+    ``ZKLOCK_*`` condition names it (a DataFrame action, a plain session):
+    :func:`zklock.spark.lock_error` tells them apart, as a user would."""
+    from zklock.spark import lock_error
+
+    raised = Raised()
+    with pytest.raises(Exception) as info:
+        yield raised
+    raised.value = lock_error(info.value)
+    assert isinstance(raised.value, kind), f"expected {kind.__name__}, got {info.value!r}"
+    if match is not None:
+        assert re.search(match, str(raised.value)), (match, str(raised.value))
 
 
 def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> Any:
@@ -339,7 +366,10 @@ def shared_db(spark) -> str:
 
 @pytest.fixture
 def make_locking(spark, zk_hosts: str, root: str, session_timeout: float):
-    """Build LockingSessions on the test's root (each with its own ZooKeeper session)."""
+    """Build LockingSessions on the test's root (each with its own ZooKeeper session), each
+    over a SparkSession of its own (``spark.newSession()``: shared catalog, own conf, temp
+    views and functions). A LockingSession is the lock client of every statement its
+    SparkSession runs, so the test's plain ``spark`` keeps the engine's root."""
     from zklock.spark import LockingSession
 
     made = []
@@ -350,7 +380,7 @@ def make_locking(spark, zk_hosts: str, root: str, session_timeout: float):
         kw.setdefault("retries", 0)
         kw.setdefault("retry_interval", 0.05)
         kw.setdefault("session_timeout", session_timeout)
-        session = LockingSession(spark, **kw)
+        session = LockingSession(spark.newSession(), **kw)
         made.append(session)
         return session
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import Latch, spark_line, wait_for
+from conftest import Latch, raises_lock_error, spark_line, wait_for
 from diagnostics import SPARK_LOG
 from pyspark.sql import SparkSession
 from test_spark_engine import message, no_lock_client
@@ -266,7 +266,7 @@ def test_holding_keeps_what_an_rdd_reads_locked_for_its_block(
     with session.holding(df) as held:
         assert held.is_valid and held.node_paths
         assert df.rdd.map(lambda row: row.id).sum() == 3
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             writer.acquire([(f"{db}.dim", "X")])
     # released with the block (in the background, as every statement's set: wait for it)
     assert wait_for(lambda: writer.show(f"{db}.dim") == [])

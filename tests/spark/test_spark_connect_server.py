@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from conftest import PROJECT, PYTHON, make_warehouse, spark_line
+from conftest import PROJECT, PYTHON, make_warehouse, raises_lock_error, spark_line
 from pyspark.errors import AnalysisException, ParseException
 from test_spark_corpus import CORPUS, D, absent, documented
 from test_spark_planner import DATAFRAME_LOCKS, MORE, NO_LOCKS, SEED_ROWS, dataframes
@@ -238,10 +238,10 @@ def test_dataframes_lock_as_in_a_classic_session(cs, cdb):
 
 
 def test_a_refusal_is_unsupported_statement_and_bad_names_invalid_arguments(cs, cdb):
-    with pytest.raises(UnsupportedStatement, match="zklock does not lock Call"):
+    with raises_lock_error(UnsupportedStatement, match="zklock does not lock Call"):
         plan_locks(cs, sql="CALL system.noop()")
     if SPARK_41:
-        with pytest.raises(UnsupportedStatement, match="inside a SQL script"):
+        with raises_lock_error(UnsupportedStatement, match="inside a SQL script"):
             plan_locks(cs, sql="BEGIN DECLARE s STRING DEFAULT 'SELECT 1'; EXECUTE IMMEDIATE s;"
                                " END")
     cs.sql("DECLARE OR REPLACE VARIABLE zk_conn_tbl STRING DEFAULT 'x.y'")
@@ -410,14 +410,14 @@ def test_connect_session_denies_writes_and_leaves_the_table(make_connect_locking
     before = ccount(cs, f"{cdb}.dim")
     other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     with other.acquire([(f"{cdb}.dim", "X")], query_id="holder-c"):
-        with pytest.raises(LockNotAcquired, match="holder-c"):
+        with raises_lock_error(LockNotAcquired, match="holder-c"):
             locking.sql(f"INSERT INTO {cdb}.dim VALUES (21, 'c')")
-        with pytest.raises(LockNotAcquired, match="holder-c"):
+        with raises_lock_error(LockNotAcquired, match="holder-c"):
             locking.createDataFrame([(22, "d")], "id INT, name STRING").write.insertInto(
                 f"{cdb}.dim")
-        with pytest.raises(LockNotAcquired, match="holder-c"):
+        with raises_lock_error(LockNotAcquired, match="holder-c"):
             locking.table(f"{cdb}.dim").collect()  # an action: S on dim
-        with pytest.raises(UnsupportedStatement):
+        with raises_lock_error(UnsupportedStatement):
             locking.sql("CALL system.no_such_procedure()")
     assert ccount(cs, f"{cdb}.dim") == before
     assert wait_for(lambda: lock_nodes(zk, SERVER_ROOT) == [], timeout=30)
@@ -443,7 +443,7 @@ def test_connect_query_is_planned_once_in_sql_and_again_by_its_action(
     cs.sql(f"CREATE OR REPLACE TEMPORARY VIEW pick AS SELECT id FROM {cdb}.staging")
     other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
     with other.acquire([(f"{cdb}.staging", "X")], query_id="holder-q"):
-        with pytest.raises(LockNotAcquired, match="holder-q"):
+        with raises_lock_error(LockNotAcquired, match="holder-q"):
             df.collect()  # reads staging now: S on it is denied
     assert df.collect()[0].n == ccount(cs, f"{cdb}.staging")
 
@@ -486,7 +486,7 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
     killer = threading.Thread(target=expire_when_held)
     killer.start()
     started = time.monotonic()
-    with pytest.raises(LockLost):
+    with raises_lock_error(LockLost):
         locking.sql(slow)
     killer.join()
     assert time.monotonic() - started < 25  # 30 s of work, interrupted

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from conftest import PYTHON, Latch, spark_line
+from conftest import PYTHON, Latch, raises_lock_error, spark_line
 from pyspark.sql import SparkSession
 
 from zklock.errors import LockNotAcquired
@@ -334,7 +334,7 @@ def test_a_locking_session_statement_whose_nodes_are_gone_does_not_run(
         return original(lockset)
 
     locking.execution.commit_staging = delete_nodes_then_stage
-    with pytest.raises(LockLost):
+    with raises_lock_error(LockLost):
         locking.sql(f"INSERT INTO {table} VALUES (11, 'gone')")
     assert count(spark, table) == before
 
@@ -453,12 +453,12 @@ def test_a_locking_sessions_writes_lock_with_its_own_manager(spark, db, make_loc
     other = make_manager()
     before = count(spark, f"{db}.dim")
     with other.acquire([(f"{db}.dim", "X")], query_id="holder-own"):
-        with pytest.raises(LockNotAcquired, match="holder-own") as denied:
+        with raises_lock_error(LockNotAcquired, match="holder-own") as denied:
             rows.write.insertInto(f"{db}.dim")
         assert denied.value.conflicts  # the very exception the lock client raised
         theirs.write.insertInto(f"{db}.dim")  # its root has no holder
     with other.acquire([(f"{db}.orders", "S")], query_id="holder-own"):
-        with pytest.raises(LockNotAcquired, match="holder-own"):
+        with raises_lock_error(LockNotAcquired, match="holder-own"):
             here.catalog.recoverPartitions(f"{db}.orders")
     assert count(spark, f"{db}.dim") == before + 1
     assert wait_for(lambda: lock_nodes(zk, root) == [])

@@ -8,7 +8,7 @@ X on the target (denied or refused, table unchanged, no node left) and without c
 from __future__ import annotations
 
 import pytest
-from conftest import lock_nodes, spark_line, wait_for
+from conftest import lock_nodes, raises_lock_error, spark_line, wait_for
 from pyspark.sql.catalog import Catalog
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -73,7 +73,7 @@ def test_contended_forms_are_denied_and_leave_the_table(form, locking, make_mana
     before = count(spark, f"{db}.{table}")
     other = make_manager()
     with other.acquire([(f"{db}.{table}", "X")], query_id="holder-1"):
-        with pytest.raises(LockNotAcquired, match="holder-1"):
+        with raises_lock_error(LockNotAcquired, match="holder-1"):
             locking.sql(sql)
         assert count(spark, f"{db}.{table}") == before
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
@@ -108,9 +108,9 @@ def test_execute_immediate_plans_its_text_from_literal_variable_and_expression(l
 @pytest.mark.skipif(not SPARK_41, reason="Spark 4.0 parses neither an EXECUTE IMMEDIATE of an"
                     " expression nor a script (docs/spark.md)")
 def test_execute_immediate_with_unknowable_text_is_refused(locking, db, zk, root):
-    with pytest.raises(UnsupportedStatement, match="reads tables"):
+    with raises_lock_error(UnsupportedStatement, match="reads tables"):
         locking.sql(f"EXECUTE IMMEDIATE (SELECT max(name) FROM {db}.dim)")
-    with pytest.raises(UnsupportedStatement, match="inside a SQL script"):
+    with raises_lock_error(UnsupportedStatement, match="inside a SQL script"):
         locking.sql("BEGIN DECLARE s STRING DEFAULT 'SELECT 1'; EXECUTE IMMEDIATE s; END")
     assert wait_for(lambda: lock_nodes(zk, root) == [])
 
@@ -137,7 +137,7 @@ def test_unknown_command_is_refused_by_default_and_locked_when_asked(
     without_nodes("TruncateTable", "TruncateTableCommand")
     strict = make_locking()
     before = count(spark, f"{db}.staging")
-    with pytest.raises(UnsupportedStatement, match="TruncateTable.*zklock.unknown.statements"):
+    with raises_lock_error(UnsupportedStatement, match="TruncateTable.*zklock.unknown.statements"):
         strict.sql(f"TRUNCATE TABLE {db}.staging")
     assert count(spark, f"{db}.staging") == before
     assert wait_for(lambda: lock_nodes(zk, root) == [])
@@ -146,7 +146,7 @@ def test_unknown_command_is_refused_by_default_and_locked_when_asked(
                                                                  (f"{db}.staging", "X")]
     other = make_manager()
     with other.acquire([(f"{db}.staging", "S")], query_id="reader-1"):
-        with pytest.raises(LockNotAcquired, match="reader-1"):
+        with raises_lock_error(LockNotAcquired, match="reader-1"):
             lenient.sql(f"TRUNCATE TABLE {db}.staging")
     lenient.sql(f"TRUNCATE TABLE {db}.staging")
     assert count(spark, f"{db}.staging") == 0
@@ -171,9 +171,9 @@ def test_handed_back_sessions_lock(locking, make_manager, db, spark):
     child = locking.newSession()
     with other.acquire([(f"{db}.dim", "X")], query_id="holder-2"):
         for session in (df.sparkSession, child, df.select("id").sparkSession):
-            with pytest.raises(LockNotAcquired, match="holder-2"):
+            with raises_lock_error(LockNotAcquired, match="holder-2"):
                 session.sql(f"INSERT INTO {db}.dim VALUES (8, 'eight')")
-        with pytest.raises(LockNotAcquired, match="holder-2"):
+        with raises_lock_error(LockNotAcquired, match="holder-2"):
             child.table(f"{db}.dim").write.insertInto(f"{db}.dim")
     assert count(spark, f"{db}.dim") == before
     child.sql(f"INSERT INTO {db}.dim VALUES (8, 'eight')")
@@ -202,7 +202,7 @@ def test_path_writes_into_a_tables_location_lock_that_table(how, locking, make_m
     before = count(spark, f"{db}.dim")
     other = make_manager()
     with other.acquire([(f"{db}.dim", "X")], query_id="holder-3"):
-        with pytest.raises(LockNotAcquired, match="holder-3"):
+        with raises_lock_error(LockNotAcquired, match="holder-3"):
             attempts[how]()
     assert count(spark, f"{db}.dim") == before
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
@@ -235,7 +235,7 @@ def test_catalog_mutations_lock(method, locking, make_manager, db, spark, zk, ro
     obj = f"{db}.{table}" if table else db
     other = make_manager()
     with other.acquire([(obj, "X")], query_id="holder-5"):
-        with pytest.raises(LockNotAcquired, match="holder-5"):
+        with raises_lock_error(LockNotAcquired, match="holder-5"):
             call(locking.catalog, db)
     assert spark.catalog.databaseExists(db)
     if method != "createTable":
@@ -252,7 +252,7 @@ def test_catalog_reads_pass_and_changes_are_locked_in_the_engine(locking, make_m
     assert {t.name for t in locking.catalog.listTables(db)} >= {"dim", "orders"}
     other = make_manager()
     with other.acquire([(f"{db}.orders", "S")], query_id="holder-c"):
-        with pytest.raises(LockNotAcquired, match="holder-c"):
+        with raises_lock_error(LockNotAcquired, match="holder-c"):
             locking.catalog.recoverPartitions(f"{db}.orders")
     assert spark.catalog.tableExists(f"{db}.dim")
     created = locking.catalog.createTable(f"{db}.made", path=str(tmp_path / "made"),
@@ -261,10 +261,10 @@ def test_catalog_reads_pass_and_changes_are_locked_in_the_engine(locking, make_m
 
 
 def test_streaming_writes_are_refused(locking, db):
-    with pytest.raises(UnsupportedStatement, match="streaming"):
+    with raises_lock_error(UnsupportedStatement, match="streaming"):
         _ = locking.table(f"{db}.dim").writeStream
     stream = locking.readStream.format("rate").load()
-    with pytest.raises(UnsupportedStatement, match="streaming"):
+    with raises_lock_error(UnsupportedStatement, match="streaming"):
         _ = stream.writeStream
 
 
@@ -277,7 +277,7 @@ def test_insert_into_a_temp_view_over_a_tables_files_locks_the_table(locking, ma
     other = make_manager()
     before = count(spark, f"{db}.dim")
     with other.acquire([(f"{db}.dim", "X")], query_id="holder-6"):
-        with pytest.raises(LockNotAcquired, match="holder-6"):
+        with raises_lock_error(LockNotAcquired, match="holder-6"):
             locking.sql("INSERT INTO dim_files SELECT 5, 'five'")
     assert count(spark, f"{db}.dim") == before
 
@@ -310,7 +310,7 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root, t
             expire_session(locking.manager.client, zk_hosts)
     killer = threading.Thread(target=expire_when_held)
     killer.start()
-    with pytest.raises(LockLost):
+    with raises_lock_error(LockLost):
         locking.sql(script)
     killer.join()
     assert (count(spark, f"{db}.dim"), count(spark, f"{db}.staging")) == before
@@ -340,9 +340,9 @@ def test_writers_with_a_path_option_lock_the_table_stored_there(locking, make_ma
     df = locking.createDataFrame([(7, "seven")], "id INT, name STRING")
     other = make_manager()
     with other.acquire([(f"{db}.dim", "X")], query_id="holder-7"):
-        with pytest.raises(LockNotAcquired, match="holder-7"):
+        with raises_lock_error(LockNotAcquired, match="holder-7"):
             df.write.format("parquet").option("path", location).saveAsTable(f"{db}.alias2")
         if SPARK_40:  # Spark 3.5's writeTo ignores a path option: alias3 gets its own files
-            with pytest.raises(LockNotAcquired, match="holder-7"):
+            with raises_lock_error(LockNotAcquired, match="holder-7"):
                 df.writeTo(f"{db}.alias3").using("parquet").option("path", location).create()
     assert not spark.catalog.tableExists(f"{db}.alias2")

@@ -4,7 +4,7 @@ executions that join the locks they hold."""
 from __future__ import annotations
 
 import pytest
-from conftest import Latch, lock_nodes, wait_for
+from conftest import Latch, lock_nodes, raises_lock_error, wait_for
 
 from zklock import LockNotAcquired
 from zklock.errors import InvalidArguments
@@ -19,14 +19,14 @@ def test_set_hive_support_concurrency_false_turns_locking_off(locking, make_mana
                                                               spark, zk, root):
     other = make_manager()
     with other.acquire([(f"{db}.dim", "X")], query_id="holder-h"):
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             locking.sql(f"INSERT INTO {db}.dim VALUES (11, 'h')")
         assert locking.sql("SET hive.support.concurrency=false").collect()[0].value == "false"
         locking.sql(f"INSERT INTO {db}.dim VALUES (11, 'h')")  # as in Hive: no locks at all
         assert locking.sql("SET hive.support.concurrency").collect()[0].value == "false"
         assert locking.sql("SET zklock.support.concurrency").collect()[0].value == "false"
         locking.sql("SET hive.support.concurrency=true")
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             locking.sql(f"INSERT INTO {db}.dim VALUES (12, 'h')")
     assert count(spark, f"{db}.dim") == 3
 
@@ -116,7 +116,7 @@ def test_an_insert_into_a_partition_hive_holds_is_denied(locking, spark, db, zk_
                           (f"{db}/orders/ds=2024-01-01/hr=1", "X")])
     assert held is not None
     try:
-        with pytest.raises(LockNotAcquired, match="Hive's lock manager"):
+        with raises_lock_error(LockNotAcquired, match="Hive's lock manager"):
             locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=1)"
                         " VALUES (5, 5.0)")
         assert count(spark, f"{db}.orders") == before

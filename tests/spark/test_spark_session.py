@@ -6,12 +6,14 @@ import threading
 import time
 
 import pytest
-from conftest import Latch, lock_nodes, spark_line, wait_for
+from conftest import Latch, lock_nodes, raises_lock_error, wait_for
+from diagnostics import EVENT_LOG
 from pyspark.errors import ParseException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from zklock import LockLost, LockNotAcquired
+from zklock.events import read_events
 from zklock.spark import LockingSession
 from zklock.testing import expire_session
 
@@ -24,7 +26,7 @@ def count(spark, table: str, where: str = "true") -> int:
 def test_wraps_the_session(locking, spark):
     assert locking.version == spark.version
     assert locking.catalog.currentDatabase() == spark.catalog.currentDatabase()
-    assert locking.spark is spark
+    assert locking.spark.sparkContext is spark.sparkContext  # a session of its own
     df = locking.sql("SELECT 1 AS x")
     assert isinstance(df, DataFrame)
     assert df.collect()[0].x == 1
@@ -35,7 +37,7 @@ def test_insert_denied_while_partition_is_held_and_table_unchanged(locking, make
     other = make_manager()
     before = count(spark, f"{db}.orders")
     with other.acquire([(f"{db}.orders/ds=2024-01-01/hr=1", "X")], query_id="backfill-7"):
-        with pytest.raises(LockNotAcquired, match="backfill-7"):
+        with raises_lock_error(LockNotAcquired, match="backfill-7"):
             locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=1)"
                         " VALUES (5, 5.0)")
         assert count(spark, f"{db}.orders") == before
@@ -48,7 +50,7 @@ def test_insert_denied_while_partition_is_held_and_table_unchanged(locking, make
 def test_command_holds_locks_for_exactly_the_call(locking, make_manager, db, spark, tmp_path):
     watcher = make_manager()
     seen = []
-    latch = Latch(spark, tmp_path / "latch")  # X is held until the test has seen it
+    latch = Latch(locking, tmp_path / "latch")  # X is held until the test has seen it
     sql = (f"INSERT INTO {db}.events PARTITION (ds='busy')"
            f" SELECT {latch.name}(CAST(id AS INT)) FROM range(6)")
     t = threading.Thread(target=locking.sql, args=(sql,))
@@ -73,7 +75,7 @@ def test_reader_is_denied_during_insert_overwrite(make_locking, db, spark, tmp_p
     client = reader.manager.client  # its ZooKeeper session opens now, before the race
     assert client.connected
     writer.sql(f"INSERT INTO {db}.events PARTITION (ds='a') VALUES (0)")
-    latch = Latch(spark, tmp_path / "latch")  # X is held until both denials are in
+    latch = Latch(writer, tmp_path / "latch")  # X is held until both denials are in
     sql = (f"INSERT OVERWRITE {db}.events PARTITION (ds='a')"
            f" SELECT {latch.name}(CAST(id AS INT)) FROM range(8)")
     errors = []
@@ -82,9 +84,9 @@ def test_reader_is_denied_during_insert_overwrite(make_locking, db, spark, tmp_p
     try:
         assert wait_for(lambda: any(r.mode.value == "X" for r in watcher.show()), 60), \
             "the overwrite's X lock did not show within 60 s"
-        with pytest.raises(LockNotAcquired, match="held in X"):
+        with raises_lock_error(LockNotAcquired, match="held in X"):
             reader.sql(f"SELECT * FROM {db}.events WHERE ds = 'a'").collect()
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             reader.table(f"{db}.events").count()  # an unpinned read locks the partitions it scans
     finally:
         latch.open()
@@ -106,7 +108,7 @@ def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, spark,
     before = count(spark, f"{db}.dim")
     # its tasks wait for a latch that opens only after 120 s: the job ends sooner only if
     # it is cancelled
-    latch = Latch(spark, tmp_path / "latch")
+    latch = Latch(locking, tmp_path / "latch")
     sql = f"INSERT INTO {db}.dim SELECT {latch.name}(CAST(id AS INT)), 'x' FROM range(60)"
 
     def expire_when_held():
@@ -116,7 +118,7 @@ def test_lock_loss_cancels_the_job_and_leaves_the_table(make_locking, db, spark,
     killer.start()
     started = time.monotonic()
     try:
-        with pytest.raises(LockLost) as info:
+        with raises_lock_error(LockLost) as info:
             locking.sql(sql)
     finally:
         elapsed = time.monotonic() - started
@@ -138,7 +140,7 @@ def test_a_lock_node_deleted_by_another_client_cancels_the_statement(make_lockin
     LockLost, and nothing it wrote is published."""
     locking = make_locking()
     before = count(spark, f"{db}.dim")
-    latch = Latch(spark, tmp_path / "latch")  # opens after 120 s: only a cancel ends it sooner
+    latch = Latch(locking, tmp_path / "latch")  # opens after 120 s: only a cancel ends it sooner
     sql = f"INSERT INTO {db}.dim SELECT {latch.name}(CAST(id AS INT)), 'x' FROM range(60)"
 
     def delete_when_held():
@@ -149,7 +151,7 @@ def test_a_lock_node_deleted_by_another_client_cancels_the_statement(make_lockin
     killer.start()
     started = time.monotonic()
     try:
-        with pytest.raises(LockLost, match="deleted by another client") as info:
+        with raises_lock_error(LockLost, match="deleted by another client") as info:
             locking.sql(sql)
     finally:
         elapsed = time.monotonic() - started
@@ -174,11 +176,11 @@ def test_dataframe_actions_lock_and_derived_frames_too(locking, make_manager, db
     assert all(isinstance(d, DataFrame) for d in derived)
     with other.acquire([(f"{db}.orders/ds=2024-01-01/hr=1", "X")]):
         for d in derived:
-            with pytest.raises(LockNotAcquired):
+            with raises_lock_error(LockNotAcquired):
                 d.collect()
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             df.count()
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             list(df.toLocalIterator())
         # a read pinned to another partition does not conflict
         assert df.filter("ds = '2024-01-02'").count() == 1
@@ -190,12 +192,12 @@ def test_writers_lock_their_target(locking, make_manager, db, spark):
     other = make_manager()
     src = locking.table(f"{db}.staging")
     with other.acquire([(f"{db}.dim", "S")]):
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             src.select("id", F.lit("n").alias("name")).write.insertInto(f"{db}.dim")
-        with pytest.raises(LockNotAcquired):  # on 4.0 locked whole (it drops first)
+        with raises_lock_error(LockNotAcquired):  # on 4.0 locked whole (it drops first)
             src.write.mode("overwrite").saveAsTable(f"{db}.dim")
     with other.acquire([(f"{db}.staging", "X")]):
-        with pytest.raises(LockNotAcquired):  # the sources are read under S
+        with raises_lock_error(LockNotAcquired):  # the sources are read under S
             src.write.saveAsTable(f"{db}.copy")
     src.select("id", F.lit("n").alias("name")).write.insertInto(f"{db}.dim")
     src.writeTo(f"{db}.copy2").create()
@@ -272,13 +274,13 @@ def test_set_zklock_support_concurrency_false_turns_locking_off(make_locking, ma
     locking = make_locking()
     other = make_manager()
     with other.acquire([(f"{db}.dim", "X")]):
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             locking.sql(f"INSERT INTO {db}.dim VALUES (7, 'seven')")
         (row,) = locking.sql("SET zklock.support.concurrency=false").collect()
         assert (row.key, row.value) == ("zklock.support.concurrency", "false")
         locking.sql(f"INSERT INTO {db}.dim VALUES (7, 'seven')")
         locking.sql("SET zklock.support.concurrency=true")
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             locking.table(f"{db}.dim").count()
     assert count(spark, f"{db}.dim") == 3
 
@@ -309,7 +311,7 @@ def test_work_inside_a_local_iterator_loop_still_locks(locking, make_manager, db
     with other.acquire([(f"{db}.dim", "S")]):
         rows = locking.table(f"{db}.staging").toLocalIterator()
         next(rows)
-        with pytest.raises(LockNotAcquired):  # the loop body is not inside the iterator's lock
+        with raises_lock_error(LockNotAcquired):  # the loop body is not inside the iterator's lock
             locking.sql(f"INSERT INTO {db}.dim VALUES (8, 'eight')")
         list(rows)
 
@@ -318,17 +320,9 @@ def test_path_writes_lock_their_sources(locking, make_manager, db, tmp_path):
     other = make_manager()
     src = locking.table(f"{db}.staging")
     with other.acquire([(f"{db}.staging", "X")]):
-        with pytest.raises(LockNotAcquired):
+        with raises_lock_error(LockNotAcquired):
             src.write.parquet(str(tmp_path / "out"))
     src.write.parquet(str(tmp_path / "out"))
-    if spark_line() < (4, 0):
-        return  # DataFrame.mergeInto came with PySpark 4.0
-    # df.mergeInto(...)...merge() keeps its builder lock-aware; parquet tables cannot MERGE,
-    # so only the builder chain is checked here (SQL MERGE's locks are in the planner tests)
-    merge = (src.select("id", F.lit("n").alias("name")).alias("s")
-             .mergeInto(f"{db}.dim", F.expr(f"{db}.dim.id = s.id")))
-    assert type(merge).__name__ == "EngineWrites"
-    assert type(merge.whenMatched().updateAll()).__name__ == "EngineWrites"
 
 
 def test_if_not_exists_on_an_existing_object_takes_s_and_does_not_wait(locking, make_manager,
@@ -349,17 +343,29 @@ def test_if_not_exists_on_an_existing_object_takes_s_and_does_not_wait(locking, 
         locking.sql(create_db)
 
 
-def test_if_not_exists_planned_on_a_table_dropped_since_takes_x(locking, make_manager, db,
-                                                                 spark):
-    """Fail closed: planned in S while the table existed, dropped before the locks were
-    granted: planned again under them, it needs X, and waits for it like any create."""
+def test_if_not_exists_planned_on_a_table_dropped_since_takes_x(make_locking, make_manager,
+                                                                 db, spark):
+    """Fail closed, in Spark's engine: a CREATE ... IF NOT EXISTS planned in S while the table
+    existed, dropped while it waited for the grant, is planned again under its locks; it now
+    needs X, and asks for it before the create runs."""
     sql = f"CREATE TABLE IF NOT EXISTS {db}.staging (id INT, amt DOUBLE, hr INT) USING parquet"
-    plan = locking.planner.plan_sql(sql)
-    assert plan.recheck and (f"{db}.staging", "S") in plan.rows()
-    spark.sql(f"DROP TABLE {db}.staging")
+    locking = make_locking(retries=None, timeout=120)
+    assert (f"{db}.staging", "S") in locking.explain_locks(sql).rows()
     other = make_manager()
-    with other.acquire([(f"{db}.staging", "S")], query_id="reader"):
-        with pytest.raises(LockNotAcquired, match="reader"):
-            locking.execution.command(sql, plan)
-    locking.execution.command(sql, locking.planner.plan_sql(sql))
-    assert spark.catalog.tableExists(f"{db}.staging")
+    errors: list = []
+
+    def events() -> list[dict]:
+        return [e for e in read_events([str(EVENT_LOG)])
+                if e.get("query_id") not in (None, "dropper")
+                and [f"{db}.staging", "S"] in e.get("locks", [])]
+    with other.acquire([(f"{db}.staging", "X")], query_id="dropper"):
+        t = threading.Thread(target=lambda: _capture(errors, locking.sql, sql))
+        t.start()
+        assert wait_for(lambda: any(e["event"] == "denial" for e in events()), 60)
+        spark.sql(f"DROP TABLE {db}.staging")  # the plain session locks on the engine's root
+    t.join(120)
+    assert errors == [] and spark.catalog.tableExists(f"{db}.staging")
+    grants = [e for e in read_events([str(EVENT_LOG)]) if e["event"] == "grant"
+              and [f"{db}.staging", "X"] in e["locks"] and e["query_id"] != "dropper"]
+    assert grants, "the create did not ask for X once the table was gone"
+

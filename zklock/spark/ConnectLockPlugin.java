@@ -51,7 +51,7 @@ public final class ConnectLockPlugin implements RelationPlugin {
     /** The type URL of a zklock request (not a registered protobuf message: a name of ours). */
     public static final String TYPE_URL = "type.googleapis.com/zklock.LockRequest";
     /** The request format this plugin reads; the client refuses a plugin with another. */
-    public static final int PROTOCOL = 1;
+    public static final int PROTOCOL = Protocol.CONNECT_PROTOCOL;
     /** What the build wrote about this jar: version, protocol, build hash, Spark version. */
     public static final String PROPERTIES = "/zklock/module.properties";
 

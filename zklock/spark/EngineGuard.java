@@ -33,13 +33,11 @@ import org.apache.spark.sql.SparkSession;
 
 final class EngineGuard {
     /** The format of the lock client's requests and answers (EngineLockClient.java). */
-    static final int VERSION = 1;
-    /** The operation tag carrying a Connect statement's lock nodes (statement.FENCE_TAG). */
-    static final String FENCE_TAG = "zklock-fence-";
-    /** The local property naming the LockingSession a command runs for (engine.py's
-     *  OWNER_PROPERTY): its lock client takes the locks with that session's manager and
-     *  settings. */
-    static final String OWNER = "zklock.owner";
+    static final int VERSION = Protocol.ENGINE_VERSION;
+    /** The operation tag carrying a Connect statement's lock nodes. */
+    static final String FENCE_TAG = Protocol.FENCE_TAG;
+    /** How often a command granted after waiting is planned again before giving up. */
+    static final int REPLANS = 5;
 
     private static final ObjectMapper JSON = new ObjectMapper();
     /** Job tags this thread left on its later jobs (detach): removed at its next statement. */
@@ -67,11 +65,12 @@ final class EngineGuard {
     static EngineGuard enter(SparkSession session, LogicalPlan command) {
         String name = PlanWalker.nodeName(command);
         return enter(session, () -> plan(session, command), name, what -> {
-            throw new EngineRefusal("zklock: refused " + name + " on " + what + ": it needs locks"
-                + " and no lock client runs in this process; create a LockingSession or call"
-                + " zklock.spark.enforce(spark) first, or send it through zklock's Spark"
+            throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": it needs"
+                + " locks and no lock client runs in this process; create a LockingSession or"
+                + " call zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
-        }, what -> statement(EngineLocks.parsed(session, command), name, what));
+        }, what -> statement(EngineLocks.parsed(session, command), name, what),
+            () -> replan(session, command));
     }
 
     /** The S locks a query needs (planned from its {@code analyzed} plan), held from now
@@ -82,15 +81,16 @@ final class EngineGuard {
             what -> EngineReads.unlocked(session, what), what -> {
                 scala.Option<String> text = analyzed.origin().sqlText();
                 return text.isDefined() ? text.get() : "query reading " + what;
-            });
+            }, null);
     }
 
     /** What both share: covered inside a locked statement, nothing to do without targets,
      *  {@code withoutClient} (refuse, or let it run) where no lock client runs, else the
-     *  client's grant. */
+     *  client's grant; {@code replan} (commands) plans again from the catalog as it is now. */
     private static EngineGuard enter(SparkSession session, Supplier<JsonNode> planned,
                                      String name, Consumer<String> withoutClient,
-                                     Function<String, String> statement) {
+                                     Function<String, String> statement,
+                                     Supplier<JsonNode> replan) {
         SparkContext sc = session.sparkContext();
         removeLeftTags(sc);
         if (heldLocks(session, planned, sc)) {
@@ -101,18 +101,48 @@ final class EngineGuard {
             return COVERED;
         }
         String what = describe(answer.path("targets"));
-        EngineLockClient client = EngineLocks.client();
+        EngineLockClient client = EngineLocks.client(session);
         if (client == null) {
             withoutClient.accept(what);
             return COVERED;
         }
-        return take(session, client, answer, name, what, statement.apply(what));
+        String text = statement.apply(what);
+        for (int i = 0; i < REPLANS; i++) {
+            Grant grant = take(session, client, answer, name, what, text);
+            if (grant.guard == COVERED || replan == null
+                    || (grant.attempts <= 1 && !answer.path("recheck").asBoolean(false))) {
+                return grant.guard;
+            }
+            // Granted only after waiting, or planned on what existed (CREATE ... IF NOT
+            // EXISTS of an existing object, in S): the catalog may have changed meanwhile.
+            // Spark runs the command as it analyzed it, so the locks must cover that plan and
+            // the catalog as it is now; when they do not, ask again for both.
+            JsonNode fresh = replan.get();
+            if (LockAnswer.covers(answer, fresh)) {
+                return grant.guard;
+            }
+            grant.guard.exit(name, null);
+            answer = LockAnswer.union(answer, fresh);
+        }
+        throw EngineRefusal.raise(EngineRefusal.of("denied", "zklock: the catalog kept changing"
+            + " the locks " + name + " on " + what + " needs (" + REPLANS + " plans)", null));
+    }
+
+    /** A grant: the guard holding it, and how many attempts the lock client made. */
+    private static final class Grant {
+        final EngineGuard guard;
+        final int attempts;
+
+        Grant(EngineGuard guard, int attempts) {
+            this.guard = guard;
+            this.attempts = attempts;
+        }
     }
 
     /** Ask the lock client for {@code answer}'s locks, all or none; on a grant, tag this
      *  thread's jobs with the set (cancelled when it is lost) and let nested executions see
      *  its nodes. */
-    private static EngineGuard take(SparkSession session, EngineLockClient client,
+    private static Grant take(SparkSession session, EngineLockClient client,
                                     JsonNode answer, String name, String what,
                                     String statement) {
         SparkContext sc = session.sparkContext();
@@ -127,7 +157,7 @@ final class EngineGuard {
         request.put("command", name);
         request.put("objects", what);
         request.put("mode", session.conf().get(EngineLocks.MODE, null));
-        request.put("owner", sc.getLocalProperty(OWNER));
+        request.put("query_id", sc.getLocalProperty(Protocol.QUERY_ID));
         JsonNode grant;
         try {
             grant = read(client.acquire(write(request)), VERSION);
@@ -141,12 +171,11 @@ final class EngineGuard {
         }
         String outcome = grant.path("outcome").asText();
         if ("unlocked".equals(outcome)) {  // its LockingSession turned locking off (as Hive's
-            return COVERED;                // hive.support.concurrency=false does)
+            return new Grant(COVERED, 1);  // hive.support.concurrency=false does)
         }
         if (!"granted".equals(outcome)) {
-            throw EngineRefusal.of(outcome, grant.path("message").asText("zklock: " + name
-                + " on " + what + ": the lock client refused it"),
-                grant.path("error").asText(""), null);
+            throw EngineRefusal.raise(EngineRefusal.of(outcome, grant.path("message").asText(
+                "zklock: " + name + " on " + what + ": the lock client refused it"), null));
         }
         List<String> nodes = new ArrayList<>();
         grant.path("nodes").forEach(n -> nodes.add(n.asText()));
@@ -155,7 +184,8 @@ final class EngineGuard {
         sc.setLocalProperty(JobTags.FENCING_TOKEN, grant.path("token").asText());
         sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path("zookeeper").asText());
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
-        return new EngineGuard(client, handle, jobTag, sc);
+        return new Grant(new EngineGuard(client, handle, jobTag, sc),
+            grant.path("attempts").asInt(1));
     }
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
@@ -176,7 +206,7 @@ final class EngineGuard {
             }
             zookeeper = fence.path("zookeeper").asText();
             fence.path("nodes").forEach(n -> paths.add(n.asText()));
-            EngineLockClient client = EngineLocks.client();
+            EngineLockClient client = EngineLocks.client(session);
             if (client != null) {
                 Map<String, Object> claim = new LinkedHashMap<>();
                 claim.put("version", VERSION);
@@ -185,20 +215,20 @@ final class EngineGuard {
                 JsonNode verdict = read(client.verify(write(claim)), VERSION);
                 String outcome = verdict.path("outcome").asText();
                 if (!"covered".equals(outcome)) {
-                    throw EngineRefusal.of(outcome,
-                        verdict.path("message").asText("zklock: claim refused"), "", null);
+                    throw EngineRefusal.raise(EngineRefusal.of(outcome,
+                        verdict.path("message").asText("zklock: claim refused"), null));
                 }
                 return true;
             }
         }
         if (paths.isEmpty()) {
-            throw new EngineRefusal("zklock: a locked statement named no lock nodes; it does"
-                + " not run");
+            throw EngineRefusal.refused("zklock: a locked statement named no lock nodes; it"
+                + " does not run");
         }
         try {
             CommitFence.exist(zookeeper, paths);
         } catch (IOException e) {
-            throw EngineRefusal.of("lost", e.getMessage(), "", e);
+            throw EngineRefusal.raise(EngineRefusal.of("lost", e.getMessage(), e));
         }
         return true;
     }
@@ -228,8 +258,8 @@ final class EngineGuard {
                 try {
                     return JSON.readTree(java.util.Base64.getUrlDecoder().decode(encoded));
                 } catch (IOException | IllegalArgumentException e) {
-                    throw new EngineRefusal("zklock: unreadable lock nodes in operation tag "
-                        + tag);
+                    throw EngineRefusal.refused("zklock: unreadable lock nodes in operation"
+                        + " tag " + tag);
                 }
             }
         }
@@ -243,20 +273,30 @@ final class EngineGuard {
         LogicalPlan parsed = EngineLocks.parsed(session, command);
         String name = PlanWalker.nodeName(command);
         if (parsed == null) {
-            throw new EngineRefusal("zklock: cannot tell what " + name + " writes (Spark built it"
+            throw EngineRefusal.refused("zklock: cannot tell what " + name + " writes (Spark built it"
                 + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
         }
-        String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
-        LockPlanner planner = new LockPlanner(session, policy);
+        LockPlanner planner = new LockPlanner(session, EngineLocks.unknownStatements(session));
         LogicalPlan analyzed = EngineLocks.analyzed(command);
         JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
             : planner.planPlan(parsed, true), LockAnswer.VERSION);
         if ("refused".equals(answer.path("kind").asText())) {
-            throw new EngineRefusal("zklock: " + answer.path("message").asText());
+            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }
         if (!"command".equals(answer.path("kind").asText())) {
-            throw new EngineRefusal("zklock: " + name + " was planned as a query; it does not run"
+            throw EngineRefusal.refused("zklock: " + name + " was planned as a query; it does not run"
                 + " unlocked");
+        }
+        return answer;
+    }
+
+    /** The command's answer planned again from its parsed form, analysed anew: the catalog as
+     *  it is now (the answer Spark's analysis of it gave was planned before a wait). */
+    private static JsonNode replan(SparkSession session, LogicalPlan command) {
+        JsonNode answer = read(new LockPlanner(session, EngineLocks.unknownStatements(session)).planPlan(
+            EngineLocks.parsed(session, command), true), LockAnswer.VERSION);
+        if ("refused".equals(answer.path("kind").asText())) {
+            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }
         return answer;
     }
@@ -264,11 +304,10 @@ final class EngineGuard {
     /** The planner's answer for a query: S on what its analyzed plan reads; EngineRefusal
      *  when the planner refuses it. */
     private static JsonNode planQuery(SparkSession session, LogicalPlan analyzed) {
-        String policy = session.conf().get("spark.zklock.unknown.statements", "refuse");
-        JsonNode answer = read(new LockPlanner(session, policy).planQuery(analyzed),
+        JsonNode answer = read(new LockPlanner(session, EngineLocks.unknownStatements(session)).planQuery(analyzed),
             LockAnswer.VERSION);
         if ("refused".equals(answer.path("kind").asText())) {
-            throw new EngineRefusal("zklock: " + answer.path("message").asText());
+            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }
         return answer;
     }
@@ -334,7 +373,9 @@ final class EngineGuard {
             + released.path("message").asText("session lost") + "): "
             + (failure != null ? "its Spark jobs were cancelled"
                 : "it completed, but others may have overlapped it");
-        return EngineRefusal.of("lost", why, released.path("error").asText(""), failure);
+        List<String> objects = new ArrayList<>();
+        released.path("objects").forEach(o -> objects.add(o.asText()));
+        return EngineRefusal.of("lost", why, failure, Map.of("objects", String.join("\n", objects)));
     }
 
     private static String statement(LogicalPlan parsed, String name, String what) {
@@ -380,12 +421,12 @@ final class EngineGuard {
         try {
             JsonNode doc = JSON.readTree(text);
             if (doc.path("version").asInt() != version) {
-                throw new EngineRefusal("zklock: an answer in format " + doc.path("version")
+                throw EngineRefusal.refused("zklock: an answer in format " + doc.path("version")
                     + ", where this module reads format " + version);
             }
             return doc;
         } catch (IOException e) {
-            throw new EngineRefusal("zklock: unreadable answer of the lock client: "
+            throw EngineRefusal.refused("zklock: unreadable answer of the lock client: "
                 + e.getMessage());
         }
     }
@@ -394,7 +435,7 @@ final class EngineGuard {
         try {
             return JSON.writeValueAsString(doc);
         } catch (IOException e) {
-            throw new EngineRefusal("zklock: could not write a lock request: " + e.getMessage());
+            throw EngineRefusal.refused("zklock: could not write a lock request: " + e.getMessage());
         }
     }
 }

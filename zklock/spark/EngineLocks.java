@@ -35,7 +35,7 @@ import scala.runtime.BoxedUnit;
 public final class EngineLocks implements scala.Function1<SparkSessionExtensions, BoxedUnit> {
     /** Spark conf, passed to the lock client with each request (zklock/config.py's
      *  engine_mode): "lock" or "refuse" a command that no LockingSession locked. */
-    public static final String MODE = "spark.zklock.engine.mode";
+    public static final String MODE = Protocol.ENGINE_MODE;
     /** The plan an analysis started from (as parsed from Spark 4.0 on; after Spark's first
      *  resolution pass on 3.5), on the root of the command Spark analyzes from it. */
     static final TreeNodeTag<LogicalPlan> PARSED = new TreeNodeTag<>("zklock.parsed");
@@ -44,7 +44,15 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     /** The resolved plan, on the same root: the planner reads it instead of analyzing again. */
     static final TreeNodeTag<LogicalPlan> ANALYZED = new TreeNodeTag<>("zklock.analyzed");
 
+    /** Spark conf the planner reads: "refuse" or "lock" a command without a lock rule (a
+     *  LockingSession keeps it equal to its unknown_statements setting). */
+    static final String UNKNOWN_STATEMENTS = Protocol.UNKNOWN_STATEMENTS;
+
     private static volatile EngineLockClient client;
+    /** The lock clients of sessions a LockingSession wraps: each takes its session's locks
+     *  with that LockingSession's manager and settings. */
+    private static final Map<SparkSession, EngineLockClient> BOUND =
+        java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
 
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
@@ -59,6 +67,17 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         EngineLockClient previous = client;
         client = next;
         return previous;
+    }
+
+    /** Make {@code next} the lock client of every statement {@code session} runs (null: the
+     *  process's again); returns the previous one. */
+    public static EngineLockClient bind(SparkSession session, EngineLockClient next) {
+        return next == null ? BOUND.remove(session) : BOUND.put(session, next);
+    }
+
+    /** The policy for a command without a lock rule, as {@code session} sets it. */
+    static String unknownStatements(SparkSession session) {
+        return session.conf().get(UNKNOWN_STATEMENTS, "refuse");
     }
 
     /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
@@ -76,8 +95,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     }
 
     /** Does this Spark's DataFrameWriter.saveAsTable drop an overwritten table before it runs
-     *  any command (Spark 4.0)? Then no engine hook sees the drop, and a LockingSession locks
-     *  the whole call itself (zklock/spark/writes.py). */
+     *  any command (Spark 3.5, 4.0)? Then no engine hook sees the drop, and zklock's Python
+     *  locks the whole call itself (zklock/spark/saveastable.py). */
     public static boolean saveAsTableDropsFirst() {
         return SaveAsTable.DROPS_FIRST;
     }
@@ -87,9 +106,11 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return client != null;
     }
 
-    /** The process's lock client; null when none is installed. */
-    static EngineLockClient client() {
-        return client;
+    /** The lock client of {@code session}'s statements: the one bound to it, else the
+     *  process's; null when neither is installed. */
+    public static EngineLockClient client(SparkSession session) {
+        EngineLockClient bound = BOUND.get(session);
+        return bound != null ? bound : client;
     }
 
     /** The parsed form a plan was analyzed from: a whole SQL statement's text parsed again

@@ -19,7 +19,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 final class EngineReads {
-    static final String CONF = "spark.zklock.engine.reads";
+    static final String CONF = Protocol.ENGINE_READS;
     private static final Logger LOG = LoggerFactory.getLogger(EngineReads.class);
     /** What this application has warned about: once per table set. */
     private static final Set<String> WARNED = Collections.synchronizedSet(new HashSet<>());
@@ -31,7 +31,7 @@ final class EngineReads {
     static String mode(SparkSession session) {
         String mode = session.conf().get(CONF, "lock").trim().toLowerCase(java.util.Locale.ROOT);
         if (!mode.equals("lock") && !mode.equals("warn") && !mode.equals("off")) {
-            throw new EngineRefusal("zklock: " + CONF + " is lock, warn or off, not '"
+            throw EngineRefusal.refused("zklock: " + CONF + " is lock, warn or off, not '"
                 + session.conf().get(CONF, "") + "'");
         }
         return mode;
@@ -56,7 +56,7 @@ final class EngineReads {
      *  allowed with a warning once per table set (warn). */
     static void unlocked(SparkSession session, String what) {
         if (!"warn".equals(mode(session))) {
-            throw new EngineRefusal("zklock: refused a query of " + what + ": it needs S locks"
+            throw EngineRefusal.refused("zklock: refused a query of " + what + ": it needs S locks"
                 + " and no lock client runs in this process; create a LockingSession or call"
                 + " zklock.spark.enforce(spark) first, or set " + CONF + "=warn to run it"
                 + " unlocked with a warning");

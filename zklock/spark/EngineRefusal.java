@@ -1,58 +1,106 @@
-// Why zklock's engine extension did not run a command, or failed it: the one exception it
-// throws. Its class says the outcome, so that Python sees it in both kinds of session:
-// a classic session's py4j error names the class, and a Spark Connect client's error carries
-// it as its reason. EngineRefusal itself is a refusal (zklock cannot or will not lock the
-// command: Python's UnsupportedStatement); Denied is a lock request denied after its retries
-// (LockNotAcquired); Lost is a command whose locks were lost (LockLost). error() names the
-// Python exception the lock client kept for it, when the client was in this process
-// (zklock/spark/engine.py raises that very exception).
+// Why zklock's engine extension did not run a statement, or failed it: the one exception it
+// throws. It is a QueryExecutionException, which PySpark converts in both kinds of session
+// (pyspark.errors.QueryExecutionException, classic and Spark Connect), and a SparkThrowable
+// whose condition names the outcome, so a plain session gets a typed error it can tell apart:
+//   ZKLOCK_REFUSED      zklock cannot or will not lock the statement (UnsupportedStatement)
+//   ZKLOCK_LOCK_DENIED  a lock request denied after its retries (LockNotAcquired)
+//   ZKLOCK_LOCK_LOST    a statement whose locks were lost (LockLost)
+// A LockingSession raises zklock's own exception for each (zklock/spark/errors.py). The
+// conditions are not in Spark's error-class files: every SparkThrowable method that would
+// look one up is answered here.
+//
+// QueryExecutionException is a checked exception to Java (Scala has none): throw one with
+// `throw EngineRefusal.raise(refusal)`, which Java lets through any method.
 package zklock;
 
-public class EngineRefusal extends RuntimeException {
+import java.util.Map;
+
+import org.apache.spark.QueryContext;
+import org.apache.spark.SparkThrowable;
+import org.apache.spark.sql.execution.QueryExecutionException;
+
+public class EngineRefusal extends QueryExecutionException implements SparkThrowable {
     private static final long serialVersionUID = 1L;
 
-    private final String error;
+    public static final String REFUSED = Protocol.REFUSED;
+    public static final String DENIED = Protocol.DENIED;
+    public static final String LOST = Protocol.LOST;
 
-    public EngineRefusal(String message) {
-        this(message, "", null);
+    private final String condition;
+    private final Map<String, String> parameters;
+
+    EngineRefusal(String condition, String message, Throwable cause,
+                  Map<String, String> parameters) {
+        super(message, cause);
+        this.condition = condition;
+        this.parameters = Map.copyOf(parameters);
     }
 
-    public EngineRefusal(String message, String error, Throwable cause) {
-        super(message, cause, false, false);
-        this.error = error == null ? "" : error;
+    /** A refusal: zklock cannot or will not lock the statement. Throw it with raise(). */
+    static EngineRefusal refusal(String message) {
+        return new EngineRefusal(REFUSED, message, null, Map.of());
     }
 
-    /** The lock client's id of the Python exception behind this one; "" without one. */
-    public String error() {
-        return error;
+    /** Throw {@code refusal} from any method (see the header); never returns. */
+    static RuntimeException raise(EngineRefusal refusal) {
+        return EngineRefusal.<RuntimeException>sneaky(refusal);
     }
 
-    /** The outcome a lock client answered with: the right subclass for it. */
-    static EngineRefusal of(String outcome, String message, String error, Throwable cause) {
-        if ("denied".equals(outcome)) {
-            return new Denied(message, error, cause);
-        }
-        if ("lost".equals(outcome)) {
-            return new Lost(message, error, cause);
-        }
-        return new EngineRefusal(message, error, cause);
+    /** Throw a refusal with {@code message}; never returns. */
+    static RuntimeException refused(String message) {
+        return raise(refusal(message));
     }
 
-    /** The command's locks were denied on every attempt. */
-    public static final class Denied extends EngineRefusal {
-        private static final long serialVersionUID = 1L;
-
-        Denied(String message, String error, Throwable cause) {
-            super(message, error, cause);
-        }
+    /** The outcome a lock client answered with ("denied", "lost", else a refusal). */
+    static EngineRefusal of(String outcome, String message, Throwable cause) {
+        return of(outcome, message, cause, Map.of());
     }
 
-    /** The command's locks were lost before or while it ran. */
-    public static final class Lost extends EngineRefusal {
-        private static final long serialVersionUID = 1L;
+    /** ... with its parameters: "objects", the lost set's objects, one per line. */
+    static EngineRefusal of(String outcome, String message, Throwable cause,
+                            Map<String, String> parameters) {
+        String condition = "denied".equals(outcome) ? DENIED
+            : "lost".equals(outcome) ? LOST : REFUSED;
+        return new EngineRefusal(condition, message, cause, parameters);
+    }
 
-        Lost(String message, String error, Throwable cause) {
-            super(message, error, cause);
-        }
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> RuntimeException sneaky(Throwable e) throws E {
+        throw (E) e;
+    }
+
+    @Override
+    public String getCondition() {
+        return condition;
+    }
+
+    // Spark 3.5's name for the condition (4.0 on derive it from getCondition)
+    @Override
+    public String getErrorClass() {
+        return condition;
+    }
+
+    @Override
+    public String getSqlState() {
+        return null;
+    }
+
+    @Override
+    public boolean isInternalError() {
+        return false;
+    }
+
+    @Override
+    public Map<String, String> getMessageParameters() {
+        return parameters;
+    }
+
+    @Override
+    public QueryContext[] getQueryContext() {
+        return new QueryContext[0];
+    }
+
+    public String getDefaultMessageTemplate() {
+        return getMessage();
     }
 }

@@ -10,7 +10,7 @@ import org.apache.spark.api.java.JavaSparkContext;
 
 public final class JobTags {
     /** The local property carrying the lock set's fencing token to every job. */
-    public static final String FENCING_TOKEN = "zklock.fencing.token";
+    public static final String FENCING_TOKEN = Protocol.FENCING_TOKEN;
 
     private final SparkContext sc;
 

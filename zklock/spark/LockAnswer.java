@@ -22,11 +22,14 @@ import java.util.List;
 import java.util.Map;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 public final class LockAnswer {
     /** The answer's format; answer.py refuses any other. */
-    public static final int VERSION = 1;
+    public static final int VERSION = Protocol.ANSWER_VERSION;
 
     private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -125,5 +128,42 @@ public final class LockAnswer {
     @Override
     public String toString() {
         return toJson();
+    }
+
+    // ---- answers read back (the engine, re-planning a command after a wait) ----------------
+
+    /** Does {@code held} grant every target of {@code wanted}: the same object, in X or in the
+     *  mode wanted? (Parents in S follow from their children: both answers leave them out.) */
+    static boolean covers(JsonNode held, JsonNode wanted) {
+        for (JsonNode w : wanted.path("targets")) {
+            boolean found = false;
+            for (JsonNode h : held.path("targets")) {
+                if (sameObject(h, w) && ("X".equals(h.path("mode").asText())
+                        || "S".equals(w.path("mode").asText()))) {
+                    found = true;
+                    break;
+                }
+            }
+            if (!found) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** An answer asking for the targets of both (the Python side merges duplicates, X
+     *  winning), with no recheck left. */
+    static JsonNode union(JsonNode first, JsonNode second) {
+        ObjectNode out = first.deepCopy();
+        ArrayNode targets = out.putArray("targets");
+        first.path("targets").forEach(targets::add);
+        second.path("targets").forEach(targets::add);
+        out.remove("recheck");
+        return out;
+    }
+
+    private static boolean sameObject(JsonNode a, JsonNode b) {
+        return a.path("db").equals(b.path("db")) && a.path("table").equals(b.path("table"))
+            && a.path("partition").equals(b.path("partition"));
     }
 }

@@ -35,7 +35,6 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.trees.TreePattern$;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.CommandExecutionMode;
-import org.apache.spark.sql.execution.QueryExecution;
 
 import zklock.LockAnswer.Refusal;
 import zklock.LockAnswer.Target;
@@ -77,68 +76,10 @@ public final class LockPlanner {
 
     // ---- entry points ------------------------------------------------------------------------
 
-    /** A statement planned to run: its answer, and the analysis it was planned from. */
-    public final class Planned {
-        private final LockAnswer answer;
-        private final QueryExecution execution;  // null: a refusal, or SQL Spark drives itself
-        private final String text;
-        private final long sparkNanos;
-
-        Planned(LockAnswer answer, QueryExecution execution, String text, long sparkNanos) {
-            this.answer = answer;
-            this.execution = execution;
-            this.text = text;
-            this.sparkNanos = sparkNanos;
-        }
-
-        public String answer() {
-            return answer.toJson();
-        }
-
-        /** How long Spark's parser and analyzer took: work the statement needs anyway (it
-         *  runs this analysis), so that zklock's own planning can be measured apart. */
-        public long sparkNanos() {
-            return sparkNanos;
-        }
-
-        /** Run it as spark.sql would (the caller holds its locks), from the very analysis its
-         *  locks were planned from; a script or EXECUTE IMMEDIATE is run by Spark from its text. */
-        public org.apache.spark.sql.Dataset<org.apache.spark.sql.Row> run() {
-            if (answer.isRefused()) {
-                throw new IllegalStateException("zklock refused this statement; it cannot run");
-            }
-            if (execution == null) {
-                return session.sql(text);
-            }
-            SparkSession.setActiveSession(session);
-            execution.assertAnalyzed();
-            return Datasets.of(execution);
-        }
-    }
-
-    /**
-     * Plan {@code sql} to run it in this session. {@code strict} false (EXPLAIN LOCKS) plans a
-     * statement the analyzer rejects from its parsed form; {@code lazyQuery} leaves a query's
-     * locks out (its DataFrame plans them at each action). Spark's ParseException and
-     * AnalysisException are thrown.
-     */
-    public Planned planToRun(String sql, boolean strict, boolean lazyQuery) {
-        long started = System.nanoTime();
-        LogicalPlan parsed = parse(sql);
-        long spark = System.nanoTime() - started;
-        try {
-            Plan plan = planParsed(parsed, strict, true);
-            return new Planned(plan.answer(lazyQuery && !plan.command), plan.execution, sql,
-                spark + plan.analysisNanos);
-        } catch (Refusal r) {
-            return new Planned(LockAnswer.refused(r), null, sql, spark);
-        }
-    }
-
-    /** The answer for {@code sql} without running it (Spark Connect runs it from its text). */
+    /** The answer for {@code sql}: EXPLAIN LOCKS, and Spark Connect's plugin. */
     public String planSql(String sql, boolean strict) {
         try {
-            return answer(planParsed(parse(sql), strict, false));
+            return answer(planParsed(parse(sql), strict));
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();
         }
@@ -147,7 +88,7 @@ public final class LockPlanner {
     /** The answer for a plan not analyzed yet: the plan Spark Connect builds from a relation. */
     public String planPlan(LogicalPlan plan, boolean strict) {
         try {
-            return answer(planParsed(plan, strict, false));
+            return answer(planParsed(plan, strict));
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();
         }
@@ -157,7 +98,7 @@ public final class LockPlanner {
      *  parsed form and the analysis Spark made of it, so that it is not analyzed twice. */
     String planCommand(LogicalPlan parsed, LogicalPlan analyzed) {
         try {
-            return answer(planParsed(parsed, true, false, analyzed));
+            return answer(planParsed(parsed, true, analyzed));
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();
         }
@@ -218,51 +159,43 @@ public final class LockPlanner {
     }
 
     private static String answer(Plan plan) {
-        return plan.answer(false).toJson();
+        return plan.answer().toJson();
     }
 
     // ---- one statement ----------------------------------------------------------------------
 
-    /** A statement's locks, whether Spark runs it as a command (eagerly, in sql()), what the
-     *  planner noted, and (planned to run) the analysis to run. */
+    /** A statement's locks, whether Spark runs it as a command (eagerly, in sql()) and what
+     *  the planner noted. */
     private static final class Plan {
         final List<Target> targets;
         final boolean command;
         final List<String> notes;
-        final QueryExecution execution;
-        final long analysisNanos;
         boolean recheck;  // planned on what exists now: plan again once the locks are held
 
-        Plan(List<Target> targets, boolean command, List<String> notes,
-             QueryExecution execution, long analysisNanos) {
+        Plan(List<Target> targets, boolean command, List<String> notes) {
             this.targets = targets;
             this.command = command;
             this.notes = notes;
-            this.execution = execution;
-            this.analysisNanos = analysisNanos;
         }
 
-        LockAnswer answer(boolean dropTargets) {
-            return LockAnswer.locks(command, dropTargets ? new ArrayList<>() : targets, notes,
-                recheck);
+        LockAnswer answer() {
+            return LockAnswer.locks(command, targets, notes, recheck);
         }
     }
 
     private Plan command(List<Target> targets, List<String> notes) {
-        return new Plan(targets, true, notes, null, 0);
+        return new Plan(targets, true, notes);
     }
 
-    private Plan planParsed(LogicalPlan parsed, boolean strict, boolean toRun) {
-        return planParsed(parsed, strict, toRun, null);
+    private Plan planParsed(LogicalPlan parsed, boolean strict) {
+        return planParsed(parsed, strict, null);
     }
 
     /** ... with {@code analyzedAlready}, Spark's analysis of {@code parsed} when it has one. */
-    private Plan planParsed(LogicalPlan parsed, boolean strict, boolean toRun,
-                            LogicalPlan analyzedAlready) {
+    private Plan planParsed(LogicalPlan parsed, boolean strict, LogicalPlan analyzedAlready) {
         String name = PlanWalker.nodeName(parsed);
         if (NodeKinds.is(name, Kind.NO_LOCKS)) {
-            return new Plan(new ArrayList<>(), true, new ArrayList<>(),
-                toRun ? execution(parsed) : null, 0);
+            return new Plan(new ArrayList<>(), true, new ArrayList<>());
         }
         if (name.equals("PlanWithUnresolvedIdentifier")) {
             throw LockAnswer.invalidArguments("zklock cannot tell which object"
@@ -281,14 +214,11 @@ public final class LockPlanner {
         if (!unknown.isEmpty()) {
             return conservative(census, unknown);
         }
-        QueryExecution execution = null;
         LogicalPlan analyzed = analyzedAlready;
-        long started = System.nanoTime();
         try {
             if (analyzed == null) {
-                execution = toRun ? execution(parsed)
-                    : session.sessionState().executePlan(parsed, CommandExecutionMode.SKIP());
-                analyzed = execution.analyzed();
+                analyzed = session.sessionState().executePlan(parsed, CommandExecutionMode.SKIP())
+                    .analyzed();
             }
         } catch (Exception e) {
             if (strict) {
@@ -304,7 +234,6 @@ public final class LockPlanner {
             notes.add("Spark's analyzer rejects this statement: " + firstLine(e));
             return command(specs, notes);
         }
-        long analysisNanos = System.nanoTime() - started;
         unknown = unknown(PlanWalker.census(analyzed), new ArrayList<>());
         if (!unknown.isEmpty()) {
             return conservative(census, unknown);
@@ -330,20 +259,11 @@ public final class LockPlanner {
         }
         specs.addAll(pathInserts(analyzed));
         specs.addAll(walker.reads(analyzed, !VIEW_DDL.contains(name), isCommand));
-        Plan plan = new Plan(specs, isCommand, new ArrayList<>(), execution, analysisNanos);
+        Plan plan = new Plan(specs, isCommand, new ArrayList<>());
         for (Statement s : statements) {
             plan.recheck |= existingCreate(s.node);
         }
         return plan;
-    }
-
-    /** The analysis Spark will run: commands execute when the Dataset over it is built. */
-    private QueryExecution execution(LogicalPlan parsed) {
-        try {
-            return session.sessionState().executePlan(parsed, CommandExecutionMode.ALL());
-        } catch (Exception e) {
-            throw sneaky(e);
-        }
     }
 
     /** Spark's parser; its ParseException (declared by Scala) is thrown unchanged. */
@@ -552,7 +472,7 @@ public final class LockPlanner {
         if (inner == null) {
             throw LockAnswer.unsupported("EXECUTE IMMEDIATE of a NULL statement text");
         }
-        Plan sub = planParsed(parse(inner), false, false);
+        Plan sub = planParsed(parse(inner), false);
         List<String> notes = new ArrayList<>(sub.notes);
         notes.add("EXECUTE IMMEDIATE runs: " + (inner.length() > 200
             ? inner.substring(0, 200) : inner));
@@ -613,7 +533,7 @@ public final class LockPlanner {
                 continue;  // its statements are listed on their own
             }
             Plan sub = sname.equals(ExecuteImmediate.NODE)
-                ? planExecuteImmediate(stmt, true) : planParsed(stmt, false, false);
+                ? planExecuteImmediate(stmt, true) : planParsed(stmt, false);
             specs.addAll(sub.targets);
             notes.addAll(sub.notes);
         }

@@ -52,7 +52,7 @@ final class LockedCommands extends SparkStrategy {
         String name = PlanWalker.nodeName(parsed != null ? parsed : plan);
         if (NodeKinds.is(name, NodeKinds.Kind.NO_LOCKS)) {
             if (persistentView(plan)) {  // only its statement as written tells it apart
-                throw new EngineRefusal("zklock: cannot tell how the view " + plan.nodeName()
+                throw EngineRefusal.refused("zklock: cannot tell how the view " + plan.nodeName()
                     + " creates was written, so it does not run");
             }
             return empty();

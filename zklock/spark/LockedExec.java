@@ -50,11 +50,11 @@ public abstract class LockedExec extends V2CommandExec {
                 e.addSuppressed(releaseFailed);
                 throw LockedExec.<RuntimeException>rethrow(e);
             }
-            throw lost != null ? lost : LockedExec.<RuntimeException>rethrow(e);
+            throw LockedExec.<RuntimeException>rethrow(lost != null ? lost : e);
         }
         EngineRefusal lost = guard.exit(statement, null);
         if (lost != null) {
-            throw lost;
+            throw EngineRefusal.raise(lost);
         }
         return out;
     }

@@ -27,7 +27,7 @@ final class StatementText {
         try {
             parsed = session.sessionState().sqlParser().parsePlan(origin.sqlText().get());
         } catch (Exception e) {  // it parsed once, and Spark's parser is deterministic
-            throw new EngineRefusal("zklock: cannot read the statement " + command.nodeName()
+            throw EngineRefusal.refused("zklock: cannot read the statement " + command.nodeName()
                 + " comes from again (" + e.getMessage() + "), so it does not run");
         }
         // the command is that statement when it spans the same text (whitespace, comments and

@@ -17,8 +17,7 @@ from .jvm import check_pyspark
 
 check_pyspark()  # before anything imports PySpark's 4.x modules: one clear line otherwise
 
-from .dataframe import LockingDataFrame  # noqa: E402
-from .engine import EngineLockClient, enforce  # noqa: E402
+from .engine import EngineLockClient, enforce, lock_error  # noqa: E402
 from .planner import LockPlan  # noqa: E402
 from .session import LockingSession  # noqa: E402
 
@@ -84,5 +83,5 @@ def _local_connect(options: dict, local_master: bool) -> bool:
     return local_master and str(options.get("spark.api.mode", "")).lower() == "connect"
 
 
-__all__ = ["EngineLockClient", "LockPlan", "LockingDataFrame", "LockingSession", "configure",
-           "enforce"]
+__all__ = ["EngineLockClient", "LockPlan", "LockingSession", "configure", "enforce",
+           "lock_error"]

@@ -27,9 +27,10 @@ from ..errors import InvalidArguments, SparkConnectError, UnsupportedStatement
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject
+from .protocol import ANSWER_VERSION
 
 #: The answer format this zklock reads (LockAnswer.VERSION).
-VERSION = 1
+VERSION = ANSWER_VERSION
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..errors import InvalidArguments
 from ..lockrequest import LockTarget
 from .connect import plan_dataframe, plan_statement, plan_write
 from .planner import LockPlan
@@ -25,30 +24,9 @@ class ConnectPlanner:
         #: refuse (default) or lock: what to do with a command zklock has no rule for
         self.unknown_statements = unknown_statements
 
-    def plan_sql(self, sql: str, lazy_queries: bool = False, strict: bool = True
-                 ) -> LockPlan:
+    def plan_sql(self, sql: str, strict: bool = True) -> LockPlan:
         locks = plan_statement(self.spark, sql, self.unknown_statements, strict=strict)
-        targets = [] if lazy_queries and not locks.is_command else locks.targets
-        # Spark Connect runs a command when sql() is called: it is run again from its text
-        return LockPlan(sql, targets, locks.is_command, locks.notes, recheck=locks.recheck)
-
-    def replan(self, plan: LockPlan) -> LockPlan:
-        return self.plan_sql(plan.statement)
-
-    def run(self, plan: LockPlan) -> Any:
-        """A command runs in ``sql()``, as Spark Connect runs it. A query's DataFrame is
-        built here, lazily, from its text: that is the relation Connect's ``sql()`` would
-        answer with after a round trip that only parses and analyzes it again (the plugin
-        just did, and raised its errors)."""
-        if not plan.statement:
-            raise InvalidArguments("a Spark Connect plan runs from its SQL text; this one has"
-                                   " none")
-        if plan.is_command:
-            return self.spark.sql(plan.statement)
-        from pyspark.sql.connect.dataframe import DataFrame
-        from pyspark.sql.connect.plan import SQL
-
-        return DataFrame(SQL(plan.statement), self.spark)
+        return LockPlan(sql, locks.targets, locks.is_command, locks.notes)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return plan_dataframe(self.spark, df, self.unknown_statements).targets

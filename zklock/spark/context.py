@@ -1,4 +1,4 @@
-"""What the lock-aware DataFrames, the catalog and zklock's SQL need of their session.
+"""What zklock's SQL and the layers above need of their session.
 
 A LockingSession (session.py) is what they get; they only see this protocol, so they do
 not import the session that imports them.
@@ -6,7 +6,6 @@ not import the session that imports them.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..config import Settings
@@ -16,7 +15,7 @@ from .planner import LockPlan, Planner
 
 
 class SessionContext(Protocol):
-    """The session behind a lock-aware DataFrame, a write or a zklock statement."""
+    """The session behind a zklock statement."""
 
     execution: LockedExecution
 
@@ -44,12 +43,3 @@ class SessionContext(Protocol):
 
     def explain_locks(self, sql: str) -> LockPlan:
         """The locks ``sql`` would take, without taking anything."""
-
-    def writing(self) -> AbstractContextManager[None]:
-        """Spark writes run in the block are the session's (locked in Spark's engine)."""
-
-    def writes(self, builder: Any, df: Any) -> Any:
-        """A PySpark writer or merge builder of ``df`` whose writes are the session's."""
-
-    def save_as_table(self, table: str, df: Any, paths: tuple[str, ...], save: Any) -> Any:
-        """Run ``save``, a saveAsTable of ``df``, as the session's Spark line needs."""

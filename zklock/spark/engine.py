@@ -1,173 +1,148 @@
-"""The engine's lock client: locks for the commands Spark's engine runs outside a LockingSession.
+"""The engine's lock client: takes the locks of every statement Spark's engine runs.
 
 zklock's session extension (EngineLocks.java, installed by :func:`zklock.spark.configure`)
-puts every command Spark executes under its locks, whatever sent it: the plain session,
+puts every statement Spark executes under its locks, whatever sent it: the plain session,
 ``SparkSession.active()``, a library's own ``getOrCreate()``, pandas-on-Spark, a Spark
-Connect client. Inside a LockingSession statement the wrapper's locks cover the command;
-otherwise the extension plans the command with the one planner and asks the process's lock
-client, :class:`EngineLockClient`, to take the locks, through PySpark's py4j callback server
-(what ``foreachBatch`` uses). So the one lock client zklock has, this process's
+Connect client, a LockingSession. The extension plans the statement with the one planner and
+asks a lock client, :class:`EngineLockClient`, to take the locks, through PySpark's py4j
+callback server (what ``foreachBatch`` uses). So the one lock client zklock has, a
 :class:`~zklock.manager.LockManager`, takes them: there is no second implementation of the
 lock protocol in the JVM to keep equal to this one.
 
-A LockingSession's own writes (``df.write``, ``df.writeTo``, ``df.mergeInto``, its catalog)
-run here too, as the session's *owner*: the session names itself in a local property of the
-thread (:data:`OWNER_PROPERTY`), and the client takes the locks with that session's manager,
-retries and commit staging (:func:`register_owner`). When they are denied or lost, the
-Python exception the client raised is kept, and :func:`python_error` gives it back to the
-code that called Spark (the JVM carries only its id).
+Which client: a LockingSession binds one to the SparkSession it wraps (:meth:`bind`: its
+manager, settings, SET and commit staging apply to every statement that session runs, from
+any API); every other session's statements go to the process's client (:func:`enforce`, or
+the first LockingSession's). Without either, the extension refuses every statement that
+needs locks, in one line (reads: ``spark.zklock.engine.reads``); so does
+``spark.zklock.engine.mode=refuse`` for what no LockingSession runs. The request and the
+answers are versioned JSON (EngineLockClient.java lists them; docs/spark.md documents them).
 
-Without a client the extension refuses every command that needs locks, in one line; so does
-``spark.zklock.engine.mode=refuse``. The request and the answers are versioned JSON
-(EngineLockClient.java lists them; docs/spark.md documents them).
+A refusal, denial or loss reaches Python as PySpark's ``QueryExecutionException`` whose
+condition names it (EngineRefusal.java); :func:`lock_error` gives zklock's exception for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import logging
-import os
 import threading
-import weakref
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from ..config import HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
-from ..errors import LockLost, LockNotAcquired, UnsupportedStatement, ZkLockError
+from ..errors import LockLost, LockNotAcquired, UnsupportedStatement
 from ..locknode import LockNodeName
+from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
 from ..mode import Mode
 from ..objects import LockObject
-from . import answer
+from . import answer, protocol
+from .execution import held
 from .jvm import JvmModuleError
 from .statement import fence_refusal, new_query_id
-
-if TYPE_CHECKING:
-    from .execution import LockedExecution
 
 log = logging.getLogger(__name__)
 
 #: The format of the requests and answers exchanged with EngineGuard.java.
-VERSION = 1
+VERSION = protocol.ENGINE_VERSION
 #: What :func:`zklock.spark.configure` puts in ``spark.sql.extensions``.
 EXTENSION_CLASS = "zklock.EngineLocks"
-#: The local property naming the LockingSession a command runs for (EngineGuard.OWNER).
-OWNER_PROPERTY = "zklock.owner"
-#: The exception EngineGuard.java throws, and its subclasses: the outcome is the class.
+#: EngineRefusal.java's conditions (Spark's error-class field), and zklock's exception for each.
+CONDITIONS = {protocol.REFUSED: UnsupportedStatement, protocol.DENIED: LockNotAcquired,
+              protocol.LOST: LockLost}
+#: The exception EngineRefusal.java throws, as a Spark Connect client names it.
 REFUSAL_CLASS = "zklock.EngineRefusal"
-OUTCOMES = {REFUSAL_CLASS: UnsupportedStatement, REFUSAL_CLASS + "$Denied": LockNotAcquired,
-            REFUSAL_CLASS + "$Lost": LockLost}
-#: How many Python exceptions the client keeps for :func:`python_error` to give back.
-KEPT_ERRORS = 256
-
-_owners: weakref.WeakValueDictionary[str, LockedExecution] = weakref.WeakValueDictionary()
-_owner_ids = itertools.count(1)
-_errors: OrderedDict[str, BaseException] = OrderedDict()
-_errors_lock = threading.Lock()
 
 
-def register_owner(execution: LockedExecution) -> str:
-    """Let the engine take the locks of commands run as this LockingSession (its execution:
-    manager, retries, commit staging). The id goes in :func:`as_owner`; the registration
-    lasts as long as the execution does."""
-    owner = f"owner-{next(_owner_ids)}"
-    _owners[owner] = execution
-    return owner
-
-
-@contextmanager
-def as_owner(spark: Any, owner: str) -> Iterator[None]:
-    """Commands this thread runs in the block (a classic session's) are the owner's.
-
-    A local property belongs to a JVM thread, which is this Python thread's only in PySpark's
-    pinned-thread mode (the default). Without it the property could be set on one JVM thread
-    and cleared on another, and a later command elsewhere be taken for the owner's: then the
-    block names no owner, and the process's lock client locks its commands with its own
-    settings."""
-    if os.environ.get("PYSPARK_PIN_THREAD", "true").lower() != "true":
-        yield
-        return
-    sc = spark.sparkContext
-    previous = sc.getLocalProperty(OWNER_PROPERTY)
-    sc.setLocalProperty(OWNER_PROPERTY, owner)
-    try:
-        yield
-    finally:
-        sc.setLocalProperty(OWNER_PROPERTY, previous)
-
-
-def python_error(exc: BaseException) -> BaseException:
-    """The zklock exception behind an error Spark raised for a command the engine refused,
-    denied or lost: the very one the lock client raised when it ran in this process, else
-    one of the outcome's type with the engine's message; ``exc`` itself when zklock's
-    engine was not its cause."""
+def lock_error(exc: BaseException) -> BaseException:
+    """zklock's exception (UnsupportedStatement, LockNotAcquired, LockLost) for an error Spark
+    raised because zklock's engine refused, denied or lost a statement; ``exc`` itself when
+    zklock was not its cause. PySpark raises the engine's refusal as its
+    ``QueryExecutionException`` with the condition ``ZKLOCK_*`` (both kinds of session)."""
     refused = fence_refusal(exc)
     if refused is not None:  # the fenced commit refused the job: its locks were gone
         return LockLost([], refused)
-    kind, message, error = _refusal(exc)
-    if kind is None:
+    condition, message, parameters = _refusal(exc)
+    if condition is None:
         return exc
-    with _errors_lock:
-        kept = _errors.pop(error, None) if error else None
-    if kept is not None:
-        return kept
-    if OUTCOMES[kind] is LockLost:
-        return LockLost([], message.removeprefix("zklock: "))
-    return OUTCOMES[kind](message.removeprefix("zklock: "))
+    message = message.removeprefix("zklock: ")
+    if CONDITIONS[condition] is LockLost:
+        objects = [o for o in parameters.get("objects", "").split("\n") if o]
+        return LockLost(objects, message)
+    return CONDITIONS[condition](message)
 
 
-def _refusal(exc: BaseException) -> tuple[Optional[str], str, str]:
-    """(class, message, error id) of the EngineRefusal in ``exc``; (None, "", "") without
-    one. A classic session's error holds the Java exception (and its causes); a Spark Connect
-    client's names the class as its reason: ``(zklock.EngineRefusal$Denied) message``."""
-    # py4j's error holds the Java exception; PySpark's conversion of one keeps it as _origin
-    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
-    while java is not None:
-        name = str(java.getClass().getName())
-        if name in OUTCOMES:
-            return name, str(java.getMessage()), str(java.error())
-        java = java.getCause()
-    text = str(exc).strip().split("\n", 1)[0]
-    for name in sorted(OUTCOMES, key=len, reverse=True):
-        if text.startswith(f"({name}) "):
-            return name, text[len(name) + 3:], ""
-    return None, "", ""
+def _refusal(exc: BaseException) -> tuple[Optional[str], str, dict[str, str]]:
+    """(condition, message, parameters) of the EngineRefusal behind ``exc``; (None, "", {})
+    without one. PySpark's exception names the condition and carries the parameters; a Java
+    error (py4j's, or one PySpark did not convert) holds the exception and its causes."""
+    seen = 0
+    while exc is not None and seen < 5:
+        condition = _condition(exc)
+        if condition in CONDITIONS:
+            return condition, _message(exc), _parameters(exc)
+        java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+        while java is not None:
+            if str(java.getClass().getName()) == REFUSAL_CLASS:
+                return (str(java.getCondition()), str(java.getMessage()),
+                        {str(k): str(v) for k, v in java.getMessageParameters().items()})
+            java = java.getCause()
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return None, "", {}
 
 
-def _keep(error: BaseException) -> str:
-    """Keep ``error`` for :func:`python_error`; its id."""
-    error_id = f"error-{id(error):x}"
-    with _errors_lock:
-        _errors[error_id] = error
-        while len(_errors) > KEPT_ERRORS:
-            _errors.popitem(last=False)
-    return error_id
+def _parameters(exc: BaseException) -> dict[str, str]:
+    get = getattr(exc, "getMessageParameters", None)
+    try:
+        return {str(k): str(v) for k, v in (get() or {}).items()} if callable(get) else {}
+    except Exception:  # PySpark asks the JVM, which may be gone
+        return {}
+
+
+def _condition(exc: BaseException) -> Optional[str]:
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    try:
+        return str(get()) if callable(get) else None
+    except Exception:  # PySpark asks the JVM, which may be gone
+        return None
+
+
+def _message(exc: BaseException) -> str:
+    get = getattr(exc, "getMessage", None)
+    try:
+        text = str(get()) if callable(get) else str(exc)
+    except Exception:
+        text = str(exc)
+    return text.strip().split("\n", 1)[0]
 
 
 class EngineLockClient:
-    """Takes and releases the locks of commands the engine runs outside a LockingSession.
+    """Takes and releases the locks of the statements Spark's engine runs.
 
     A lock set the engine holds has its own job tag (its query id): when the set is lost,
-    the command's Spark jobs are cancelled, and the command fails with the loss when it ends.
+    the statement's Spark jobs are cancelled, and it fails with the loss when it ends.
+    ``staging(lockset)`` (a LockingSession's commit staging) is entered around a statement
+    holding ``lockset``.
     """
 
     def __init__(self, spark: Any, manager: LockManager | Callable[[], LockManager],
-                 settings: Optional[Callable[[], Settings]] = None) -> None:
+                 settings: Optional[Callable[[], Settings]] = None,
+                 staging: Optional[Callable[[LockSet], Any]] = None) -> None:
         self.spark = spark
         # a LockingSession's manager connects on first use: it is asked for, not given
         self._manager = manager if callable(manager) else (lambda: manager)
         # the settings it locks with: those of the LockingSession or enforce() that made it
         # (their own over the manager's, SET included), else the manager's
         self._settings = settings or (lambda: self.manager.settings)
+        self._staging = staging
         self._held: dict[str, tuple[LockSet, Any]] = {}  # handle -> (set, staging)
         self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False
+        self._bound: Any = None  # the Java SparkSession this client is bound to
 
     # ---- called by the JVM (py4j callback server) ------------------------------------
     def acquire(self, request: str) -> str:
@@ -178,47 +153,41 @@ class EngineLockClient:
             if doc.get("version") != VERSION:
                 return _answer("refused", message=f"zklock: a lock request in format"
                                f" {doc.get('version')}, where this client reads {VERSION}")
-            owner = _owners.get(str(doc.get("owner") or ""))
             settings = self.settings
-            if not (owner.locking if owner is not None else settings.support_concurrency):
+            if not settings.support_concurrency:
                 return _answer("unlocked")  # support_concurrency=false (or SET so), as Hive
             mode = settings.engine_mode
             if doc.get("mode") and settings.level("engine_mode") <= Level.SPARK_CONF:
                 mode = engine_mode(doc["mode"])  # the running session's Spark conf
-            if mode == "refuse" and owner is None:  # a LockingSession's own writes still run
+            if mode == "refuse" and self._bound is None:  # a LockingSession's still run
                 return _answer("refused", message=f"zklock: refused {doc.get('command')} on"
                                f" {doc.get('objects')}: spark.zklock.engine.mode=refuse runs"
-                               " only what a LockingSession locked")
+                               " only what a LockingSession runs")
             planned = answer.read(json.dumps(doc["answer"]))
-            query_id = new_query_id()
+            query_id = str(doc.get("query_id") or new_query_id())
             handle = str(doc.get("handle") or query_id)
-            statement = doc.get("statement") or ""
-            if owner is not None:  # a LockingSession's write: its manager, retries, staging
-                lockset = owner.acquire(planned.targets, query_id, statement)
-                staging = owner.commit_staging(lockset)
+            data = self.manager.lock_data(query_id, doc.get("statement") or "", "implicit",
+                                          settings)
+            data = dataclasses.replace(data, app=str(doc.get("application") or ""))
+            if doc.get("user"):  # a Spark Connect client's user, not the server's
+                data = dataclasses.replace(data, user=str(doc["user"]))
+            lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
+                                                   query_id=query_id, settings=settings)
+            if self._staging is not None:
+                staging = self._staging(lockset)
                 staging.__enter__()
-            else:
-                data = self.manager.lock_data(query_id, statement, "implicit", settings)
-                data = dataclasses.replace(data, app=str(doc.get("application") or ""))
-                if doc.get("user"):  # a Spark Connect client's user, not the server's
-                    data = dataclasses.replace(data, user=str(doc["user"]))
-                lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
-                                                       query_id=query_id, settings=settings)
             with self._lock:
                 self._held[handle] = (lockset, staging)
         except LockNotAcquired as exc:
-            return _answer("denied", message=f"zklock: {exc}", error=_keep(exc))
-        except Exception as exc:  # fail closed: the command does not run, nothing stays held
+            return _answer("denied", message=f"zklock: {exc}")
+        except Exception as exc:  # fail closed: the statement does not run, nothing stays held
             log.debug("engine lock request failed", exc_info=True)
             if lockset is not None:
                 lockset.release(wait=False)
-            refused = exc if isinstance(exc, ZkLockError) else UnsupportedStatement(str(exc))
-            if refused is not exc:
-                refused.__cause__ = exc
-            return _answer("refused", message=f"zklock: {exc}", error=_keep(refused))
+            return _answer("refused", message=f"zklock: {exc}")
         lockset.on_lost(lambda _set: self._cancel(query_id))
         return _answer("granted", handle=handle, query_id=query_id,
-                       token=str(lockset.fencing_token),
+                       token=str(lockset.fencing_token), attempts=lockset.attempts,
                        zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
 
     def verify(self, request: str) -> str:
@@ -273,14 +242,20 @@ class EngineLockClient:
         finally:
             lockset.release(wait=False)
         if lost:
-            error = LockLost(lockset.objects, reason)
-            return _answer("lost", message=reason, error=_keep(error))
+            return _answer("lost", message=reason, objects=lockset.objects)
         return _answer("released")
 
     class Java:
         implements = ["zklock.EngineLockClient"]
 
     # ---- in Python --------------------------------------------------------------------
+    def locked(self, spark: Any, targets: list[LockTarget], what: str,
+               fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` holding ``targets`` with this client's manager, settings and staging,
+        for a call the engine cannot see whole (saveastable.py)."""
+        with held(spark, self.manager, self.settings, targets, what, self._staging):
+            return fn()
+
     @property
     def manager(self) -> LockManager:
         """The LockManager that takes the engine's locks."""
@@ -292,7 +267,8 @@ class EngineLockClient:
         return self._settings()
 
     def install(self) -> EngineLockClient:
-        """Make this the lock client of the Spark application's JVM."""
+        """Make this the lock client of the Spark application's JVM (of every session no
+        LockingSession wraps)."""
         from pyspark.java_gateway import ensure_callback_server_started
 
         engine = _engine(self.spark)
@@ -301,15 +277,27 @@ class EngineLockClient:
         self._installed = True
         return self
 
+    def bind(self) -> EngineLockClient:
+        """Make this the lock client of every statement of ``spark`` (its SparkSession),
+        whatever API runs it; until :meth:`close`, when the previous one is again."""
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        engine = _engine(self.spark)
+        ensure_callback_server_started(self.spark.sparkContext._gateway)
+        self._bound = self.spark._jsparkSession
+        self._previous = engine.bind(self._bound, self)
+        return self
+
     def close(self) -> None:
-        """Stop being the application's lock client (the previous one, if any, is again)."""
-        if not self._installed:
-            return
-        self._installed = False
+        """Stop being a lock client (the previous one, if any, is again)."""
         try:
-            _engine(self.spark).install(self._previous)
+            if self._bound is not None:
+                _engine(self.spark).bind(self._bound, self._previous)
+            elif self._installed:
+                _engine(self.spark).install(self._previous)
         except Exception:  # Spark stopped: nothing left to uninstall
             pass
+        self._bound, self._installed = None, False
 
     def __enter__(self) -> EngineLockClient:
         return self
@@ -332,6 +320,9 @@ def enforce(spark: Any, manager: Optional[LockManager] = None,
     LockingSession's (docs/configuration.md, "Precedence"). The session must be built with
     :func:`zklock.spark.configure`. ``close()`` the returned client (or use it as a context
     manager) to stop."""
+    from . import saveastable  # it locks through this module's clients
+
+    saveastable.install()
     own = settings_of(spark, settings)
     if manager is None:
         manager = LockManager(settings=own)
@@ -371,9 +362,20 @@ def guards(spark: Any) -> bool:
 
 def save_as_table_drops_first(spark: Any) -> bool:
     """Does this Spark's saveAsTable drop an overwritten table before it runs any command
-    (Spark 4.0), where the engine cannot lock the drop? Raises JvmModuleError as
+    (Spark 3.5, 4.0), where the engine cannot lock the drop? Raises JvmModuleError as
     :func:`guards` does."""
     return bool(_engine(spark).saveAsTableDropsFirst())
+
+
+def client_of(spark: Any) -> Optional[EngineLockClient]:
+    """The lock client that takes the locks of ``spark``'s statements (the one a
+    LockingSession bound to it, else the process's), when it is one in this process; None
+    without one. py4j hands a Python client back as itself."""
+    try:
+        client = _engine(spark).client(spark._jsparkSession)
+    except JvmModuleError:
+        return None
+    return client if isinstance(client, EngineLockClient) else None
 
 
 def has_client(spark: Any) -> bool:

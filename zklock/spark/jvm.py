@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ZkLockError
+from . import protocol
 
 HERE = Path(__file__).parent
 #: The Spark Connect plugin: compiled only against a Spark with a Connect server.
@@ -52,7 +53,7 @@ NEWEST_SUPPORTED = (4, 3)
 #: What the build writes into the jar: zklock's version, the protocol, the build, the Spark.
 PROPERTIES = "zklock/module.properties"
 #: The request format of the Connect plugin (ConnectLockPlugin.PROTOCOL).
-PROTOCOL = 1
+PROTOCOL = protocol.CONNECT_PROTOCOL
 
 
 class JvmModuleError(ZkLockError):
@@ -122,7 +123,7 @@ def build_hash() -> str:
     version (computed once per process: the installed sources do not change under a
     running client)."""
     digest = hashlib.sha256()
-    for src in sources(spark_version()):
+    for src in [*sources(spark_version()), protocol.FILE]:
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
     digest.update(zklock_version().encode())
     return digest.hexdigest()[:16]
@@ -214,6 +215,7 @@ def module_jar() -> Path:
                 for f in sorted(classes.rglob("*.class")):
                     z.write(f, f.relative_to(classes).as_posix())
                 z.writestr(PROPERTIES, props)
+                z.write(protocol.FILE, protocol.JAR_ENTRY)
             tmp.replace(jar)  # atomic: a concurrent builder's copy is the same jar
         finally:
             shutil.rmtree(classes, ignore_errors=True)

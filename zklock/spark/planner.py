@@ -1,13 +1,12 @@
 """The lock planner as the Spark layer sees it: one protocol, two clients, one set of rules.
 
 The rules are LockPlanner.java's, run inside Spark where the plans are (the JVM module,
-:mod:`.jvm`). A classic session calls it through py4j (:class:`ClassicPlanner`, one call
-per statement or DataFrame); a Spark Connect session asks zklock's plugin in the server
+:mod:`.jvm`): Spark's engine asks it for every statement it executes (engine.py). Python
+asks it only for what it locks itself or shows: EXPLAIN LOCKS, the objects zklock's own
+statements name, :meth:`LockingSession.holding`. A classic session calls it through py4j
+(:class:`ClassicPlanner`); a Spark Connect session asks zklock's plugin in the server
 (:class:`~zklock.spark.connect_planner.ConnectPlanner`). Both read the same answer
-(:mod:`.answer`), so the same statement gives the same locks in both: it is the same code.
-
-Nothing here plans; what is here is what the session, its DataFrames and zklock's SQL need
-in Python terms (:class:`LockPlan`, :class:`Planner`).
+(:mod:`.answer`): it is the same code.
 """
 
 from __future__ import annotations
@@ -30,10 +29,6 @@ class LockPlan:
     targets: list[LockTarget]
     is_command: bool
     notes: list[str] = field(default_factory=list)
-    #: the planner's own handle on the planned statement (classic: the JVM's analysis)
-    handle: Any = None
-    #: plan again once the locks are held (answer.PlannedLocks.recheck)
-    recheck: bool = False
 
     def rows(self) -> list[tuple[str, str]]:
         """(object, mode) in acquisition order."""
@@ -45,17 +40,10 @@ class Planner(Protocol):
 
     unknown_statements: str
 
-    def plan_sql(self, sql: str, lazy_queries: bool = False, strict: bool = True
-                 ) -> LockPlan:
+    def plan_sql(self, sql: str, strict: bool = True) -> LockPlan:
         """Plan a statement (Spark's parse and analysis errors are raised as Spark's).
-        ``lazy_queries`` leaves a query's locks to its DataFrame's actions; ``strict=False``
-        (EXPLAIN LOCKS) plans a statement the analyzer rejects from its parsed form."""
-
-    def replan(self, plan: LockPlan) -> LockPlan:
-        """Plan a statement again (after a wait the catalog may have changed)."""
-
-    def run(self, plan: LockPlan) -> Any:
-        """Run a planned statement (the caller holds its locks); a DataFrame."""
+        ``strict=False`` (EXPLAIN LOCKS) plans a statement the analyzer rejects from its
+        parsed form."""
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         """S on what an action on ``df`` reads."""
@@ -115,20 +103,9 @@ class ClassicPlanner:
         self._java.setUnknownStatements(policy)
         self._policy = policy
 
-    def plan_sql(self, sql: str, lazy_queries: bool = False, strict: bool = True
-                 ) -> LockPlan:
-        planned = self._call(self._java.planToRun, sql, strict, lazy_queries)
-        locks = answer.read(str(planned.answer()))
-        return LockPlan(sql, locks.targets, locks.is_command, locks.notes, handle=planned,
-                        recheck=locks.recheck)
-
-    def replan(self, plan: LockPlan) -> LockPlan:
-        return self.plan_sql(plan.statement)
-
-    def run(self, plan: LockPlan) -> Any:
-        from .classic import ClassicDataFrame
-
-        return ClassicDataFrame(self._call(plan.handle.run), self.spark)
+    def plan_sql(self, sql: str, strict: bool = True) -> LockPlan:
+        locks = answer.read(str(self._call(self._java.planSql, sql, strict)))
+        return LockPlan(sql, locks.targets, locks.is_command, locks.notes)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return answer.read(str(self._call(self._java.planDataFrame, df._jdf))).targets

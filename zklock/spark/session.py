@@ -5,19 +5,19 @@ Wrap once, then use it as the SparkSession it wraps::
     spark = LockingSession(SparkSession.builder.getOrCreate())
     spark.sql("INSERT INTO sales.orders PARTITION (ds='2024-01-01') SELECT ...")
 
-The session is a thin proxy. It routes each statement: zklock's own SQL and what layers
-above add (the scheduler's DDL) go to the handlers registered in :mod:`.registry`; Spark
-SQL is planned (:mod:`.planner`, or :mod:`.connect_planner` for a Spark Connect session)
-and run by :mod:`.execution`, which holds the locks. Commands lock for exactly the
-``sql()`` call; queries are lazy, and the DataFrames the session returns (:mod:`.dataframe`)
-lock for the duration of each action. Writes through the DataFrame API and the catalog are
-locked in Spark's engine, as this session (:mod:`.writes`). Anything not overridden here
-passes through to the wrapped SparkSession.
+Every statement Spark executes is locked in Spark's engine (engine.py), whatever API sent
+it, and the session is the lock client of the SparkSession it wraps: its manager, settings
+and ``SET zklock.*`` apply to every statement that SparkSession runs, SQL, DataFrame or
+catalog, now or later. So the session itself is thin. It keeps what only Python can do:
 
-A classic session runs the very plan it analyzed to find the locks; when the grant came
-only after waiting, the statement is planned again under the locks (the catalog may have
-changed meanwhile) and, if it now needs locks it does not hold, the whole request is
-retried.
+- zklock's own SQL (SHOW LOCKS, EXPLAIN LOCKS, SET, LOCK TABLE, leases) and what layers
+  above add (the scheduler's DDL), routed through :mod:`.registry`;
+- errors in zklock's terms: a statement run through :meth:`sql` raises LockNotAcquired,
+  LockLost or UnsupportedStatement (a DataFrame's action raises PySpark's
+  ``QueryExecutionException`` with a ``ZKLOCK_*`` condition: :func:`~.engine.lock_error`);
+- :meth:`holding`, for lifetimes the engine cannot bound (an RDD's later jobs).
+
+Anything else passes through to the wrapped SparkSession.
 """
 
 from __future__ import annotations
@@ -26,34 +26,30 @@ import atexit
 import functools
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..config import Level, Settings
 from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
-from . import registry
+from . import registry, saveastable
 from . import sql as zklock_sql
 from .commit import commit_isolation
-from .dataframe import LockingReader, adopt, adopting
 from .engine import (
     EXTENSION_CLASS,
     EngineLockClient,
-    as_owner,
     guards,
     has_client,
     local_connect_server,
-    python_error,
-    register_owner,
-    save_as_table_drops_first,
+    lock_error,
     settings_of,
 )
 from .execution import LockedExecution, SessionSettings
 from .jvm import JvmModuleError
 from .planner import ClassicPlanner, LockPlan, Planner
+from .protocol import UNKNOWN_STATEMENTS
 from .statement import is_connect
-from .writes import CATALOG_READS, EngineWrites
 
 SYSTEM_DATABASE = "sysdb"
 
@@ -61,12 +57,14 @@ registry.register_statement(zklock_sql.HANDLER)
 
 
 class LockingSession:
-    """A SparkSession wrapper that takes S/X locks for every statement and DataFrame action."""
+    """A SparkSession wrapper: the lock client of every statement its SparkSession runs."""
 
     def __init__(self, spark: Any, manager: Optional[LockManager] = None,
                  settings: Optional[Settings] = None, **overrides: Any) -> None:
         """``overrides``: settings by name (``retries=1``); ``settings``: start from these
-        instead of the Spark conf and the environment (a new session of this one's)."""
+        instead of the Spark conf and the environment (a new session of this one's).
+        Raises UnsupportedStatement when Spark does not lock in its engine: nothing would
+        lock the session's statements."""
         if isinstance(spark, LockingSession):
             spark = spark.spark
         self._spark = spark
@@ -83,46 +81,74 @@ class LockingSession:
         if manager is not None and not manager.application:
             manager.application = self._application()
         self._manager_lock = threading.Lock()
+        self._require_engine()
         self._planner = self._make_planner(spark)
+        self._publish_policy()
         # on even while concurrency is off: SET zklock.support.concurrency may turn it on
         commits = None
         if self.settings.isolate_commits and not self.connect:
             commits = commit_isolation(spark)
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
                                          self._settings, commits)
+        self._process: Optional[EngineLockClient] = None  # the process's client, if made here
         self._engine = self._engine_client(spark)
-        self._owner = register_owner(self.execution)
-        self._engine_locks: Optional[bool] = None  # does Spark lock in its engine? (asked once)
-        self._drops_first: Optional[bool] = None  # Spark 4.0's saveAsTable (asked once)
+        saveastable.install()
         registry.load_plugins()
         self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
         for name, build in registry.views().items():
             self._system_views[name] = functools.partial(build, self)
 
+    def _require_engine(self) -> None:
+        """Fail closed: without zklock's engine extension nothing would lock what this
+        session runs. A classic session's JVM is asked (the setting alone may name an
+        extension Spark did not apply); a Connect server's setting is what a client can see
+        (zklock's own server has the extension)."""
+        if self.connect:
+            extensions = str(self._spark.conf.get("spark.sql.extensions", "") or "")
+            locks = EXTENSION_CLASS in [e.strip() for e in extensions.split(",")]
+        else:
+            try:
+                locks = guards(self._spark)
+            except JvmModuleError:  # zklock's jar is not on the application's class path
+                locks = False
+        if not locks:
+            raise UnsupportedStatement(
+                "zklock locks statements in Spark's engine, and this "
+                + ("Spark Connect server runs without zklock's extension: start it with"
+                   " `zklock spark connect-server start`" if self.connect else
+                   "SparkSession was built without it: build it with"
+                   " zklock.spark.configure(SparkSession.builder)"))
+
     def _make_planner(self, spark: Any) -> Planner:
         policy = self.settings.unknown_statements
         if self.connect:  # PySpark's Connect client, which needs packages of its own
-            from . import connect_frames  # noqa: F401  (makes Connect DataFrames lock-aware)
             from .connect_planner import ConnectPlanner
 
             return ConnectPlanner(spark, unknown_statements=policy)
         return ClassicPlanner(spark, unknown_statements=policy)
 
     def _engine_client(self, spark: Any) -> Optional[EngineLockClient]:
-        """In an application with zklock's engine extension and no lock client yet, this
-        session's LockManager takes the locks of the commands the engine runs outside it
-        (the plain session, a library's own getOrCreate(), pandas-on-Spark)."""
-        if self.connect:  # a local Connect server runs in this process's own JVM, if any
-            spark = local_connect_server(spark)
-            if spark is None:
+        """The lock client of every statement of the wrapped SparkSession; also the
+        process's where it has none yet (the plain session of another thread, a library's
+        own sessions). Over Spark Connect, the server's lock client takes the locks: this
+        session's becomes that of a local server PySpark started in this process, if it
+        has none."""
+        if self.connect:
+            server = local_connect_server(spark)
+            if server is None or has_client(server):
                 return None
-        try:
-            if has_client(spark):
-                return None
-        except JvmModuleError:  # built without zklock.spark.configure: no extension
-            return None
-        return EngineLockClient(spark, lambda: self.manager,
-                                settings=lambda: self.settings).install()
+            return EngineLockClient(server, lambda: self.manager,
+                                    settings=lambda: self.settings).install()
+        client = EngineLockClient(spark, lambda: self.manager, settings=lambda: self.settings,
+                                  staging=self.execution.commit_staging).bind()
+        if not has_client(spark):
+            self._process = EngineLockClient(spark, lambda: self.manager,
+                                             settings=lambda: self.settings).install()
+        return client
+
+    def _publish_policy(self) -> None:
+        """The one setting Spark's planner reads, in the wrapped session's conf."""
+        self._spark.conf.set(UNKNOWN_STATEMENTS, self.settings.unknown_statements)
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -141,95 +167,21 @@ class LockingSession:
         return self._settings.current
 
     def set(self, **changes: Any) -> Settings:
-        """Change settings for this session's every path, as ``SET zklock.*`` does."""
+        """Change settings for every statement of the session, as ``SET zklock.*`` does."""
         settings = self._settings.set(**changes)
         self._planner.unknown_statements = settings.unknown_statements
+        self._publish_policy()
         return settings
 
     @property
     def spark(self) -> Any:
-        """The wrapped SparkSession: the explicit way to run something without zklock."""
+        """The wrapped SparkSession (its statements are locked by this session too)."""
         return self._spark
 
     @property
     def planner(self) -> Planner:
         """The lock planner of this session (ClassicPlanner, or ConnectPlanner over Connect)."""
         return self._planner
-
-    @property
-    def catalog(self) -> Any:
-        """``spark.catalog``, whose changes are locked in Spark's engine as this session."""
-        return EngineWrites(self._spark.catalog, self, reads=CATALOG_READS)
-
-    def writes(self, builder: Any, df: Any) -> EngineWrites:
-        """A PySpark writer or merge builder of ``df`` (``df.write``, ``df.writeTo(t)``,
-        ``df.mergeInto(...)``) whose writes are this session's (see :meth:`writing`)."""
-        return EngineWrites(builder, self, df=df)
-
-    def save_as_table(self, table: str, df: Any, paths: tuple[str, ...],
-                      save: Callable[[], Any]) -> Any:
-        """Run ``save`` (``df.write....saveAsTable(table)``, with ``paths`` its path options).
-        Where Spark drops an overwritten table before it runs any command (Spark 4.0), the
-        call is locked whole here: X on the table and on the catalog tables at its path, S
-        on what ``df`` reads; elsewhere the engine locks its command."""
-        planner = self._planner
-        if not isinstance(planner, ClassicPlanner) or not self._save_as_table_drops_first():
-            return save()
-        targets = (planner.plan_write(table) + planner.plan_paths(paths)
-                   + planner.plan_dataframe(df))
-        return self.execution.locked(targets, f"saveAsTable {table}", save)
-
-    @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Spark writes run in the block are this session's: its engine locks them with this
-        session's manager and retries (a Connect server, with its own), and their denials,
-        losses and refusals are raised as zklock's exceptions. Refused (UnsupportedStatement)
-        where Spark does not lock in its engine."""
-        if not self._locks_in_engine():
-            raise UnsupportedStatement(
-                "zklock locks writes in Spark's engine, and this "
-                + ("Spark Connect server runs without zklock's extension: start it with"
-                   " `zklock spark connect-server start`" if self.connect else
-                   "SparkSession was built without it: build it with"
-                   " zklock.spark.configure(SparkSession.builder)")
-                + "; the write does not run")
-        owned = nullcontext() if self.connect else as_owner(self._spark, self._owner)
-        try:
-            with owned:
-                yield
-        except Exception as exc:
-            error = python_error(exc)
-            if error is exc:
-                raise
-            raise error from None
-
-    def _save_as_table_drops_first(self) -> bool:
-        """Spark 4.0's saveAsTable (asked of the JVM once: it is the Spark line's)."""
-        if self._drops_first is None:
-            self._drops_first = save_as_table_drops_first(self._spark)
-        return self._drops_first
-
-    def _locks_in_engine(self) -> bool:
-        """Does Spark lock this session's commands in its engine? A classic session's JVM is
-        asked (the setting alone may name an extension Spark did not apply); a Connect
-        server's setting is what a client can see (zklock's own server has the extension)."""
-        if self._engine_locks is None:
-            if self.connect:
-                extensions = str(self._spark.conf.get("spark.sql.extensions", "") or "")
-                self._engine_locks = EXTENSION_CLASS in [e.strip()
-                                                         for e in extensions.split(",")]
-            else:
-                try:
-                    self._engine_locks = guards(self._spark)
-                except JvmModuleError:  # zklock's jar is not on the application's class path
-                    self._engine_locks = False
-        return self._engine_locks
-
-    @property
-    def readStream(self) -> Any:
-        """``spark.readStream``: its DataFrames are lock-aware (their streaming writes are
-        refused: a query that writes forever cannot hold a statement's locks)."""
-        return adopting(self._spark.readStream, self)
 
     def newSession(self) -> LockingSession:
         """A new SparkSession (own SQL conf, temp views, functions) that locks like this one,
@@ -265,9 +217,10 @@ class LockingSession:
     def close(self) -> None:
         """Close the LockManager if this session built it (and stop being the engine's lock
         client); the SparkSession stays up."""
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+        for client in (self._engine, self._process):
+            if client is not None:
+                client.close()
+        self._engine = self._process = None
         with self._manager_lock:
             if self._own_manager and self._manager is not None:
                 self._manager.close()
@@ -289,7 +242,8 @@ class LockingSession:
 
     # ---- the SparkSession surface -------------------------------------------------
     def sql(self, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:
-        """Run one statement: zklock's own SQL, or Spark SQL under the locks it needs."""
+        """Run one statement: zklock's own SQL, or Spark SQL (locked in Spark's engine; a
+        command's denial, loss or refusal raised as zklock's exception)."""
         if args:
             raise InvalidArguments("LockingSession.sql does not take parameter markers (args);"
                                    " use {name} formatting with keyword arguments instead")
@@ -297,14 +251,22 @@ class LockingSession:
             return self._formatted(sqlQuery, kwargs)
         for handler in registry.statements():
             if handler.recognises(sqlQuery):
-                return adopt(handler.run(self, sqlQuery), self)
+                return handler.run(self, sqlQuery)
         self.refresh_system_views(sqlQuery)
-        if not self.support_concurrency:
-            return adopt(self._spark.sql(sqlQuery), self)
-        plan = self._planner.plan_sql(sqlQuery, lazy_queries=True)
-        if not plan.is_command or not plan.targets:
-            return adopt(self.execution.execute(plan), self)
-        return adopt(self.execution.command(sqlQuery, plan), self)
+        with self.errors():
+            return self._spark.sql(sqlQuery)
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """Spark's errors for statements zklock refused, denied or lost, raised in the block
+        as zklock's exceptions (UnsupportedStatement, LockNotAcquired, LockLost)."""
+        try:
+            yield
+        except Exception as exc:
+            error = lock_error(exc)
+            if error is exc:
+                raise
+            raise error from None
 
     def _formatted(self, sql: str, kwargs: dict[str, Any]) -> Any:
         """``sql("... {df} ...", df=df)``: PySpark's formatter, then :meth:`sql`."""
@@ -320,20 +282,9 @@ class LockingSession:
             formatter.clear()
 
     def table(self, tableName: str) -> Any:
+        """``spark.table``, with zklock's sysdb views published first."""
         self.refresh_system_views(tableName)
-        return adopt(self._spark.table(tableName), self)
-
-    @property
-    def read(self) -> Any:
-        if self.connect:
-            return adopting(self._spark.read, self)
-        return LockingReader(self)
-
-    def createDataFrame(self, *args: Any, **kwargs: Any) -> Any:
-        return adopt(self._spark.createDataFrame(*args, **kwargs), self)
-
-    def range(self, *args: Any, **kwargs: Any) -> Any:
-        return adopt(self._spark.range(*args, **kwargs), self)
+        return self._spark.table(tableName)
 
     # ---- zklock's own surface -----------------------------------------------------
     def holding(self, df: Any) -> Any:
@@ -356,7 +307,7 @@ class LockingSession:
 
     def show_locks(self, obj: Optional[LockObject] = None, extended: bool = False) -> Any:
         records = self.manager.show(obj, extended=extended)
-        return adopt(zklock_sql.lock_rows(self, records, extended), self)
+        return zklock_sql.lock_rows(self, records, extended)
 
     def validate_statement(self, statement: str) -> None:
         """Raise InvalidArguments with Spark's parse error when ``statement`` does not parse

@@ -29,21 +29,15 @@ from typing import Any, Optional, TypeVar
 
 from ..errors import LockLost
 from ..lockset import LockSet
-from ..mode import Mode
 from .jvm import new_instance
+from .protocol import FENCE_NODES, FENCE_REFUSED, FENCE_TAG, FENCE_ZOOKEEPER, QUERY_ID
 
 T = TypeVar("T")
 
-#: The local property carrying the LockSet's fencing token to every job of the statement.
-FENCING_TOKEN = "zklock.fencing.token"
-#: Local properties telling zklock's committers which lock nodes must still exist when the
-#: job commits: the connect string (with chroot) and the nodes' full paths, one per line.
-FENCE_ZOOKEEPER = "zklock.fence.zookeeper"
-FENCE_NODES = "zklock.fence.nodes"
-#: The operation tag carrying a Spark Connect statement's lock nodes (EngineGuard.FENCE_TAG).
-FENCE_TAG = "zklock-fence-"
-#: How a commit refused by the committers' fence begins its message (CommitFence.java).
-FENCE_REFUSED = "zklock: locks lost before commit"
+#: What the fence is called by those who check it (tests, table formats); defined in
+#: protocol.properties.
+__all__ = ["FENCE_NODES", "FENCE_REFUSED", "FENCE_ZOOKEEPER", "LockedStatement",
+           "fence_refusal", "in_locked_statement", "new_query_id", "query_id_scope"]
 
 _local = threading.local()
 
@@ -56,15 +50,20 @@ def new_query_id() -> str:
 
 
 @contextmanager
-def query_id_scope(query_id: str) -> Iterator[None]:
+def query_id_scope(spark: Any, query_id: str) -> Iterator[None]:
     """Statements run on this thread inside the block record ``query_id`` on their lock
-    nodes (the scheduler passes its execution's id, so executions join SHOW LOCKS)."""
+    nodes (the scheduler passes its execution's id, so executions join SHOW LOCKS): those
+    Spark's engine locks (a local property of the thread's jobs) and those locked here."""
     previous = getattr(_local, "query_id", None)
     _local.query_id = query_id
+    sc = spark.sparkContext
+    before = sc.getLocalProperty(QUERY_ID)
+    sc.setLocalProperty(QUERY_ID, query_id)
     try:
         yield
     finally:
         _local.query_id = previous
+        sc.setLocalProperty(QUERY_ID, before)
 
 
 def in_locked_statement() -> bool:
@@ -263,10 +262,3 @@ def _refusal_in_java(throwable: Any, depth: int = 10) -> Optional[str]:
     except Exception:  # a stopped JVM: no more to learn
         pass
     return None
-
-
-def covered(held: LockSet, wanted: list[Any]) -> bool:
-    """True when ``held`` grants every (object, mode) target in ``wanted``."""
-    modes = {h.target.obj: h.target.mode for h in held.held}
-    return all(t.obj in modes and (modes[t.obj] is Mode.EXCLUSIVE or t.mode is Mode.SHARED)
-               for t in wanted)

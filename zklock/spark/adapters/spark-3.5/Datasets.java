@@ -6,18 +6,10 @@ package zklock;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import org.apache.spark.sql.execution.QueryExecution;
 
 final class Datasets {
     private Datasets() {
-    }
-
-    /** The rows of an analyzed {@code execution}, as spark.sql would return them. */
-    static Dataset<Row> of(QueryExecution execution) {
-        return new Dataset<Row>(execution,
-            ExpressionEncoder$.MODULE$.apply(execution.analyzed().schema()));
     }
 
     /** The rows of {@code plan}, analyzed in {@code session}. */

@@ -1,0 +1,45 @@
+"""What zklock's Python and its JVM module agree on, read from the one file that defines it.
+
+``protocol.properties`` (beside this module) is written once; the build copies it into the
+jar, where Protocol.java reads it. Versions of the documents that cross between the two,
+the local properties and tags a locked statement's jobs carry, and the conditions of the
+engine's refusals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The file, as the jar's build copies it.
+FILE = Path(__file__).with_name("protocol.properties")
+#: Where the jar holds it.
+JAR_ENTRY = "zklock/protocol.properties"
+
+
+def _load() -> dict[str, str]:
+    values = {}
+    for line in FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+_VALUES = _load()
+
+ENGINE_VERSION = int(_VALUES["engine.version"])
+ANSWER_VERSION = int(_VALUES["answer.version"])
+CONNECT_PROTOCOL = int(_VALUES["connect.protocol"])
+FENCING_TOKEN = _VALUES["property.fencing_token"]
+FENCE_ZOOKEEPER = _VALUES["property.fence_zookeeper"]
+FENCE_NODES = _VALUES["property.fence_nodes"]
+QUERY_ID = _VALUES["property.query_id"]
+FENCE_TAG = _VALUES["tag.fence"]
+FENCE_REFUSED = _VALUES["fence.refused"]
+REFUSED = _VALUES["condition.refused"]
+DENIED = _VALUES["condition.denied"]
+LOST = _VALUES["condition.lost"]
+UNKNOWN_STATEMENTS = _VALUES["conf.unknown_statements"]
+ENGINE_MODE = _VALUES["conf.engine_mode"]
+ENGINE_READS = _VALUES["conf.engine_reads"]
