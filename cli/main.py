@@ -475,12 +475,14 @@ def sql(obj: Context, sql: str, as_json: bool, limit: int, conf: Sequence[str],
 
     Example: zklock sql "SHOW LOCKS sales.orders EXTENDED"
     """
-    df = locking_session(obj, conf, init_sql).sql(sql)
+    session = locking_session(obj, conf, init_sql)
+    df = session.sql(sql)
     columns = list(df.columns)
     if not columns:
         click.echo("OK")
         return
-    rows = [r.asDict() for r in df.limit(limit).collect()]
+    with session.errors():  # a query's denial, as zklock's (exit code 3)
+        rows = [r.asDict() for r in df.limit(limit).collect()]
     emit(rows, as_json, columns)
 
 

@@ -23,6 +23,16 @@ from .model import Execution
 class Runner(Protocol):
     """What an executor needs to run statements; :class:`SparkRunner` is the real one."""
 
+    def _copy(self) -> Any:
+        """A SparkSession of its own for one executor thread and user: a LockingSession is
+        the lock client of every statement its SparkSession runs. A copy of the runner's
+        (Spark's ``cloneSession``, public in the JVM though Scala keeps it to Spark's own
+        packages): scheduled queries see the functions, temporary views and settings the
+        scheduler's session had, as they would in that session (``newSession`` drops them)."""
+        from pyspark.sql import SparkSession
+
+        return SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+
     def run(self, execution: Execution, group: str) -> None: ...
 
     def cancel(self, group: str) -> None: ...
@@ -52,11 +62,19 @@ class SparkRunner:
                 settings = self.settings.with_(user=user)
                 manager = LockManager(client=self.client, settings=settings) \
                     if self.client is not None else None
-                # a SparkSession of its own: a LockingSession is the lock client of every
-                # statement its SparkSession runs, and each executor thread runs as its user
-                session = LockingSession(self.spark.newSession(), manager=manager, user=user)
+                session = LockingSession(self._copy(), manager=manager, user=user)
                 self._sessions[key] = session
             return session
+
+    def _copy(self) -> Any:
+        """A SparkSession of its own for one executor thread and user: a LockingSession is
+        the lock client of every statement its SparkSession runs. A copy of the runner's
+        (Spark's ``cloneSession``, public in the JVM though Scala keeps it to Spark's own
+        packages): scheduled queries see the functions, temporary views and settings the
+        scheduler's session had, as they would in that session (``newSession`` drops them)."""
+        from pyspark.sql import SparkSession
+
+        return SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
 
     def run(self, execution: Execution, group: str) -> None:
         from zklock.spark.statement import query_id_scope  # pyspark: only where Spark runs

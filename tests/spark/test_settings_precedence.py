@@ -25,8 +25,7 @@ from zklock import LockManager
 from zklock.errors import LockNotAcquired
 from zklock.events import read_events
 from zklock.locknode import LockNodeName
-from zklock.spark import LockingSession
-from zklock.spark.engine import python_error
+from zklock.spark import LockingSession, lock_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -51,7 +50,7 @@ def outcome(path: str, session: LockingSession, table: str) -> tuple[str, float]
     try:
         run_path(path, session, table)
     except Exception as exc:
-        error = python_error(exc)
+        error = lock_error(exc)
         assert isinstance(error, LockNotAcquired), (path, exc)
         return "denied", time.monotonic() - started
     return "ran", time.monotonic() - started
@@ -222,7 +221,7 @@ def test_node_names_follow_the_strongest_level_on_every_path(case, spark, db, bu
     locking, _, _ = build(**levels)
     table_node = f"{root}/{db}/dim"
     for n, path in enumerate(PATHS):
-        latch = Latch(spark, tmp_path / f"latch-{n}")  # the statement holds its locks until
+        latch = Latch(locking, tmp_path / f"latch-{n}")  # the statement holds its locks until
         failed: list[BaseException] = []                # the test has read their names
 
         def run(path=path, failed=failed, latch=latch):

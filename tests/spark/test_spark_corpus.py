@@ -253,8 +253,8 @@ def test_explain_agrees_with_what_is_taken(template, make_locking, db, zk, root,
                                           tmp_path):
     """EXPLAIN LOCKS lists exactly the lock nodes a statement holds while it runs."""
     # the statement holds its locks until the test has read them, however slow the machine
-    latch = Latch(spark, tmp_path / "latch", name="slow_corpus")
     locking = make_locking()
+    latch = Latch(locking, tmp_path / "latch", name="slow_corpus")
     sql = template.format(d=db)
     planned = sorted(f"{o}:{m}" for o, m in locking.explain_locks(sql).rows())
     held: list[str] = []

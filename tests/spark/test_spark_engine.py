@@ -18,10 +18,10 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from conftest import PYTHON, Latch, raises_lock_error, spark_line
+from conftest import PYTHON, Latch, lock_nodes, raises_lock_error, spark_line
 from pyspark.sql import SparkSession
 
-from zklock.errors import LockNotAcquired
+from zklock.errors import LockNotAcquired, UnsupportedStatement
 from zklock.mode import Mode
 from zklock.objects import LockObject
 from zklock.spark import enforce
@@ -171,10 +171,11 @@ def test_a_locking_session_and_the_plain_session_never_write_at_once(
     through the plain session (locked by the engine). Each row a write produces records when
     it was written; the writes' rows never interleave."""
     marks = str(tmp_path / "marks")
-    spark.udf.register("zk_mark", lambda who, i: (open(marks, "a").write(
-        f"{who} {time.time():.6f}\n"), i)[1], "bigint")
     # each waits out the other's whole write: up to 2 minutes, for a loaded machine
     locking = make_locking(retries=6000, retry_interval=0.02)
+    for session in (spark, locking):
+        session.udf.register("zk_mark", lambda who, i: (open(marks, "a").write(
+            f"{who} {time.time():.6f}\n"), i)[1], "bigint")
     insert = f"INSERT INTO {db}.events PARTITION (ds='both') SELECT zk_mark('{{}}', id) FROM" \
              " range(0, 6, 1, 2)"
     errors = []
@@ -316,27 +317,24 @@ def test_what_locks_nothing_needs_no_lock_client(spark, db, tmp_path):
     assert spark.read.parquet(str(tmp_path / "out")).count() == 3
 
 
-def test_a_locking_session_statement_whose_nodes_are_gone_does_not_run(
+def test_a_statement_inside_a_holding_block_whose_nodes_are_gone_does_not_run(
         spark, db, make_locking, zk, root):
-    """The engine checks, as the fenced commit does, that the statement's lock nodes still
-    exist before its command runs: here a script deletes them between the wrapper's grant
-    and the command (another client removing nodes)."""
+    """The engine checks, as the fenced commit does, that a block's lock nodes still exist
+    and cover a statement run inside it: here another client removes them in the block."""
     from zklock.errors import LockLost
 
     table = f"{db}.dim"
     locking = make_locking()
-    before = count(spark, table)
-    original = locking.execution.commit_staging
-
-    def delete_nodes_then_stage(lockset):
-        for path in lockset.node_paths:
+    df = locking.table(table)
+    with locking.holding(df) as held:
+        with raises_lock_error(UnsupportedStatement, match="do not cover"):
+            locking.sql(f"INSERT INTO {table} VALUES (11, 'not covered')")  # S is not X
+        assert df.count() == count(spark, table)  # covered: nothing more is taken
+        for path in held.node_paths:
             zk.delete(path)
-        return original(lockset)
-
-    locking.execution.commit_staging = delete_nodes_then_stage
-    with raises_lock_error(LockLost):
-        locking.sql(f"INSERT INTO {table} VALUES (11, 'gone')")
-    assert count(spark, table) == before
+        with raises_lock_error(LockLost):
+            df.count()
+    assert lock_nodes(zk, root) == []
 
 
 def test_denial_message_is_one_line_and_names_the_holder(spark, db, make_manager):
@@ -439,23 +437,22 @@ def test_a_failing_command_releases_its_locks(spark, db, make_manager, zk, root)
 # ---- a LockingSession's own writes: PySpark's writers, locked in the engine as the session
 def test_a_locking_sessions_writes_lock_with_its_own_manager(spark, db, make_locking,
                                                             make_manager, root, zk):
-    """Two LockingSessions over one SparkSession, on two roots: each writer call is locked
-    by its own session's manager (its root, its retries), raised as zklock's exception."""
+    """Two LockingSessions (each over a SparkSession of its own), on two roots: each one's
+    writes are locked by its own manager (its root, its retries)."""
     from conftest import lock_nodes, wait_for
 
     from zklock.spark import LockingSession
 
     here = make_locking()
     elsewhere = make_locking(root=root + "-elsewhere")
-    assert here.spark is elsewhere.spark is spark
+    assert here.spark is not elsewhere.spark
     rows = here.createDataFrame([(9, "mine")], "id INT, name STRING")
     theirs = elsewhere.createDataFrame([(10, "theirs")], "id INT, name STRING")
     other = make_manager()
     before = count(spark, f"{db}.dim")
     with other.acquire([(f"{db}.dim", "X")], query_id="holder-own"):
-        with raises_lock_error(LockNotAcquired, match="holder-own") as denied:
+        with raises_lock_error(LockNotAcquired, match="holder-own"):
             rows.write.insertInto(f"{db}.dim")
-        assert denied.value.conflicts  # the very exception the lock client raised
         theirs.write.insertInto(f"{db}.dim")  # its root has no holder
     with other.acquire([(f"{db}.orders", "S")], query_id="holder-own"):
         with raises_lock_error(LockNotAcquired, match="holder-own"):
@@ -471,8 +468,8 @@ def test_a_locking_session_write_whose_locks_are_lost_raises_lock_lost(spark, db
 
     from zklock.errors import LockLost
 
-    latch = Latch(spark, tmp_path / "latch")  # opened once the write has ended
     here = make_locking()
+    latch = Latch(here, tmp_path / "latch")  # opened once the write has ended
     before = count(spark, f"{db}.events")
     slow = here.sql(f"SELECT {latch.name}(CAST(id AS INT)) AS id FROM range(0, 40, 1, 1)")
     failure = []

@@ -22,6 +22,7 @@ from kazoo.exceptions import NoAuthError
 
 from zklock import LockLost
 from zklock.auth import Credentials
+from zklock.spark import lock_error
 from zklock.spark.statement import FENCE_NODES, FENCE_REFUSED, FENCE_ZOOKEEPER
 from zklock.testing import expire_session
 
@@ -84,7 +85,7 @@ def test_a_write_under_zklock_commits_through_the_check(make_locking, db, spark,
 
     def fence(x: int) -> str:
         return TaskContext.get().getLocalProperty(FENCE_NODES) or ""
-    spark.udf.register("fence_nodes", udf(fence, "string", useArrow=False))
+    locking.udf.register("fence_nodes", udf(fence, "string", useArrow=False))
     before = count(spark, f"{db}.dim")
     locking.sql(f"INSERT INTO {db}.dim SELECT 7, fence_nodes(1)")
     assert count(spark, f"{db}.dim") == before + 1
@@ -133,7 +134,7 @@ def test_commit_is_refused_when_a_lock_node_is_deleted_under_it(make_locking, db
     with HeldCommit(spark, tmp_path, lambda: rows.write.insertInto(f"{db}.notes")) as held:
         (mine,) = [n for n in lock_nodes(zk, root) if "/notes/write-" in n]
         zk.delete(mine)
-        error = held.release()
+        error = lock_error(held.release())  # a DataFrame write raises Spark's error
     assert isinstance(error, LockLost), error
     assert FENCE_REFUSED in error.reason and "1 of 2 lock nodes gone" in error.reason
     assert [tuple(r) for r in spark.table(f"{db}.notes").collect()] == [(1, "kept")]

@@ -155,15 +155,15 @@ def test_statements_without_tables_take_no_locks(locking, shared_db, sql):
 
 def test_use_takes_no_lock_and_sets_the_database_for_later_names(locking, shared_db, spark):
     assert explain(locking, f"USE {shared_db}") == []
-    spark.sql(f"USE {shared_db}")
+    locking.sql(f"USE {shared_db}")
     try:
         assert explain(locking, "SELECT * FROM dim") == [f"{shared_db}:S", f"{shared_db}.dim:S"]
     finally:
-        spark.sql("USE default")
+        locking.sql("USE default")
 
 
 def test_temp_view_resolves_to_its_base_tables(locking, shared_db, spark):
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW tv_dim AS SELECT * FROM {shared_db}.dim")
+    locking.sql(f"CREATE OR REPLACE TEMPORARY VIEW tv_dim AS SELECT * FROM {shared_db}.dim")
     assert explain(locking, "SELECT * FROM tv_dim") == [f"{shared_db}:S", f"{shared_db}.dim:S"]
 
 
@@ -286,8 +286,8 @@ def test_partition_names_hive_escapes_are_listed_back(locking, spark, db):
     an insert into a temporary view over a table's files writes that table."""
     location = spark.sql(f"DESCRIBE TABLE EXTENDED {db}.dim").where("col_name = 'Location'"
                                                                      ).collect()[0].data_type
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW tv_files USING parquet"
-              f" OPTIONS (path '{location}')")
+    locking.sql(f"CREATE OR REPLACE TEMPORARY VIEW tv_files USING parquet"
+                f" OPTIONS (path '{location}')")
     values = ["a/b%c=d", "caf\u00e9 \u2603", "x'y\"z", "tab\there", "\U0001f600",
               "arrow -> b"]
     for value in values:

@@ -36,6 +36,10 @@ final class EngineGuard {
     static final int VERSION = Protocol.ENGINE_VERSION;
     /** The operation tag carrying a Connect statement's lock nodes. */
     static final String FENCE_TAG = Protocol.FENCE_TAG;
+    /** The local property marking the nodes in CommitFence's as this engine's own grant
+     *  (its nested executions are its statement's); without it they are a Python block's
+     *  (LockingSession.holding, saveAsTable), whose cover is checked. */
+    static final String ENGINE_HELD = "zklock.engine.held";
     /** How often a command granted after waiting is planned again before giving up. */
     static final int REPLANS = 5;
 
@@ -184,21 +188,27 @@ final class EngineGuard {
         sc.setLocalProperty(JobTags.FENCING_TOKEN, grant.path("token").asText());
         sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path("zookeeper").asText());
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
+        sc.setLocalProperty(ENGINE_HELD, handle);
         return new Grant(new EngineGuard(client, handle, jobTag, sc),
             grant.path("attempts").asInt(1));
     }
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
-     *  checked (else EngineRefusal). This process's own statements (local properties, set by
-     *  zklock) are checked to still exist; a Spark Connect client's (its operation tag, which
-     *  a client could forge) are checked by the lock client to be lock nodes covering what
-     *  the command needs, or, with no lock client here, to exist. */
+     *  checked (else EngineRefusal). The engine's own statement's nested executions are
+     *  checked to still exist. A block zklock's Python holds (LockingSession.holding, Spark
+     *  3.5 and 4.0's saveAsTable: local properties without ENGINE_HELD) and a Spark Connect
+     *  client's (its operation tag, which a client could forge) are checked by the lock
+     *  client to be lock nodes covering what the statement needs and to exist (a block
+     *  holding S on a table does not cover a write to it), or, with no lock client here,
+     *  to exist. */
     private static boolean heldLocks(SparkSession session, Supplier<JsonNode> planned,
                                      SparkContext sc) {
         String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
         List<String> paths = new ArrayList<>();
+        boolean claimed;  // nodes a statement of zklock's Python holds, not this engine's own
         if (heldHere(sc)) {
             paths.addAll(List.of(sc.getLocalProperty(CommitFence.NODES).split("\n")));
+            claimed = sc.getLocalProperty(ENGINE_HELD) == null;
         } else {
             JsonNode fence = connectFence(sc);
             if (fence == null) {
@@ -206,6 +216,9 @@ final class EngineGuard {
             }
             zookeeper = fence.path("zookeeper").asText();
             fence.path("nodes").forEach(n -> paths.add(n.asText()));
+            claimed = true;
+        }
+        if (claimed) {  // a block of Python's (holding(), a Connect client's): does it cover?
             EngineLockClient client = EngineLocks.client(session);
             if (client != null) {
                 Map<String, Object> claim = new LinkedHashMap<>();
@@ -334,6 +347,7 @@ final class EngineGuard {
         sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
+        sc.setLocalProperty(ENGINE_HELD, null);
         LEFT_TAGS.get().add(jobTag);
     }
 
@@ -365,7 +379,16 @@ final class EngineGuard {
         sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
+        sc.setLocalProperty(ENGINE_HELD, null);
         JsonNode released = read(client.release(handle, failure != null), VERSION);
+        List<String> objects = new ArrayList<>();
+        released.path("objects").forEach(o -> objects.add(o.asText()));
+        Map<String, String> parameters = Map.of("objects", String.join("\n", objects));
+        String refused = fenceRefusal(failure);
+        if (refused != null) {  // the loss may be known to ZooKeeper only, not to the client yet
+            return EngineRefusal.of("lost", refused + ": the job commit of " + command
+                + " was refused, nothing it wrote became visible", failure, parameters);
+        }
         if (!"lost".equals(released.path("outcome").asText())) {
             return null;
         }
@@ -373,9 +396,20 @@ final class EngineGuard {
             + released.path("message").asText("session lost") + "): "
             + (failure != null ? "its Spark jobs were cancelled"
                 : "it completed, but others may have overlapped it");
-        List<String> objects = new ArrayList<>();
-        released.path("objects").forEach(o -> objects.add(o.asText()));
-        return EngineRefusal.of("lost", why, failure, Map.of("objects", String.join("\n", objects)));
+        return EngineRefusal.of("lost", why, failure, parameters);
+    }
+
+    /** The refusal of zklock's committers behind {@code failure} (CommitFence.REFUSED, as its
+     *  message begins), or null. */
+    private static String fenceRefusal(Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause()) {
+            String message = t.getMessage();
+            int at = message == null ? -1 : message.indexOf(CommitFence.REFUSED);
+            if (at >= 0) {
+                return message.substring(at).split("\n", 2)[0].trim();
+            }
+        }
+        return null;
     }
 
     private static String statement(LogicalPlan parsed, String name, String what) {

@@ -5,7 +5,7 @@
 //
 // Spark loads it by name, with zklock's jar on the application's class path:
 //   spark.sql.extensions=zklock.EngineLocks
-// (zklock.spark.configure(builder) sets both). It adds two things to every session:
+// (zklock.spark.configure(builder) sets both). It adds to every session:
 //  - two analyzer rules that leave the parsed form of an analyzed command on it (the tag
 //    PARSED, with the resolved plan as ANALYZED), because the planner's rules read statements
 //    as parsed: one runs as early as the Spark line allows (before Spark resolves anything from
@@ -13,6 +13,7 @@
 //    from (by AnalysisContext: a view's or subquery's nested analysis has its own), the other
 //    runs once the plan is resolved and tags its root (Spark then keeps tags through
 //    optimization);
+//  - an analyzer rule refusing streaming writes into tables (StreamingWrites.java);
 //  - a planner strategy, LockedCommands.java, that puts every command that may change data
 //    or metadata under a LockedCommandExec.java, which holds the command's locks while it
 //    runs (EngineGuard.java says how it gets them).
@@ -58,6 +59,7 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     public BoxedUnit apply(SparkSessionExtensions extensions) {
         AnalyzerHooks.first(extensions, new RememberParsed());
         extensions.injectPostHocResolutionRule(session -> new TagParsed());
+        extensions.injectPostHocResolutionRule(session -> new StreamingWrites());
         extensions.injectPlannerStrategy(LockedCommands::new);
         return BoxedUnit.UNIT;
     }

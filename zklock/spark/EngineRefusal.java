@@ -80,9 +80,12 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
         return condition;
     }
 
+    /** SQLSTATE, as a JDBC client sees it: 55P03 (lock not available, PostgreSQL's) for a
+     *  denial, 40003 (statement completion unknown) for a loss, 0A000 (feature not
+     *  supported) for a refusal. Spark's own code reads it (a SQL script's handlers). */
     @Override
     public String getSqlState() {
-        return null;
+        return DENIED.equals(condition) ? "55P03" : LOST.equals(condition) ? "40003" : "0A000";
     }
 
     @Override

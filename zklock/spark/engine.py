@@ -61,11 +61,11 @@ def lock_error(exc: BaseException) -> BaseException:
     raised because zklock's engine refused, denied or lost a statement; ``exc`` itself when
     zklock was not its cause. PySpark raises the engine's refusal as its
     ``QueryExecutionException`` with the condition ``ZKLOCK_*`` (both kinds of session)."""
-    refused = fence_refusal(exc)
-    if refused is not None:  # the fenced commit refused the job: its locks were gone
-        return LockLost([], refused)
     condition, message, parameters = _refusal(exc)
     if condition is None:
+        refused = fence_refusal(exc)
+        if refused is not None:  # the fenced commit refused a job zklock did not lock here
+            return LockLost([], refused)
         return exc
     message = message.removeprefix("zklock: ")
     if CONDITIONS[condition] is LockLost:
@@ -243,7 +243,7 @@ class EngineLockClient:
             lockset.release(wait=False)
         if lost:
             return _answer("lost", message=reason, objects=lockset.objects)
-        return _answer("released")
+        return _answer("released", objects=lockset.objects)
 
     class Java:
         implements = ["zklock.EngineLockClient"]
