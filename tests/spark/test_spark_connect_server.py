@@ -497,8 +497,8 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
 
 
 def test_the_fencing_token_reaches_the_server_side_tasks(make_connect_locking, cs, cdb):
-    """The server's engine runs each locked statement under its own job tag (its query id)
-    and its fencing token (a local property every task sees)."""
+    """The server's engine runs each locked write under its own job tag (its query id) and
+    fencing token (a local property every task sees, for table formats that record it)."""
     import re
 
     def job_tags(_):
@@ -511,17 +511,15 @@ def test_the_fencing_token_reaches_the_server_side_tasks(make_connect_locking, c
     from pyspark.sql.types import StringType
 
     cs.udf.register("zk_job_tags", job_tags, StringType())  # a Python UDF the server runs
+    cs.sql(f"CREATE TABLE {cdb}.tokens (t STRING) USING parquet")
     locking = make_connect_locking()
-
-    def tokens() -> tuple[list[str], int]:
-        (row,) = locking.table(f"{cdb}.dim").limit(1).selectExpr("zk_job_tags(id) AS t").collect()
-        tags, token = row.t.rsplit(";", 1)
-        return tags.split(","), int(token)
-
-    tags, first = tokens()
-    assert any(re.fullmatch(r"zklock-[0-9a-f]{16}", t) for t in tags), tags  # the query id
-    _, later = tokens()
-    assert later > first  # a later operation, a later token
+    for _ in range(2):
+        locking.sql(f"INSERT INTO {cdb}.tokens SELECT zk_job_tags(1)")
+    rows = [r.t.rsplit(";", 1) for r in cs.table(f"{cdb}.tokens").collect()]
+    for tags, _ in rows:
+        assert any(re.fullmatch(r"zklock-[0-9a-f]{16}", t) for t in tags.split(",")), tags
+    first, later = sorted(int(token) for _, token in rows)
+    assert later > first  # a later statement, a later token
 
 
 def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_locking, cs,
@@ -545,10 +543,14 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
                 f" SELECT id, 1.0 FROM range(0, 12, 1, 1)"
                 f" WHERE java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
         done = threading.Event()
+        failed: list = []
 
         def first():
-            a.sql(slow)
-            done.set()
+            try:
+                a.sql(slow)
+                done.set()
+            except Exception as exc:  # reported below
+                failed.append(exc)
         t = threading.Thread(target=first)
         t.start()
         # a holds X on the partition once its write node is there (not after a guessed
@@ -562,7 +564,7 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
         except LockNotAcquired:
             denied = True
         t.join()
-        assert done.is_set()
+        assert done.is_set(), failed
         assert denied
     finally:
         close(second)

@@ -27,6 +27,8 @@ from zklock.spark.statement import FENCE_NODES, FENCE_REFUSED, FENCE_ZOOKEEPER
 from zklock.testing import expire_session
 
 HOLD = "zklock.fence.holdFile"
+#: How the engine marks its own statement's nodes (EngineGuard.ENGINE_HELD).
+ENGINE_HELD = "zklock.engine.held"
 
 
 def count(spark, table: str) -> int:
@@ -181,6 +183,9 @@ def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
             silent.listen(8)
         sc.setLocalProperty(FENCE_ZOOKEEPER, f"127.0.0.1:{silent.getsockname()[1]}")
         sc.setLocalProperty(FENCE_NODES, "/nowhere/db/t/write-i000000000000000000000000-1")
+        # as the engine marks its own statement's nodes (EngineGuard.ENGINE_HELD): checked
+        # to exist, not claimed (a claim's nodes must be under the lock client's root)
+        sc.setLocalProperty(ENGINE_HELD, "by-hand")
         started = time.monotonic()
         try:
             with pytest.raises(Exception) as info:
@@ -188,6 +193,7 @@ def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
         finally:
             sc.setLocalProperty(FENCE_ZOOKEEPER, None)
             sc.setLocalProperty(FENCE_NODES, None)
+            sc.setLocalProperty(ENGINE_HELD, None)
         elapsed = time.monotonic() - started
     expected = "did not answer within 5000 ms" if server == "silent" else "CONNECTIONLOSS"
     assert f"{FENCE_REFUSED} (ZooKeeper at 127.0.0.1:" in str(info.value)

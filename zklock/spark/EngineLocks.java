@@ -168,7 +168,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
             LogicalPlan parsed = ANALYZING.get().remove(context());
-            if (plan instanceof Command && parsed != null && plan.getTagValue(PARSED).isEmpty()) {
+            if (LockedCommands.isStatement(plan) && parsed != null
+                    && plan.getTagValue(PARSED).isEmpty()) {
                 plan.setTagValue(PARSED, parsed);
                 plan.setTagValue(ANALYZED, plan);
             }

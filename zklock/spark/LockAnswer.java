@@ -5,7 +5,8 @@
 //    "targets": [{"db": "sales", "table": "orders", "partition": [["ds", "1"]], "mode": "X"}],
 //    "notes": ["..."], "recheck": true}
 // ("recheck", only when true: the locks were planned on what exists now, a CREATE ... IF NOT
-// EXISTS of an existing object taking S; plan the statement again once they are held)
+// EXISTS of an existing object taking S; plan the statement again once they are held.
+// "whole", only when true: a SQL script, whose locks its caller holds for the whole script)
 //   {"version": 1, "kind": "refused", "refusal": "unsupported" | "invalid_arguments",
 //    "message": "..."}
 //
@@ -93,9 +94,19 @@ public final class LockAnswer {
 
     static LockAnswer locks(boolean command, List<Target> targets, List<String> notes,
                             boolean recheck) {
+        return locks(command, targets, notes, recheck, false);
+    }
+
+    /** ... {@code whole}: a SQL script, which Spark runs statement by statement with no hook
+     *  around the whole: its caller holds the locks for all of it. */
+    static LockAnswer locks(boolean command, List<Target> targets, List<String> notes,
+                            boolean recheck, boolean whole) {
         LockAnswer answer = new LockAnswer(command ? "command" : "query");
         if (recheck) {
             answer.fields.put("recheck", true);
+        }
+        if (whole) {
+            answer.fields.put("whole", true);
         }
         List<Map<String, Object>> out = new ArrayList<>();
         for (Target t : targets) {

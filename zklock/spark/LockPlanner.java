@@ -171,6 +171,7 @@ public final class LockPlanner {
         final boolean command;
         final List<String> notes;
         boolean recheck;  // planned on what exists now: plan again once the locks are held
+        boolean whole;    // a script: its caller holds the locks around all of it
 
         Plan(List<Target> targets, boolean command, List<String> notes) {
             this.targets = targets;
@@ -179,7 +180,7 @@ public final class LockPlanner {
         }
 
         LockAnswer answer() {
-            return LockAnswer.locks(command, targets, notes, recheck);
+            return LockAnswer.locks(command, targets, notes, recheck, whole);
         }
     }
 
@@ -538,7 +539,9 @@ public final class LockPlanner {
             notes.addAll(sub.notes);
         }
         specs.addAll(namedReads(census));
-        return command(specs, new ArrayList<>(notes));
+        Plan plan = command(specs, new ArrayList<>(notes));
+        plan.whole = true;
+        return plan;
     }
 
     private static void scriptStatements(LogicalPlan plan, List<LogicalPlan> out) {

@@ -41,7 +41,7 @@ final class LockedCommands extends SparkStrategy {
     public scala.collection.immutable.Seq<SparkPlan> apply(LogicalPlan plan) {
         // what touches nothing shared is judged on the statement as written: Spark turns a
         // persistent CREATE VIEW into the same command as a temporary one
-        if (!(plan instanceof Command)) {
+        if (!(plan instanceof Command) && (DEPTH.get()[0] > 0 || !isStatement(plan))) {
             return rootOfQuery(plan) ? LockedExec.list(
                 new LockedQueryExec(plan, planInside(plan))) : empty();
         }
@@ -77,6 +77,25 @@ final class LockedCommands extends SparkStrategy {
         }
     }
 
+    /** Is {@code plan} a command statement: a command, or a plan holding commands (Hive's
+     *  multi-insert, a Union of inserts that Spark executes as one plan)? Then it is locked
+     *  whole, all or none, as a command: never as a query, which would take only its reads. */
+    static boolean isStatement(LogicalPlan plan) {
+        if (plan instanceof Command) {
+            return true;
+        }
+        if (plan.nodeName().equals("ReturnAnswer")) {
+            return false;  // Spark's root of what is collected: it plans the child apart
+        }
+        scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+        while (kids.hasNext()) {
+            if (isStatement(kids.next())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Is {@code plan} the root of a query zklock locks: not inside a locked root's planning,
      *  not a command (behind Spark's ReturnAnswer), not streaming, not adaptive execution's
      *  re-planning of a running query, and reading something other than local rows? */
@@ -86,7 +105,7 @@ final class LockedCommands extends SparkStrategy {
         }
         LogicalPlan top = plan.nodeName().equals("ReturnAnswer") ? plan.children().apply(0)
             : plan;
-        if (top instanceof Command || contains(plan, "LogicalQueryStage")
+        if (isStatement(top) || contains(plan, "LogicalQueryStage")
                 || !readsRelation(plan)) {
             return false;
         }

@@ -23,11 +23,20 @@ final class StreamingWrites extends Rule<LogicalPlan> {
             if (write.catalogTable().isDefined() || write.catalogAndIdent().isDefined()
                     || sink.contains("FileStreamSink") || sink.contains("FileTable")) {
                 throw EngineRefusal.refused("zklock: refused a streaming write to "
-                    + write.sink().name() + ": a query that writes for ever cannot hold a"
+                    + target(write, sink) + ": a query that writes for ever cannot hold a"
                     + " statement's locks; write in batches (foreachBatch is locked like any"
                     + " statement), or hold a lease on the target (LOCK TABLE ... FOR)");
             }
         }
         return plan;
+    }
+
+    /** The table or sink a streaming write names, for the message. */
+    private static String target(WriteToStream write, String sink) {
+        if (write.catalogTable().isDefined()) {
+            return write.catalogTable().get().identifier().unquotedString();
+        }
+        return write.catalogAndIdent().isDefined()
+            ? write.catalogAndIdent().get()._2().toString() : sink;
     }
 }

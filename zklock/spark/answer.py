@@ -45,6 +45,9 @@ class PlannedLocks:
     #: planned on what exists now (a CREATE ... IF NOT EXISTS of an existing object, in S):
     #: plan again once the locks are held, and take X if it is gone
     recheck: bool = False
+    #: a SQL script: Spark runs it statement by statement, with no hook around the whole, so
+    #: its caller holds these locks for all of it
+    whole: bool = False
 
 
 def read(text: str) -> PlannedLocks:
@@ -65,7 +68,7 @@ def read(text: str) -> PlannedLocks:
         raise _refusal(doc["refusal"], doc["message"])
     specs = [(_object(t), Mode(t["mode"])) for t in doc["targets"]]
     return PlannedLocks(normalize(specs), kind == "command", list(doc.get("notes", [])),
-                        bool(doc.get("recheck", False)))
+                        bool(doc.get("recheck", False)), bool(doc.get("whole", False)))
 
 
 def _object(target: dict) -> LockObject:

@@ -26,7 +26,7 @@ class ConnectPlanner:
 
     def plan_sql(self, sql: str, strict: bool = True) -> LockPlan:
         locks = plan_statement(self.spark, sql, self.unknown_statements, strict=strict)
-        return LockPlan(sql, locks.targets, locks.is_command, locks.notes)
+        return LockPlan(sql, locks.targets, locks.is_command, locks.notes, locks.whole)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return plan_dataframe(self.spark, df, self.unknown_statements).targets

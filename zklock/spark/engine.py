@@ -67,7 +67,6 @@ def lock_error(exc: BaseException) -> BaseException:
         if refused is not None:  # the fenced commit refused a job zklock did not lock here
             return LockLost([], refused)
         return exc
-    message = message.removeprefix("zklock: ")
     if CONDITIONS[condition] is LockLost:
         objects = [o for o in parameters.get("objects", "").split("\n") if o]
         return LockLost(objects, message)

@@ -78,6 +78,11 @@ class LockedExecution:
                 self.planner.refresh_listings(df)  # the files as of the locks
             yield lockset
 
+    def held(self, targets: list[LockTarget], what: str) -> Any:
+        """``targets`` held for a block, with the session's manager, settings and staging."""
+        return held(self.spark, self._manager(), self.settings.current, targets, what,
+                    self.commit_staging)
+
     @property
     def commits(self) -> Any:
         """The application's CommitIsolation; None when ``isolate_commits`` is off."""

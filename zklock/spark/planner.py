@@ -29,6 +29,8 @@ class LockPlan:
     targets: list[LockTarget]
     is_command: bool
     notes: list[str] = field(default_factory=list)
+    #: hold the locks around the whole statement (a SQL script: answer.PlannedLocks.whole)
+    whole: bool = False
 
     def rows(self) -> list[tuple[str, str]]:
         """(object, mode) in acquisition order."""
@@ -105,7 +107,7 @@ class ClassicPlanner:
 
     def plan_sql(self, sql: str, strict: bool = True) -> LockPlan:
         locks = answer.read(str(self._call(self._java.planSql, sql, strict)))
-        return LockPlan(sql, locks.targets, locks.is_command, locks.notes)
+        return LockPlan(sql, locks.targets, locks.is_command, locks.notes, locks.whole)
 
     def plan_dataframe(self, df: Any) -> list[LockTarget]:
         return answer.read(str(self._call(self._java.planDataFrame, df._jdf))).targets

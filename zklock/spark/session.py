@@ -33,6 +33,7 @@ from ..config import Level, Settings
 from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
+from ..sqltext import tokenize
 from . import registry, saveastable
 from . import sql as zklock_sql
 from .commit import commit_isolation
@@ -52,6 +53,13 @@ from .protocol import UNKNOWN_STATEMENTS
 from .statement import is_connect
 
 SYSTEM_DATABASE = "sysdb"
+
+
+def maybe_script(sql: str) -> bool:
+    """Could ``sql`` be a SQL script (``BEGIN``, or ``label: BEGIN``)? The planner decides;
+    this only spares every other statement the question."""
+    words = [t.upper or t.text for t in tokenize(sql, limit=3)]
+    return words[:1] == ["BEGIN"] or (words[1:3] == [":", "BEGIN"])
 
 registry.register_statement(zklock_sql.HANDLER)
 
@@ -254,7 +262,18 @@ class LockingSession:
                 return handler.run(self, sqlQuery)
         self.refresh_system_views(sqlQuery)
         with self.errors():
+            if maybe_script(sqlQuery):
+                return self._script(sqlQuery)
             return self._spark.sql(sqlQuery)
+
+    def _script(self, sql: str) -> Any:
+        """A SQL script holds the union of its statements' locks for its whole run (Spark runs
+        it statement by statement, with no hook around the whole: docs/spark.md)."""
+        plan = self._planner.plan_sql(sql)
+        if not plan.whole:
+            return self._spark.sql(sql)
+        with self.execution.held(plan.targets, sql[:200]):
+            return self._spark.sql(sql)
 
     @contextmanager
     def errors(self) -> Iterator[None]:
