@@ -14,7 +14,8 @@ them costs nothing. Per statement it reports the medians and the median of the p
 differences (zklock minus bare, run back to back):
 
 - a LockingSession ``INSERT INTO t PARTITION (ds, hr) VALUES (...)`` (4 objects) and a
-  ``SELECT count(*)`` over one ds prefix (10 objects);
+  ``SELECT count(*)`` over one ds prefix (10 objects), both locked by the engine, as the
+  LockingSession's SparkSession;
 - the same INSERT through the plain session of zklock's application, locked by the engine;
 - the plain session's reads, which the engine read-locks: a ``count()`` of a table, a
   ``collect()`` of 1,000 rows and a join of two tables;
@@ -23,7 +24,8 @@ differences (zklock minus bare, run back to back):
 
 ``--connect`` does the same over Spark Connect: a bare Connect server (Spark's own, through
 spark-submit) against zklock's (``zklock spark connect-server start``: plugin, engine, lock
-client), with a LockingSession client and a plain client. ``--out`` appends the Markdown.
+client), with a LockingSession client and a plain client (its INSERT, count, collect and
+join). ``--out`` appends the Markdown.
 """
 
 from __future__ import annotations
@@ -277,6 +279,11 @@ def connect_tables(hosts: str, reps: int) -> str:
             "plain client `INSERT`, locked by zklock's server":
                 (timed(lambda i: bare.sql(INSERT.format(i=i))),
                  timed(lambda i: cs.sql(INSERT.format(i=i)))),
+            **{f"plain client {label}, read-locked by zklock's server":
+               (timed(lambda i, read=read: read(bare)), timed(lambda i, read=read: read(cs)))
+               for label, read in [("`count()` of a table", PLAIN_READS["plain_count"]),
+                                   ("`collect()` of 1,000 rows", PLAIN_READS["plain_collect"]),
+                                   ("join of two tables", PLAIN_READS["plain_join"])]},
         }, reps)
         locking.close()
         cs.stop()

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from ..manager import LockManager
 from .jvm import check_pyspark
 
 check_pyspark()  # before anything imports PySpark's 4.x modules: one clear line otherwise
 
-from .engine import EngineLockClient, enforce, lock_error  # noqa: E402
+from .engine import EngineLockClient, lock_error, settings_of  # noqa: E402
 from .planner import LockPlan  # noqa: E402
 from .session import LockingSession  # noqa: E402
 
@@ -73,6 +74,24 @@ def configure(builder: Any) -> Any:
     if not any(j == jar or jar_info(Path(j)) for j in jars):  # one zklock jar, not two
         builder = builder.config("spark.jars", f"{existing},{jar}" if existing else jar)
     return builder
+
+
+def enforce(spark: Any, manager: Optional[LockManager] = None,
+            **settings: Any) -> EngineLockClient:
+    """Make ``manager`` (default: one built from ``settings``, Spark conf and the
+    environment) take the locks of every statement this application's engine runs in a
+    SparkSession no LockingSession wraps, with ``settings`` and the Spark conf over the
+    manager's own, as a LockingSession's (docs/configuration.md, "Precedence"). The session
+    must be built with :func:`configure`. ``close()`` the returned client (or use it as a
+    context manager) to stop."""
+    from . import saveastable
+
+    saveastable.install()  # Spark 3.5 and 4.0's saveAsTable, locked whole by this client
+    own = settings_of(spark, settings)
+    if manager is None:
+        manager = LockManager(settings=own)
+    layered = own.over(manager.settings)
+    return EngineLockClient(spark, manager, settings=lambda: layered).install()
 
 
 def _local_connect(options: dict, local_master: bool) -> bool:

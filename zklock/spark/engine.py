@@ -311,24 +311,6 @@ class EngineLockClient:
             pass
 
 
-def enforce(spark: Any, manager: Optional[LockManager] = None,
-            **settings: Any) -> EngineLockClient:
-    """Make ``manager`` (default: one built from ``settings``, Spark conf and the
-    environment) take the locks of every command this application's engine runs outside a
-    LockingSession, with ``settings`` and the Spark conf over the manager's own, as a
-    LockingSession's (docs/configuration.md, "Precedence"). The session must be built with
-    :func:`zklock.spark.configure`. ``close()`` the returned client (or use it as a context
-    manager) to stop."""
-    from . import saveastable  # it locks through this module's clients
-
-    saveastable.install()
-    own = settings_of(spark, settings)
-    if manager is None:
-        manager = LockManager(settings=own)
-    layered = own.over(manager.settings)
-    return EngineLockClient(spark, manager, settings=lambda: layered).install()
-
-
 def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:
     """zklock's settings for an application: ``overrides`` (a LockingSession's or
     enforce()'s keyword arguments, at Level.SESSION), then its Spark conf (``spark.zklock.*``
