@@ -31,11 +31,12 @@ def test_every_entry_point_fails_within_the_connect_timeout(spark, shared_db):
 
     from zklock.spark import LockingSession
 
-    session = LockingSession(spark, hosts=hosts, connect_timeout=1)
+    session = LockingSession(spark.newSession(), hosts=hosts, connect_timeout=1)
     t0 = time.monotonic()
-    with pytest.raises(ZooKeeperUnavailable, match="within 1s"):
-        session.sql(f"SELECT * FROM {shared_db}.dim").collect()
+    with pytest.raises(ZooKeeperUnavailable, match="within 1s"), session.errors():
+        session.sql(f"SELECT * FROM {shared_db}.dim").collect()  # locked in the engine
     assert time.monotonic() - t0 < 10
+    session.close()
 
     for args in (["show"], ["waits"], ["lease", "list"], ["schedule", "list"],
                  ["scheduler", "status"]):

@@ -5,6 +5,7 @@
 //   ZKLOCK_REFUSED      zklock cannot or will not lock the statement (UnsupportedStatement)
 //   ZKLOCK_LOCK_DENIED  a lock request denied after its retries (LockNotAcquired)
 //   ZKLOCK_LOCK_LOST    a statement whose locks were lost (LockLost)
+//   ZKLOCK_UNAVAILABLE  ZooKeeper out of reach (ZooKeeperUnavailable)
 // A LockingSession raises zklock's own exception for each (zklock/spark/errors.py). The
 // conditions are not in Spark's error-class files: every SparkThrowable method that would
 // look one up is answered here.
@@ -25,6 +26,7 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     public static final String REFUSED = Protocol.REFUSED;
     public static final String DENIED = Protocol.DENIED;
     public static final String LOST = Protocol.LOST;
+    public static final String UNAVAILABLE = Protocol.UNAVAILABLE;
 
     private final String condition;
     private final Map<String, String> parameters;
@@ -60,7 +62,8 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     static EngineRefusal of(String outcome, String message, Throwable cause,
                             Map<String, String> parameters) {
         String condition = "denied".equals(outcome) ? DENIED
-            : "lost".equals(outcome) ? LOST : REFUSED;
+            : "lost".equals(outcome) ? LOST
+            : "unavailable".equals(outcome) ? UNAVAILABLE : REFUSED;
         return new EngineRefusal(condition, message, cause, parameters);
     }
 
@@ -69,7 +72,7 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
         throw (E) e;
     }
 
-    @Override
+    // Spark 4.0 on ask it (no @Override: Spark 3.5's interface has getErrorClass only)
     public String getCondition() {
         return condition;
     }
@@ -81,11 +84,12 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     }
 
     /** SQLSTATE, as a JDBC client sees it: 55P03 (lock not available, PostgreSQL's) for a
-     *  denial, 40003 (statement completion unknown) for a loss, 0A000 (feature not
-     *  supported) for a refusal. Spark's own code reads it (a SQL script's handlers). */
+     *  denial, 40003 (statement completion unknown) for a loss, 08001 (cannot connect) for
+     *  ZooKeeper out of reach, 0A000 (feature not supported) for a refusal. Spark's own code reads it (a SQL script's handlers). */
     @Override
     public String getSqlState() {
-        return DENIED.equals(condition) ? "55P03" : LOST.equals(condition) ? "40003" : "0A000";
+        return DENIED.equals(condition) ? "55P03" : LOST.equals(condition) ? "40003"
+            : UNAVAILABLE.equals(condition) ? "08001" : "0A000";
     }
 
     @Override

@@ -22,6 +22,7 @@ final class Protocol {
     static final String REFUSED = get("condition.refused");
     static final String DENIED = get("condition.denied");
     static final String LOST = get("condition.lost");
+    static final String UNAVAILABLE = get("condition.unavailable");
     static final String UNKNOWN_STATEMENTS = get("conf.unknown_statements");
     static final String ENGINE_MODE = get("conf.engine_mode");
     static final String ENGINE_READS = get("conf.engine_reads");

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from ..config import HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
-from ..errors import LockLost, LockNotAcquired, UnsupportedStatement
+from ..errors import LockLost, LockNotAcquired, UnsupportedStatement, ZooKeeperUnavailable
 from ..locknode import LockNodeName
 from ..lockrequest import LockTarget
 from ..lockset import LockSet
@@ -51,7 +51,7 @@ VERSION = protocol.ENGINE_VERSION
 EXTENSION_CLASS = "zklock.EngineLocks"
 #: EngineRefusal.java's conditions (Spark's error-class field), and zklock's exception for each.
 CONDITIONS = {protocol.REFUSED: UnsupportedStatement, protocol.DENIED: LockNotAcquired,
-              protocol.LOST: LockLost}
+              protocol.LOST: LockLost, protocol.UNAVAILABLE: ZooKeeperUnavailable}
 #: The exception EngineRefusal.java throws, as a Spark Connect client names it.
 REFUSAL_CLASS = "zklock.EngineRefusal"
 
@@ -179,6 +179,8 @@ class EngineLockClient:
                 self._held[handle] = (lockset, staging)
         except LockNotAcquired as exc:
             return _answer("denied", message=f"zklock: {exc}")
+        except ZooKeeperUnavailable as exc:
+            return _answer("unavailable", message=f"zklock: {exc}")
         except Exception as exc:  # fail closed: the statement does not run, nothing stays held
             log.debug("engine lock request failed", exc_info=True)
             if lockset is not None:

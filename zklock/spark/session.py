@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +34,6 @@ from ..config import Level, Settings
 from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
-from ..sqltext import tokenize
 from . import registry, saveastable
 from . import sql as zklock_sql
 from .commit import commit_isolation
@@ -55,11 +55,15 @@ from .statement import is_connect
 SYSTEM_DATABASE = "sysdb"
 
 
+#: A SQL script's start (``BEGIN``, or ``label: BEGIN``), after comments.
+_SCRIPT = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*(?:\w+\s*:\s*)?BEGIN\b",
+                     re.IGNORECASE | re.DOTALL)
+
+
 def maybe_script(sql: str) -> bool:
-    """Could ``sql`` be a SQL script (``BEGIN``, or ``label: BEGIN``)? The planner decides;
-    this only spares every other statement the question."""
-    words = [t.upper or t.text for t in tokenize(sql, limit=3)]
-    return words[:1] == ["BEGIN"] or (words[1:3] == [":", "BEGIN"])
+    """Could ``sql`` be a SQL script? The planner decides; this only spares every other
+    statement the question."""
+    return _SCRIPT.match(sql) is not None
 
 registry.register_statement(zklock_sql.HANDLER)
 
