@@ -88,6 +88,17 @@ final class EngineGuard {
             }, null);
     }
 
+    /** The locks of a call the engine cannot see whole (Spark 3.5 and 4.0's saveAsTable,
+     *  which drops an overwritten table before any command runs): {@code answer}'s, held
+     *  from now until {@link #exit}, as a command's are. */
+    static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
+                                 String statement) {
+        return enter(session, () -> answer, name, what -> {
+            throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": it"
+                + " needs locks and no lock client runs in this process");
+        }, what -> statement, null);
+    }
+
     /** What both share: covered inside a locked statement, nothing to do without targets,
      *  {@code withoutClient} (refuse, or let it run) where no lock client runs, else the
      *  client's grant; {@code replan} (commands) plans again from the catalog as it is now. */
@@ -319,6 +330,15 @@ final class EngineGuard {
     private static JsonNode planQuery(SparkSession session, LogicalPlan analyzed) {
         JsonNode answer = read(new LockPlanner(session, EngineLocks.unknownStatements(session)).planQuery(analyzed),
             LockAnswer.VERSION);
+        if ("refused".equals(answer.path("kind").asText())) {
+            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
+        }
+        return answer;
+    }
+
+    /** A planner answer, read; EngineRefusal when the planner refused. */
+    static JsonNode answer(String text) {
+        JsonNode answer = read(text, LockAnswer.VERSION);
         if ("refused".equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }

@@ -20,6 +20,7 @@
 package zklock;
 
 import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.spark.sql.SparkSession;
@@ -103,6 +104,44 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         return SaveAsTable.DROPS_FIRST;
     }
 
+    /** Spark 3.5 and 4.0's {@code df.write.saveAsTable(table)}, locked whole before Spark
+     *  starts (zklock/spark/saveastable.py calls it): X on the table and on the catalog tables
+     *  at {@code paths}, S on what {@code ds} reads, held until {@link Held#close}. The
+     *  commands the call runs find themselves covered. Refused, denied or lost as any
+     *  statement is (EngineRefusal). */
+    public static Held lockSaveAsTable(SparkSession session, String table, List<String> paths,
+                                       org.apache.spark.sql.Dataset<?> ds) {
+        LockPlanner planner = new LockPlanner(session, unknownStatements(session));
+        com.fasterxml.jackson.databind.JsonNode answer = LockAnswer.union(
+            LockAnswer.union(EngineGuard.answer(planner.planWrite(table, null)),
+                EngineGuard.answer(planner.planPaths(paths))),
+            EngineGuard.answer(planner.planDataFrame(ds)));
+        String statement = "saveAsTable " + table;
+        return new Held(EngineGuard.enterCall(session, answer, "saveAsTable", statement),
+            statement);
+    }
+
+    /** Locks a call holds (lockSaveAsTable), released by close. */
+    public static final class Held {
+        private final EngineGuard guard;
+        private final String statement;
+
+        Held(EngineGuard guard, String statement) {
+            this.guard = guard;
+            this.statement = statement;
+        }
+
+        /** Release them; {@code failed}: the call failed. A loss while it ran is thrown
+         *  (EngineRefusal, ZKLOCK_LOCK_LOST), unless the call failed: its own error first. */
+        public void close(boolean failed) {
+            EngineRefusal lost = guard.exit(statement,
+                failed ? new IllegalStateException("the call failed") : null);
+            if (lost != null && !failed) {
+                throw EngineRefusal.raise(lost);
+            }
+        }
+    }
+
     /** Is a lock client installed in this process? */
     public static boolean hasClient() {
         return client != null;
@@ -110,7 +149,7 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
 
     /** The lock client of {@code session}'s statements: the one bound to it, else the
      *  process's; null when neither is installed. */
-    public static EngineLockClient client(SparkSession session) {
+    static EngineLockClient client(SparkSession session) {
         EngineLockClient bound = BOUND.get(session);
         return bound != null ? bound : client;
     }
@@ -172,8 +211,30 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
                     && plan.getTagValue(PARSED).isEmpty()) {
                 plan.setTagValue(PARSED, parsed);
                 plan.setTagValue(ANALYZED, plan);
+                if (!(plan instanceof Command)) {
+                    tagCommands(plan, parsed, plan);
+                }
             }
             return plan;
+        }
+
+        /** The commands inside a statement that is not one (a multi-insert's inserts) carry
+         *  the whole statement: where Spark executes them one by one (Spark 3.5), each is
+         *  planned, and locked, as the whole statement. */
+        private static void tagCommands(LogicalPlan plan, LogicalPlan parsed,
+                                        LogicalPlan analyzed) {
+            scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+            while (kids.hasNext()) {
+                LogicalPlan kid = kids.next();
+                if (kid instanceof Command) {
+                    if (kid.getTagValue(PARSED).isEmpty()) {
+                        kid.setTagValue(PARSED, parsed);
+                        kid.setTagValue(ANALYZED, analyzed);
+                    }
+                } else {
+                    tagCommands(kid, parsed, analyzed);
+                }
+            }
         }
     }
 }

@@ -33,13 +33,11 @@ from typing import Any, Optional
 from ..config import HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
 from ..errors import LockLost, LockNotAcquired, UnsupportedStatement, ZooKeeperUnavailable
 from ..locknode import LockNodeName
-from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
 from ..mode import Mode
 from ..objects import LockObject
 from . import answer, protocol
-from .execution import held
 from .jvm import JvmModuleError
 from .statement import fence_refusal, new_query_id
 
@@ -250,13 +248,6 @@ class EngineLockClient:
         implements = ["zklock.EngineLockClient"]
 
     # ---- in Python --------------------------------------------------------------------
-    def locked(self, spark: Any, targets: list[LockTarget], what: str,
-               fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` holding ``targets`` with this client's manager, settings and staging,
-        for a call the engine cannot see whole (saveastable.py)."""
-        with held(spark, self.manager, self.settings, targets, what, self._staging):
-            return fn()
-
     @property
     def manager(self) -> LockManager:
         """The LockManager that takes the engine's locks."""
@@ -272,7 +263,7 @@ class EngineLockClient:
         LockingSession wraps)."""
         from pyspark.java_gateway import ensure_callback_server_started
 
-        engine = _engine(self.spark)
+        engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
         self._previous = engine.install(self)
         self._installed = True
@@ -283,7 +274,7 @@ class EngineLockClient:
         whatever API runs it; until :meth:`close`, when the previous one is again."""
         from pyspark.java_gateway import ensure_callback_server_started
 
-        engine = _engine(self.spark)
+        engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
         self._bound = self.spark._jsparkSession
         self._previous = engine.bind(self._bound, self)
@@ -293,9 +284,9 @@ class EngineLockClient:
         """Stop being a lock client (the previous one, if any, is again)."""
         try:
             if self._bound is not None:
-                _engine(self.spark).bind(self._bound, self._previous)
+                engine_of(self.spark).bind(self._bound, self._previous)
             elif self._installed:
-                _engine(self.spark).install(self._previous)
+                engine_of(self.spark).install(self._previous)
         except Exception:  # Spark stopped: nothing left to uninstall
             pass
         self._bound, self._installed = None, False
@@ -340,35 +331,25 @@ def local_connect_server(session: Any) -> Optional[Any]:
 def guards(spark: Any) -> bool:
     """Does this classic session plan its commands through zklock's engine extension? Raises
     JvmModuleError when zklock's jar is not on the application's class path."""
-    return bool(_engine(spark).guards(spark._jsparkSession))
+    return bool(engine_of(spark).guards(spark._jsparkSession))
 
 
 def save_as_table_drops_first(spark: Any) -> bool:
     """Does this Spark's saveAsTable drop an overwritten table before it runs any command
     (Spark 3.5, 4.0), where the engine cannot lock the drop? Raises JvmModuleError as
     :func:`guards` does."""
-    return bool(_engine(spark).saveAsTableDropsFirst())
-
-
-def client_of(spark: Any) -> Optional[EngineLockClient]:
-    """The lock client that takes the locks of ``spark``'s statements (the one a
-    LockingSession bound to it, else the process's), when it is one in this process; None
-    without one. py4j hands a Python client back as itself."""
-    try:
-        client = _engine(spark).client(spark._jsparkSession)
-    except JvmModuleError:
-        return None
-    return client if isinstance(client, EngineLockClient) else None
+    return bool(engine_of(spark).saveAsTableDropsFirst())
 
 
 def has_client(spark: Any) -> bool:
     """Has this application's engine extension a lock client? Raises JvmModuleError when
     the application was built without the extension."""
-    return bool(_engine(spark).hasClient())
+    return bool(engine_of(spark).hasClient())
 
 
-def _engine(spark: Any) -> Any:
-    """EngineLocks.java on the application's class path (where Spark loaded it from)."""
+def engine_of(spark: Any) -> Any:
+    """EngineLocks.java on the application's class path (where Spark loaded it from);
+    JvmModuleError without it."""
     from py4j.java_gateway import JavaClass
 
     engine = spark._jvm.zklock.EngineLocks

@@ -5,9 +5,8 @@ takes locks itself only where the engine cannot bound the lifetime:
 
 - :meth:`LockedExecution.holding` holds S on what a DataFrame reads for a block (an RDD's
   jobs run after the call that made it: ``df.rdd``, ``foreach`` over an RDD);
-- :func:`held` runs a call the engine cannot see whole (Spark 3.5 and 4.0's
-  ``saveAsTable``, which drops an overwritten table before any command runs:
-  saveastable.py).
+- :meth:`LockedExecution.held` holds a SQL script's locks for the whole script (Spark runs
+  it statement by statement, with no hook around the whole).
 
 Each runs inside a :class:`~zklock.spark.statement.LockedStatement` (its own job tag and
 fencing token; cancelled with ``LockLost`` when the set is lost), whose nodes the engine

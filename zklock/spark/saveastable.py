@@ -1,14 +1,15 @@
-"""Spark 3.5 and 4.0's ``saveAsTable``, locked whole from Python.
+"""Spark 3.5 and 4.0's ``saveAsTable``, locked whole: what only Python can reach.
 
 On those Spark lines ``DataFrameWriter.saveAsTable`` drops an overwritten table in its
 catalog before it runs any command, where no engine hook can see the drop
 (EngineLocks.saveAsTableDropsFirst; Spark 4.1 runs the call as one command,
 ``SaveAsV1TableCommand``, which the engine locks). :func:`install` wraps PySpark's classic
-``DataFrameWriter.saveAsTable`` so that, in a session whose lock client runs in this
-process (a LockingSession's, or :func:`~zklock.spark.enforce`'s), the call holds X on the
-table and on the catalog tables at its ``path`` option, and S on what the DataFrame reads,
-before Spark starts; the commands it runs find themselves covered. A Spark Connect server's
-saveAsTable and JVM callers are not covered (docs/spark.md, "Spark versions").
+``DataFrameWriter.saveAsTable`` so that, in an application with zklock's engine, the engine
+holds X on the table and on the catalog tables at its ``path`` option, and S on what the
+DataFrame reads, before Spark starts (EngineLocks.lockSaveAsTable: the engine's own grant,
+with the session's lock client); the commands the call runs find themselves covered. A
+Spark Connect server's saveAsTable and JVM callers are not covered (docs/spark.md, "Spark
+versions").
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import functools
 import threading
 from typing import Any
 
-from .engine import client_of, save_as_table_drops_first
-from .execution import describe
-from .planner import ClassicPlanner
+from .engine import engine_of, save_as_table_drops_first
+from .jvm import JvmModuleError
 
 _installed = False
 _lock = threading.Lock()
@@ -47,15 +47,23 @@ def install() -> None:
 def locked_save(writer: Any, table: str, save: Any, options: dict[str, Any]) -> Any:
     """Run ``save`` (the writer's saveAsTable of ``table``) as the module says."""
     spark = writer._spark
-    client = client_of(spark)
-    if client is None or not save_as_table_drops_first(spark):
-        return save()  # the engine locks it (or refuses it: no lock client)
-    planner = ClassicPlanner(spark, client.settings.unknown_statements)
+    try:
+        engine = engine_of(spark)
+        whole = save_as_table_drops_first(spark)
+    except JvmModuleError:  # no zklock engine in this application: nothing locks here
+        return save()
+    if not whole:
+        return save()  # the engine locks the one command Spark runs
     paths = [str(options["path"])] if options.get("path") else []
-    paths += path_option(writer)
-    targets = (planner.plan_write(table) + planner.plan_paths(paths)
-               + planner.plan_dataframe(writer._df))
-    return client.locked(spark, targets, describe("saveAsTable", targets), save)
+    held = engine.lockSaveAsTable(spark._jsparkSession, table, paths + path_option(writer),
+                                  writer._df._jdf)
+    try:
+        out = save()
+    except BaseException:
+        held.close(True)
+        raise
+    held.close(False)  # raises the loss, as a statement's
+    return out
 
 
 def path_option(writer: Any) -> list[str]:
