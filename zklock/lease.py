@@ -155,6 +155,15 @@ class Leases:
 
     def __init__(self, manager: LeaseOwner) -> None:
         self.mgr = manager
+        #: the nodes of the leases this manager took, by lease id: they cover its own
+        #: implicit locks (:meth:`covers`)
+        self._taken: dict[int, frozenset[str]] = {}
+
+    def covers(self, holder_node: str) -> bool:
+        """Is ``holder_node`` a node of a lease this manager took? Its own statements do not
+        wait for it (docs/leases.md, "Your own leases"). A node that is gone, or past its
+        end, counts as absent for everyone anyway."""
+        return any(holder_node in nodes for nodes in self._taken.values())
 
     # ---- time -------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -186,6 +195,7 @@ class Leases:
         lockset = self.mgr.acquire_targets(
             targets, data, explicit=True, retry_interval=interval,
             deadline=time.monotonic() + wait, error=LeaseAlreadyExists)
+        self._taken[lockset.fencing_token] = frozenset(lockset.node_paths)
         return lockset.fencing_token
 
     # ---- finding leases --------------------------------------------------------
@@ -323,6 +333,7 @@ class Leases:
              holder: Optional[str] = None) -> Lease:
         lease = self._own(self.find(lease_id, objs), holder, "drop")
         self.mgr.delete_nodes([r.node for r in lease.records])
+        self._taken.pop(lease_id, None)
         self.mgr.events.release(f"lease:{lease_id}", [list(o) for o in lease.objects], "",
                                 counted=False)
         return lease

@@ -464,7 +464,7 @@ class LockManager:
                 continue
             view = self._view(req, t, listing.get(p), None, "")
             out += [Conflict.of(t, p, c) for c in view.conflicts]
-        return self._live(out)
+        return self._live(out, req)
 
     def _check_grant(self, req: Request, created: set[str], held: list[HeldLock],
                      attempt_id: str, prefetched: Any = None) -> list[Conflict]:
@@ -498,9 +498,9 @@ class LockManager:
             view = self._view(req, t, post.get(p), name.seq, attempt_id, own)
             conflicts += [Conflict.of(t, p, c) for c in view.conflicts]
             behind += [Conflict.of(t, p, c) for c in view.behind]
-        conflicts = self._live(conflicts)
+        conflicts = self._live(conflicts, req)
         if behind and not conflicts:  # only then is it worth reading who is behind us
-            conflicts = self._live(self._not_deferring(req, behind))
+            conflicts = self._live(self._not_deferring(req, behind), req)
         return conflicts
 
     def _not_deferring(self, req: Request, behind: list[Conflict]) -> list[Conflict]:
@@ -548,12 +548,19 @@ class LockManager:
         for t, r in zip(creates, results[len(undo):]):
             req.intents.setdefault(req.paths[t], []).append(_created_path(r))
 
-    def _live(self, conflicts: list[Conflict]) -> list[Conflict]:
-        """Conflicts that still count: a lease past its soft limit is treated as absent."""
+    def _live(self, conflicts: list[Conflict], req: Request) -> list[Conflict]:
+        """Conflicts that still count: a lease past its soft limit is treated as absent, and
+        so, for an implicit request, is a lease this manager took itself (its own statements
+        do not wait for its own explicit locks, as a Hive session's do not)."""
         explicit = [c.holder_node for c in conflicts
                     if (n := LockNodeName.parse(c.holder_node.rsplit("/", 1)[1])) and n.explicit]
         if not explicit:
             return conflicts
+        if not req.explicit:
+            conflicts = [c for c in conflicts if not self.leases.covers(c.holder_node)]
+            explicit = [n for n in explicit if not self.leases.covers(n)]
+            if not explicit:
+                return conflicts
         live = self.leases.live(explicit)
         return [c for c in conflicts if c.holder_node not in explicit or c.holder_node in live]
 

@@ -369,3 +369,26 @@ def test_if_not_exists_planned_on_a_table_dropped_since_takes_x(make_locking, ma
               and [f"{db}.staging", "X"] in e["locks"] and e["query_id"] != "dropper"]
     assert grants, "the create did not ask for X once the table was gone"
 
+
+
+def test_a_sessions_own_explicit_locks_cover_its_statements(make_locking, make_manager, db,
+                                                            spark, zk, root):
+    """LOCK TABLE ... EXCLUSIVE, then the session reads and writes the table: its statements
+    do not wait for its own lease (as a Hive session's do not for its own explicit locks);
+    another session's still do, and so does this one's once the lease is gone."""
+    locking, other = make_locking(), make_locking()
+    table = f"{db}.dim"
+    locking.sql(f"LOCK TABLE {table} EXCLUSIVE FOR 10 MINUTES")
+    rows = locking.table(table).count()  # a read: S on dim, under its own X lease
+    locking.sql(f"INSERT INTO {table} VALUES (31, 'own')")  # a write: X on dim
+    with locking.holding(locking.table(table)):
+        assert locking.table(table).count() == rows + 1
+    with raises_lock_error(LockNotAcquired, match="lease"):
+        other.table(table).count()
+    with raises_lock_error(LockNotAcquired):
+        make_manager().acquire([(table, "S")], query_id="another-manager")
+    locking.sql(f"UNLOCK TABLE {table}")
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
+    with make_manager().acquire([(table, "X")], query_id="after-the-lease"):
+        with raises_lock_error(LockNotAcquired, match="after-the-lease"):
+            locking.table(table).count()  # its lease is gone: it waits like anyone
