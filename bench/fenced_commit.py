@@ -58,7 +58,7 @@ def check_alone(spark, client, hosts: str, reps: int) -> list[tuple[int, float, 
 
 def write_with_and_without(spark, locking, reps: int) -> dict[str, float]:
     """Median ms of a small write with the fence, without it, and of the paired difference."""
-    from zklock.spark.statement import LockedStatement
+    from zklock.spark.locked_statement import LockedStatement
 
     fenced = LockedStatement._fence
     insert = "INSERT INTO bench.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"

@@ -77,7 +77,7 @@ class SparkRunner:
         return SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
 
     def run(self, execution: Execution, group: str) -> None:
-        from zklock.spark.statement import query_id_scope  # pyspark: only where Spark runs
+        from zklock.spark.locked_statement import query_id_scope  # pyspark: only where Spark runs
 
         sc = self.spark.sparkContext
         sc.setJobGroup(group, f"zklock scheduled query {execution.query_name}"

@@ -115,7 +115,7 @@ class LockSet:
     def connect_string(self) -> Optional[str]:
         """The connect string (with its chroot) of the ZooKeeper holding the set's nodes;
         None for a set without an owner (concurrency off). Spark's job commit checks the
-        nodes there (zklock/spark/CommitFence.java)."""
+        nodes there (zklock/spark/java/commit/CommitFence.java)."""
         if self._owner is None:
             return None
         return self._owner.connect_string

@@ -38,7 +38,7 @@ def test_every_zklock_key_is_a_setting_and_parses():
 
 def test_the_committers_it_names_are_in_the_jvm_module():
     conf = spark_defaults()
-    sources = {p.stem for p in (DOC.parents[1] / "zklock" / "spark").glob("*.java")}
+    sources = {p.stem for p in (DOC.parents[1] / "zklock" / "spark" / "java").rglob("*.java")}
     for key in ("spark.sql.parquet.output.committer.class",
                 "spark.sql.sources.outputCommitterClass",
                 "spark.hadoop.mapred.output.committer.class", "spark.sql.extensions"):

@@ -17,7 +17,7 @@ from zklock.scheduler.schedule import cron, every
 
 from zklock.errors import InvalidArguments, LockNotAcquired, ZkLockError
 from zklock.objects import LockObject
-from zklock.statements import parse_extension
+from zklock.own_sql import parse_extension
 
 TRIED = {"n": 0}
 NASTY = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60)

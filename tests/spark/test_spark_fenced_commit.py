@@ -23,7 +23,7 @@ from kazoo.exceptions import NoAuthError
 from zklock import LockLost
 from zklock.auth import Credentials
 from zklock.spark import lock_error
-from zklock.spark.statement import FENCE_NODES, FENCE_REFUSED, FENCE_ZOOKEEPER
+from zklock.spark.locked_statement import FENCE_NODES, FENCE_REFUSED, FENCE_ZOOKEEPER
 from zklock.testing import expire_session
 
 HOLD = "zklock.fence.holdFile"

@@ -2,7 +2,8 @@
 
 The test lists the classes in the Spark jars PySpark ships, loads each through the JVM and
 keeps the concrete ``LogicalPlan`` subclasses. Each must have a kind in
-zklock/spark/NodeKinds.java; a Catalyst ``Command`` must not be classified as a query. When a new
+zklock/spark/java/planner/NodeKinds.java; a Catalyst ``Command`` must not be classified as a
+query. When a new
 Spark brings a command or a write node, this test fails and names it, before any pipeline
 meets it (at run time such a node is refused: see ``unknown_statements``).
 """
@@ -65,7 +66,8 @@ def table(spark) -> dict[str, str]:
 def test_every_plan_class_is_classified(classes, table):
     missing = sorted(n for n in classes if n not in table)
     assert not missing, ("plan node classes zklock has never classified (add each to"
-                         f" zklock/spark/NodeKinds.java with its lock rule): {missing}")
+                         " zklock/spark/java/planner/NodeKinds.java with its lock rule):"
+                         f" {missing}")
 
 
 def test_no_command_is_classified_as_a_query(classes, table):

@@ -1,7 +1,7 @@
 """Which Spark lines zklock supports, and which adapters each gets (zklock/spark/jvm.py).
 
 The module's sources are one tree; what differs per Spark line lives in small adapter classes
-under zklock/spark/adapters/spark-<line>/, a line holding only those that changed in it.
+under zklock/spark/java/adapters/spark-<line>/, a line holding only those that changed in it.
 `make test-compat` runs the Spark-facing tests on the other supported lines; here, the choice
 itself.
 """

@@ -34,7 +34,7 @@ lock node of the statement's set still exists, in one round trip from a client
 the driver's JVM keeps per connect string, and refuses the commit (the job
 aborts, removing only its own staging) when one is gone or ZooKeeper does not
 answer in time. So a write whose locks were lost never commits, even when the
-cancel of its jobs (statement.py) comes too late, after the last task. The
+cancel of its jobs (locked_statement.py) comes too late, after the last task. The
 statement names the nodes in local properties; a write without them is not
 checked. About 0.3 ms for a few nodes (bench/fenced_commit.py).
 

@@ -39,7 +39,7 @@ from ..mode import Mode
 from ..objects import LockObject
 from . import answer, protocol
 from .jvm import JvmModuleError
-from .statement import fence_refusal, new_query_id
+from .locked_statement import fence_refusal, new_query_id
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ takes locks itself only where the engine cannot bound the lifetime:
 - :meth:`LockedExecution.held` holds a SQL script's locks for the whole script (Spark runs
   it statement by statement, with no hook around the whole).
 
-Each runs inside a :class:`~zklock.spark.statement.LockedStatement` (its own job tag and
+Each runs inside a :class:`~zklock.spark.locked_statement.LockedStatement` (its own job tag and
 fencing token; cancelled with ``LockLost`` when the set is lost), whose nodes the engine
 finds covering the statements inside it.
 """
@@ -25,8 +25,8 @@ from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
 from ..mode import Mode
+from .locked_statement import LockedStatement, in_locked_statement, new_query_id
 from .planner import Planner
-from .statement import LockedStatement, in_locked_statement, new_query_id
 
 
 class SessionSettings:

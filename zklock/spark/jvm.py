@@ -1,15 +1,16 @@
 """zklock's JVM module: the one jar of Java that zklock runs inside Spark.
 
-It holds the lock planner (``LockPlanner``, ``PlanWalker``, ``NodeKinds``, ``LockAnswer``),
-the Spark Connect plugin (``ConnectLockPlugin``), the commit fence and the isolated
-committers (``CommitFence``, ``Isolated*OutputCommitter``, and ``TableFiles`` for their
-staging) and the job-tag helpers (``JobTags``): every ``*.java`` beside this file. It is
+It holds, under ``java/`` beside this file, one directory per concept: ``engine`` (every
+statement Spark executes under its locks: ``EngineLocks`` and the nodes and guard it adds),
+``planner`` (the lock rules: ``LockPlanner``, ``PlanWalker``, ``NodeKinds``, ``LockAnswer``),
+``commit`` (the commit fence and the isolated committers), ``connect`` (the Spark Connect
+plugin) and ``adapters``; and ``protocol.properties``, what Python and Java agree on. It is
 compiled once per Spark version with the machine's ``javac`` against the installed
 PySpark's jars and cached as ``zklock-spark-<spark version>-<build>.jar`` (the build hashes
 the sources and zklock's version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
 
 One source tree serves every supported Spark line: what differs between lines (a class
-renamed, a command added) lives in small adapter classes under ``adapters/spark-<line>/``,
+renamed, a command added) lives in small adapter classes under ``java/adapters/spark-<line>/``,
 each named for what it adapts (``ExecuteImmediate``, ``SaveAsTable``...). A line's directory
 holds only the adapters that changed in that line: the build takes, for each adapter, the
 copy of the newest line not newer than the installed Spark (:func:`sources`). The Spark
@@ -42,12 +43,18 @@ from ..errors import ZkLockError
 from . import protocol
 
 HERE = Path(__file__).parent
+#: The Java sources, by concept: java/engine (every statement under its locks), java/planner
+#: (the lock rules), java/commit (the committers), java/connect (the Spark Connect plugin),
+#: java/adapters (what differs between Spark lines). One package, ``zklock``: the class names
+#: users put in their Spark conf stay ``zklock.EngineLocks`` and the like.
+JAVA = HERE / "java"
 #: The Spark Connect plugin: compiled only against a Spark with a Connect server.
-CONNECT_PLUGIN = HERE / "ConnectLockPlugin.java"
-#: The Java sources every Spark line shares.
-COMMON_SOURCES = sorted(p for p in HERE.glob("*.java") if p != CONNECT_PLUGIN)
+CONNECT_PLUGIN = JAVA / "connect" / "ConnectLockPlugin.java"
 #: One directory per Spark line, ``spark-<major>.<minor>``: the adapters from that line on.
-ADAPTERS = HERE / "adapters"
+ADAPTERS = JAVA / "adapters"
+#: The Java sources every Spark line shares.
+COMMON_SOURCES = sorted(p for p in JAVA.rglob("*.java")
+                        if p != CONNECT_PLUGIN and ADAPTERS not in p.parents)
 #: The Spark versions zklock supports: from the oldest adapter line up to this one.
 NEWEST_SUPPORTED = (4, 3)
 #: What the build writes into the jar: zklock's version, the protocol, the build, the Spark.

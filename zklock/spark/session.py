@@ -34,8 +34,7 @@ from ..config import Level, Settings
 from ..errors import InvalidArguments, UnsupportedStatement
 from ..manager import LockManager
 from ..objects import LockObject
-from . import registry, saveastable
-from . import sql as zklock_sql
+from . import own_sql, registry, saveastable
 from .commit import commit_isolation
 from .engine import (
     EXTENSION_CLASS,
@@ -48,9 +47,9 @@ from .engine import (
 )
 from .execution import LockedExecution, SessionSettings
 from .jvm import JvmModuleError
+from .locked_statement import is_connect
 from .planner import ClassicPlanner, LockPlan, Planner
 from .protocol import UNKNOWN_STATEMENTS
-from .statement import is_connect
 
 SYSTEM_DATABASE = "sysdb"
 
@@ -65,7 +64,7 @@ def maybe_script(sql: str) -> bool:
     statement the question."""
     return _SCRIPT.match(sql) is not None
 
-registry.register_statement(zklock_sql.HANDLER)
+registry.register_statement(own_sql.HANDLER)
 
 
 class LockingSession:
@@ -324,13 +323,13 @@ class LockingSession:
 
     def explain_locks(self, sql: str) -> LockPlan:
         """The locks ``sql`` would take, in acquisition order, without taking anything."""
-        if zklock_sql.recognises(sql):
+        if own_sql.recognises(sql):
             return LockPlan(sql, [], is_command=True)
         return self._planner.plan_sql(sql, strict=False)
 
     def show_locks(self, obj: Optional[LockObject] = None, extended: bool = False) -> Any:
         records = self.manager.show(obj, extended=extended)
-        return zklock_sql.lock_rows(self, records, extended)
+        return own_sql.lock_rows(self, records, extended)
 
     def validate_statement(self, statement: str) -> None:
         """Raise InvalidArguments with Spark's parse error when ``statement`` does not parse

@@ -5,7 +5,7 @@ Spark's parser does not know these statements, so a LockingSession (and the sche
 which checks what it stores) recognises them first with :mod:`zklock.sqltext` and hands
 everything else to Spark. The grammar is tiny and fixed, which is why it is written here
 rather than by extending Spark's ANTLR grammar (that needs JVM code on the class path);
-running them is zklock.spark.sql's.
+running them is zklock.spark.own_sql's.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import org.apache.zookeeper.ZooKeeper;
  * own staging) if one is gone or ZooKeeper cannot answer within {@link #TIMEOUT_MS}.
  *
  * <p>Job commit runs on the driver thread that ran the action, so it sees the Spark local
- * properties the statement set (zklock/spark/statement.py): {@link #ZOOKEEPER}, the connect
+ * properties the statement set (zklock/spark/locked_statement.py): {@link #ZOOKEEPER}, the connect
  * string with its chroot, and {@link #NODES}, the full node paths, one per line. Without
  * them (a write not under zklock) nothing is checked.
  *
@@ -46,7 +46,7 @@ public final class CommitFence {
     public static final String ZOOKEEPER = Protocol.FENCE_ZOOKEEPER;
     /** Local property: the full paths of the statement's lock nodes, one per line. */
     public static final String NODES = Protocol.FENCE_NODES;
-    /** How every refusal's message begins (zklock/spark/statement.py looks for it). */
+    /** How every refusal's message begins (zklock/spark/locked_statement.py looks for it). */
     public static final String REFUSED = Protocol.FENCE_REFUSED;
     /** How long a check waits for ZooKeeper before refusing the commit (fail closed). */
     static final long TIMEOUT_MS = Long.getLong("zklock.fence.timeoutMs", 5000L);

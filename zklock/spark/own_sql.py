@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..errors import InvalidArguments, LeaseNotFound
 from ..listing import LockRecord, hive_rows
 from ..objects import LockObject
-from ..statements import (
+from ..own_sql import (
     DropForceLease,
     ExplainLocks,
     LockTable,

@@ -271,7 +271,7 @@ final class EngineGuard {
     }
 
     /** The lock nodes a Spark Connect client's LockingSession statement holds: its operation
-     *  tag FENCE_TAG (zklock/spark/statement.py's ConnectJobs); null without one. */
+     *  tag FENCE_TAG (zklock/spark/locked_statement.py's ConnectJobs); null without one. */
     private static JsonNode connectFence(SparkContext sc) {
         scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
         while (tags.hasNext()) {

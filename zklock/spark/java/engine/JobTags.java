@@ -2,7 +2,7 @@
 // with the statement's query id (cancelled by tag when its locks are lost), and set the local
 // properties that carry the set's fencing token and tell zklock's committers which lock nodes
 // must still exist when the job commits (CommitFence.java). One py4j call each way instead
-// of five (zklock/spark/statement.py).
+// of five (zklock/spark/locked_statement.py).
 package zklock;
 
 import org.apache.spark.SparkContext;
