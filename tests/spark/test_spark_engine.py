@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from conftest import PYTHON, Latch, lock_nodes, raises_lock_error, spark_line
+from conftest import PYTHON, Latch, lock_nodes, raises_lock_error, spark_line, wait_for
 from pyspark.sql import SparkSession
 
 from zklock.errors import LockNotAcquired, UnsupportedStatement
@@ -327,14 +327,17 @@ def test_a_statement_inside_a_holding_block_whose_nodes_are_gone_does_not_run(
     locking = make_locking()
     df = locking.table(table)
     rows = count(spark, table)  # the plain session: not inside the block (its thread's)
-    with locking.holding(df) as held:
-        with raises_lock_error(UnsupportedStatement, match="do not cover"):
-            locking.sql(f"INSERT INTO {table} VALUES (11, 'not covered')")  # S is not X
-        assert df.count() == rows  # covered: nothing more is taken
-        for path in held.node_paths:
-            zk.delete(path)
-        with raises_lock_error(LockLost):
-            df.count()
+    # the block itself ends with the loss: its locks went while it ran
+    with pytest.raises(LockLost, match="deleted by another client"):
+        with locking.holding(df) as held:
+            with raises_lock_error(UnsupportedStatement, match="do not cover"):
+                locking.sql(f"INSERT INTO {table} VALUES (11, 'not covered')")  # S is not X
+            assert df.count() == rows  # covered: nothing more is taken
+            for path in held.node_paths:
+                zk.delete(path)
+            assert wait_for(lambda: not held.is_valid, timeout=30)  # the session learns it
+            with raises_lock_error(LockLost):
+                df.count()  # the engine checks the block's nodes: gone
     assert lock_nodes(zk, root) == []
 
 
