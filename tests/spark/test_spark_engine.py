@@ -354,6 +354,21 @@ def test_denial_message_is_one_line_and_names_the_holder(spark, db, make_manager
         held.release()
 
 
+def test_a_plain_session_gets_typed_errors(spark, db, make_manager):
+    """The engine's refusal is a Spark QueryExecutionException whose condition names the
+    outcome, which PySpark converts: never a raw Py4JJavaError."""
+    from pyspark.errors import QueryExecutionException
+
+    holder = make_manager()
+    with holder.acquire([(f"{db}.dim", "X")], query_id="typed"):
+        with enforce(spark, make_manager()), pytest.raises(QueryExecutionException) as caught:
+            spark.table(f"{db}.dim").collect()
+    condition = getattr(caught.value, "getCondition", None) or caught.value.getErrorClass
+    assert condition() == "ZKLOCK_LOCK_DENIED"  # PySpark 3.5 names it getErrorClass
+    assert caught.value.getSqlState() == "55P03"
+    assert isinstance(lock_error(caught.value), LockNotAcquired)
+
+
 def test_an_rdd_save_into_a_tables_files_is_refused(spark, db, tmp_path):
     """RDD saves never reach the SQL engine; zklock's committer refuses one into a catalog
     table's directory (it would write the table without its X lock). Elsewhere it commits."""

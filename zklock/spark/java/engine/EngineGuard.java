@@ -1,16 +1,19 @@
-// How a command under zklock's engine extension gets its locks, before it runs:
-//  1. Inside a locked statement (a LockingSession's, or one the engine locked and whose
-//     command runs others, as a CTAS runs its insert), the statement's locks cover it. They
-//     travel with the execution as the local properties that zklock's committers read
-//     (CommitFence.ZOOKEEPER and NODES, set with the fencing token by JobTags.java), and are
-//     checked to still exist, as the fenced commit checks them (a lock whose node is gone is
-//     lost, whoever removed it).
-//  2. Otherwise LockPlanner plans the command from its parsed form (EngineLocks.PARSED), the
-//     same planning EXPLAIN LOCKS shows. A command with nothing to lock runs as it is.
-//  3. Without a lock client in the process it is refused, in one line naming what it needs.
-//     Otherwise the lock client takes the locks (all or none, with its retries; or refuses
-//     them under spark.zklock.engine.mode=refuse) and they are held, under their own job tag
-//     and fence, for exactly the command.
+// How a statement under zklock's engine extension gets its locks, before it runs:
+//  1. Inside a locked statement (one the engine locked whose command runs others, as a CTAS
+//     runs its insert; or a block zklock's Python holds), that statement's locks cover it.
+//     They travel with the execution as the local properties that zklock's committers read
+//     (CommitFence.ZOOKEEPER and NODES, set with the fencing token), and are checked: the
+//     engine's own to still exist, as the fenced commit checks them (a lock whose node is
+//     gone is lost, whoever removed it); a Python block's or a Connect client's, by the lock
+//     client, to cover the statement too.
+//  2. Otherwise LockPlanner plans the statement (a command from its parsed form,
+//     EngineLocks.PARSED; a query from its analysed plan), the same planning EXPLAIN LOCKS
+//     shows. A statement with nothing to lock runs as it is.
+//  3. Without a lock client for its session it is refused, in one line naming what it needs
+//     (reads: EngineReads). Otherwise the session's lock client (EngineLocks.client) takes
+//     the locks (all or none, with its retries; or refuses them under
+//     spark.zklock.engine.mode=refuse) and they are held, under their own job tag and fence,
+//     for exactly the statement. A command granted only after a wait is planned again.
 // A command whose parsed form is unknown (Spark built it analyzed) is refused: zklock cannot
 // tell what it writes, and it never runs a write unlocked.
 package zklock;

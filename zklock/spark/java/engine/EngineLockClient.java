@@ -1,7 +1,8 @@
 // The lock client that zklock's engine extension (EngineLocks.java) asks for the locks of a
-// command that no LockingSession locked. zklock has one lock client, the Python one
-// (zklock/spark/engine.py), which registers itself through py4j's callback server; the JVM
-// never takes a lock itself, so the lock protocol has one implementation.
+// statement: the one a LockingSession bound to the statement's SparkSession, else the
+// process's. zklock has one lock client, the Python one (zklock/spark/engine.py), which
+// registers itself through py4j's callback server; the JVM never takes a lock itself, so the
+// lock protocol has one implementation.
 //
 // Both directions are versioned JSON documents (docs/spark.md, "Enforcement in Spark's
 // engine", lists them with their fields):
@@ -9,13 +10,13 @@
 //            "statement": "...", "user": "..."|null, "application": "<Spark application id>",
 //            "command": "<plan node>", "objects": "<what it locks, for messages>",
 //            "mode": "<spark.zklock.engine.mode of the session>"|null,
-//            "owner": "<the LockingSession the thread writes for>"|null})
+//            "query_id": "<the thread's zklock.query.id>"|null})
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
-//         "token": "...", "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
-//      | {"version": 1, "outcome": "unlocked"}   (the owner turned locking off)
-//      | {"version": 1, "outcome": "denied" | "refused", "message": "...", "error": "<id>"}
-//   release("<handle>", failed) -> {"version": 1, "outcome": "released"}
-//                                | {"version": 1, "outcome": "lost", "message", "error"}
+//         "token": "...", "attempts": n, "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
+//      | {"version": 1, "outcome": "unlocked"}   (support_concurrency is off)
+//      | {"version": 1, "outcome": "denied" | "refused" | "unavailable", "message": "..."}
+//   release("<handle>", failed) -> {"version": 1, "outcome": "released", "objects": [...]}
+//                                | {"version": 1, "outcome": "lost", "message", "objects"}
 //   verify({"version": 1, "answer": <LockAnswer>, "nodes": [...]})
 //     -> {"version": 1, "outcome": "covered" | "refused" | "lost", "message": "..."}
 // The handle is the JVM's, so that it can release what a grant it never read took.
