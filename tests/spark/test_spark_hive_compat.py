@@ -53,9 +53,11 @@ def test_hive_names_in_spark_conf(spark, zk_hosts, root):
         s = session.settings
         assert (s.retries, s.retry_interval, s.hosts, s.root, s.support_concurrency) == (
             4, 0.25, zk_hosts, root, False)
-        spark.conf.set("spark.zklock.lock.retries", "9")  # zklock's own key wins
-        assert LockingSession(spark).settings.retries == 9
         session.close()
+        spark.conf.set("spark.zklock.lock.retries", "9")  # zklock's own key wins
+        again = LockingSession(spark)
+        assert again.settings.retries == 9
+        again.close()
     finally:
         for key in [*keys, "spark.zklock.lock.retries"]:
             spark.conf.unset(key)

@@ -392,3 +392,17 @@ def test_a_sessions_own_explicit_locks_cover_its_statements(make_locking, make_m
     with make_manager().acquire([(table, "X")], query_id="after-the-lease"):
         with raises_lock_error(LockNotAcquired, match="after-the-lease"):
             locking.table(table).count()  # its lease is gone: it waits like anyone
+
+
+def test_one_locking_session_per_spark_session(make_locking, zk_hosts, root):
+    """A LockingSession is the lock client of its SparkSession's statements: a second one
+    over the same SparkSession is refused (it would silently take the first one's
+    statements); once the first is closed, another may wrap it."""
+    from zklock.errors import InvalidArguments
+
+    first = make_locking()
+    with pytest.raises(InvalidArguments, match="wrapped by a LockingSession already"):
+        LockingSession(first.spark, hosts=zk_hosts, root=root)
+    first.close()
+    again = LockingSession(first.spark, hosts=zk_hosts, root=root)
+    again.close()

@@ -31,7 +31,13 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from ..config import HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
-from ..errors import LockLost, LockNotAcquired, UnsupportedStatement, ZooKeeperUnavailable
+from ..errors import (
+    InvalidArguments,
+    LockLost,
+    LockNotAcquired,
+    UnsupportedStatement,
+    ZooKeeperUnavailable,
+)
 from ..locknode import LockNodeName
 from ..lockset import LockSet
 from ..manager import LockManager
@@ -271,20 +277,26 @@ class EngineLockClient:
 
     def bind(self) -> EngineLockClient:
         """Make this the lock client of every statement of ``spark`` (its SparkSession),
-        whatever API runs it; until :meth:`close`, when the previous one is again."""
+        whatever API runs it, until :meth:`close`. Raises InvalidArguments when the
+        SparkSession has one already: a second would silently take the first one's
+        statements."""
         from pyspark.java_gateway import ensure_callback_server_started
 
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
+        if not engine.bind(self.spark._jsparkSession, self):
+            raise InvalidArguments(
+                "this SparkSession is wrapped by a LockingSession already (the lock client of"
+                " its statements): close that one, or wrap another SparkSession"
+                " (session.newSession(), or spark.newSession()) for other settings")
         self._bound = self.spark._jsparkSession
-        self._previous = engine.bind(self._bound, self)
         return self
 
     def close(self) -> None:
         """Stop being a lock client (the previous one, if any, is again)."""
         try:
             if self._bound is not None:
-                engine_of(self.spark).bind(self._bound, self._previous)
+                engine_of(self.spark).bind(self._bound, None)
             elif self._installed:
                 engine_of(self.spark).install(self._previous)
         except Exception:  # Spark stopped: nothing left to uninstall

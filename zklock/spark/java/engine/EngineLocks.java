@@ -73,9 +73,15 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     }
 
     /** Make {@code next} the lock client of every statement {@code session} runs (null: the
-     *  process's again); returns the previous one. */
-    public static EngineLockClient bind(SparkSession session, EngineLockClient next) {
-        return next == null ? BOUND.remove(session) : BOUND.put(session, next);
+     *  process's again). One per session: false, and nothing changed, when {@code session}
+     *  has one already (a second LockingSession would silently take the first one's
+     *  statements). */
+    public static synchronized boolean bind(SparkSession session, EngineLockClient next) {
+        if (next == null) {
+            BOUND.remove(session);
+            return true;
+        }
+        return BOUND.putIfAbsent(session, next) == null;
     }
 
     /** The policy for a command without a lock rule, as {@code session} sets it. */
