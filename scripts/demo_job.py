@@ -81,9 +81,13 @@ def connect_job(hosts: str, state: str, metastore: dict[str, str]) -> int:
     from zklock.spark import LockingSession
 
     role = "connect"
+    # the server's lock client takes this job's locks (every statement is locked in the
+    # server's engine): its events go to the demo's log, under this job's name
     server = ConnectServer(Path(state) / "connect", port=free_port(),
                            locks={"spark.zklock.zookeeper.quorum": hosts,
-                                  "spark.zklock.root": ROOT},
+                                  "spark.zklock.root": ROOT,
+                                  "spark.zklock.eventLog": f"{state}/events.jsonl",
+                                  "spark.zklock.job": role, "spark.zklock.user": role},
                            conf={**metastore, "spark.sql.shuffle.partitions": "2",
                                  "spark.driver.memory": "768m"})
     server.start()
