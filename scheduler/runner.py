@@ -23,16 +23,6 @@ from .model import Execution
 class Runner(Protocol):
     """What an executor needs to run statements; :class:`SparkRunner` is the real one."""
 
-    def _copy(self) -> Any:
-        """A SparkSession of its own for one executor thread and user: a LockingSession is
-        the lock client of every statement its SparkSession runs. A copy of the runner's
-        (Spark's ``cloneSession``, public in the JVM though Scala keeps it to Spark's own
-        packages): scheduled queries see the functions, temporary views and settings the
-        scheduler's session had, as they would in that session (``newSession`` drops them)."""
-        from pyspark.sql import SparkSession
-
-        return SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
-
     def run(self, execution: Execution, group: str) -> None: ...
 
     def cancel(self, group: str) -> None: ...

@@ -469,6 +469,8 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
     """The server's lock client holds the statement's locks: another client deletes its X
     node while the job runs, and the statement is interrupted with LockLost."""
     import threading
+    import uuid
+    from pathlib import Path
 
     from conftest import lock_nodes, wait_for
 
@@ -476,22 +478,32 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
 
     locking = make_connect_locking()
     before = ccount(cs, f"{cdb}.staging")
+    # each row the server's task reaches leaves a marker file in the server's temp directory:
+    # the test deletes the node once the job runs, not after a guessed pause
+    tmp = Path(cs.sql("SELECT java_method('java.lang.System', 'getProperty',"
+                      " 'java.io.tmpdir') AS d").collect()[0].d)
+    marker = f"zklock-running-{uuid.uuid4().hex[:8]}-"
     slow = (f"INSERT INTO {cdb}.staging SELECT id, 1.0, 1 FROM range(0, 60, 1, 1)"
-            f" WHERE java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
+            f" WHERE java_method('java.io.File', 'createTempFile', '{marker}', '.mark')"
+            f" IS NOT NULL"
+            f" AND java_method('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) IS NULL")
 
     def written() -> list[str]:
         return [n for n in lock_nodes(zk, SERVER_ROOT) if f"/{cdb}/staging/write-" in n]
 
-    def expire_when_held():
-        if wait_for(lambda: bool(written()), timeout=30):
-            time.sleep(1.5)  # the job is running (60 rows at 0.5 s each)
-            zk.delete(written()[0])
-    killer = threading.Thread(target=expire_when_held)
+    def expire_when_running():
+        if wait_for(lambda: bool(written()) and any(tmp.glob(f"{marker}*")), timeout=60):
+            zk.delete(written()[0])  # the job is running (60 rows at 0.5 s each)
+    killer = threading.Thread(target=expire_when_running)
     killer.start()
     started = time.monotonic()
-    with raises_lock_error(LockLost):
-        locking.sql(slow)
-    killer.join()
+    try:
+        with raises_lock_error(LockLost):
+            locking.sql(slow)
+    finally:
+        killer.join()
+        for path in tmp.glob(f"{marker}*"):
+            path.unlink(missing_ok=True)
     assert time.monotonic() - started < 25  # 30 s of work, interrupted
     assert ccount(cs, f"{cdb}.staging") == before
 

@@ -7,7 +7,7 @@ Spark Connect (the plugin)::
     {"version": 1, "kind": "command" | "query",
      "targets": [{"db": "sales", "table": "orders", "partition": [["ds", "1"]],
                   "mode": "X"}],
-     "notes": [...], "recheck": true}
+     "notes": [...], "recheck": true, "whole": true}
     {"version": 1, "kind": "refused",
      "refusal": "unsupported" | "invalid_arguments" | "incompatible", "message": "..."}
 
@@ -42,9 +42,6 @@ class PlannedLocks:
     targets: list[LockTarget]
     is_command: bool
     notes: list[str] = field(default_factory=list)
-    #: planned on what exists now (a CREATE ... IF NOT EXISTS of an existing object, in S):
-    #: plan again once the locks are held, and take X if it is gone
-    recheck: bool = False
     #: a SQL script: Spark runs it statement by statement, with no hook around the whole, so
     #: its caller holds these locks for all of it
     whole: bool = False
@@ -68,7 +65,7 @@ def read(text: str) -> PlannedLocks:
         raise _refusal(doc["refusal"], doc["message"])
     specs = [(_object(t), Mode(t["mode"])) for t in doc["targets"]]
     return PlannedLocks(normalize(specs), kind == "command", list(doc.get("notes", [])),
-                        bool(doc.get("recheck", False)), bool(doc.get("whole", False)))
+                        whole=bool(doc.get("whole", False)))
 
 
 def _object(target: dict) -> LockObject:
