@@ -44,7 +44,7 @@ public class FencedMapredOutputCommitter extends org.apache.hadoop.mapred.FileOu
             return;  // no catalog in this application: no table to protect
         }
         List<LockAnswer.Target> tables =
-            new LockPlanner(session, "refuse").tablesAt(output.toString());
+            new CatalogTargets(session).tablesAt(output.toString());
         if (!tables.isEmpty()) {
             LockAnswer.Target t = tables.get(0);
             throw new IOException("zklock: refused an RDD save to " + output + ": it writes"

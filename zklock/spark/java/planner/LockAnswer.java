@@ -85,6 +85,15 @@ public final class LockAnswer {
         return new Refusal("invalid_arguments", message);
     }
 
+    /** The first line of an exception's message, for a one-line note or refusal. */
+    static String firstLine(Throwable e) {
+        String text = e.getMessage() == null ? "" : e.getMessage().strip();
+        if (text.isEmpty()) {
+            return e.getClass().getSimpleName();
+        }
+        return text.split("\\R", 2)[0];
+    }
+
     private final Map<String, Object> fields = new LinkedHashMap<>();
 
     private LockAnswer(String kind) {

@@ -131,7 +131,7 @@ public final class NodeKinds {
         add(Kind.DATABASE_X,
             "CommentOnNamespace CreateNamespace DropNamespace SetNamespaceLocation"
             + " SetNamespaceProperties UnsetNamespaceProperties");
-        /* Parsed statements with a rule of their own in LockPlanner.writes. */
+        /* Parsed statements with a rule of their own in DataWrites.java and DdlWrites.java. */
         add(Kind.STATEMENT,
             "AddPartitions AnalyzeColumn AnalyzeTable AnalyzeTables DropPartitions"
             + " InsertIntoDir InsertIntoHadoopFsRelationCommand InsertIntoStatement LoadData"

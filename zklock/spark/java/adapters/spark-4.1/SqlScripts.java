@@ -1,4 +1,4 @@
-// SQL scripts (BEGIN ... END) from Spark 4.1 on: zklock plans them (LockPlanner.planScript).
+// SQL scripts (BEGIN ... END) from Spark 4.1 on: zklock plans them (ScriptPlans.java).
 // An adapter: zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
 package zklock;
 
