@@ -10,6 +10,7 @@ notebooks and pandas-on-Spark, which never see one.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from conftest import Latch, raises_lock_error, spark_line, wait_for
@@ -272,3 +273,71 @@ def test_holding_keeps_what_an_rdd_reads_locked_for_its_block(
     assert wait_for(lambda: writer.show(f"{db}.dim") == [])
     with writer.acquire([(f"{db}.dim", "X")]):
         pass
+
+
+RACE_SECONDS = 30.0  # the issue's floor: enough overwrites to meet readers mid-write
+
+
+def test_plain_readers_racing_an_overwriter_see_whole_tables_only(
+        spark, db, make_locking, make_manager) -> None:
+    """For RACE_SECONDS, a LockingSession overwrites a table again and again (four files a
+    generation) while two plain-session readers count and checksum it. Each reader starts
+    its next read as soon as a new generation is committed, so it races the next overwrite,
+    which starts at the same moment. A reader sees one whole generation (500 rows, one
+    generation, the ids' sum) or is denied: never a mix, a missing file or another error.
+    Without its S locks a read running beside an overwrite fails on the files it deleted,
+    or returns a mix."""
+    from zklock.errors import LockNotAcquired
+    from zklock.spark import lock_error
+
+    table = f"{db}.race"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, g BIGINT) USING parquet")
+    writer = make_locking(retries=2000, retry_interval=0.01)
+    generation = [0]
+    done = threading.Event()
+    seen: list[tuple] = []
+    failures: list[str] = []
+    denials = [0]
+
+    def overwrite() -> None:
+        try:
+            deadline = time.monotonic() + RACE_SECONDS
+            while time.monotonic() < deadline and not failures:
+                g = generation[0] + 1
+                writer.sql(f"INSERT OVERWRITE {table} SELECT /*+ REPARTITION(4) */ id,"
+                           f" {g} AS g FROM range(500)")
+                generation[0] = g
+        except Exception as exc:
+            failures.append(f"overwrite: {exc!r}"[:500])
+        finally:
+            done.set()
+
+    def read() -> None:
+        last = [0]
+        while wait_for(lambda: done.is_set() or generation[0] > last[0], timeout=120):
+            if done.is_set():
+                return
+            last[0] = generation[0]
+            try:
+                row = spark.sql(f"SELECT count(*) AS n, min(g) AS lo, max(g) AS hi,"
+                                f" sum(id) AS ids FROM {table}").collect()[0]
+            except Exception as exc:
+                if isinstance(lock_error(exc), LockNotAcquired):
+                    denials[0] += 1
+                    continue
+                failures.append(f"read: {exc!r}"[:500])
+                return
+            seen.append(tuple(row))
+            if tuple(row)[:1] + tuple(row)[3:] != (500, sum(range(500))) or row.lo != row.hi:
+                failures.append(f"read a mix: {tuple(row)}")
+                return
+
+    with enforce(spark, make_manager(retries=2000, retry_interval=0.01)):
+        threads = [threading.Thread(target=fn) for fn in (overwrite, read, read)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(RACE_SECONDS + 120)
+    assert not failures, failures
+    assert generation[0] >= 5 and len({hi for _, _, hi, _ in seen}) >= 3, (
+        generation[0], seen, denials[0])
