@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2
 RUNS ?= 3
 HUNT ?=
 
-.PHONY: flake-hunt soak install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
+.PHONY: dist flake-hunt soak install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: install zookeeper imports
 # the Spark-facing tests on PySpark 3.5.0, 4.0.0 and the newest 4.x (COMPAT_VERSIONS chooses)
 test-compat: install zookeeper
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/test-compat.sh
+
+# the wheel, with zklock's JVM module prebuilt for every supported Spark line (docs/deploy.md)
+dist: install
+	$(PY) scripts/build_dist.py
 
 flake-hunt: install zookeeper
 	$(PY) scripts/flake_hunt.py --runs $(RUNS) $(HUNT)
@@ -69,4 +73,4 @@ lint: install imports
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) .venv-compat .zklock build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat .zklock build dist zklock/spark/jars *.egg-info .pytest_cache .ruff_cache

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from zklock.errors import SparkConnectError, ZkLockError
-from zklock.spark.jvm import has_connect_server, jar_info, module_jar
+from zklock.spark.jvm import has_connect_server, jar_info, jar_line, module_jar
 
 from .local_service import LocalService
 
@@ -96,11 +96,12 @@ class ConnectServer(LocalService):
         if built_for is None:
             raise SparkConnectError(f"{jar} is not zklock's Spark Connect plugin jar")
         server_version = spark_home_version(home)
-        if server_version != built_for:
+        if server_version is None or jar_line(server_version) != jar_line(built_for):
             raise SparkConnectError(
-                f"zklock's plugin {jar.name} is built for Spark {built_for} but the Spark"
-                f" Connect server under {home} is Spark {server_version or 'of unknown version'};"
-                " build the plugin against that Spark's jars (a PySpark of the same version)")
+                f"zklock's plugin {jar.name} is built for Spark {built_for}'s line but the"
+                f" Spark Connect server under {home} is Spark"
+                f" {server_version or 'of unknown version'}; use the jar of that Spark's line"
+                " (zklock spark jar --spark-version <its version>)")
         cmd = [sys.executable, "-m", "zklock.cli.connect_host", "--port", str(self.port),
                "--host", self.host]
         if self.warehouse:

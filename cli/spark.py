@@ -23,18 +23,52 @@ def spark() -> None:
     """
 
 
+@spark.command("jar")
+@click.option("--spark-version", metavar="VERSION",
+              help="The Spark the jar is for (default: the installed PySpark's).")
+@click.option("--output", "-o", type=click.Path(), metavar="PATH",
+              help="Copy the jar there: a directory (such as $SPARK_HOME/jars) or a file.")
+def jar(spark_version: Optional[str], output: Optional[str]) -> None:
+    """Print (or copy) zklock's JVM module jar for a Spark version.
+
+    An image builder places it in the image's $SPARK_HOME/jars: every Spark process then
+    has zklock's engine extension, committers and Connect plugin on its class path, and
+    zklock uses that jar instead of its own. A wheel carries a jar per Spark line; a
+    source install builds one for its own PySpark only.
+
+    Example: zklock spark jar --spark-version 3.5.4 --output /opt/spark/jars
+    """
+    import shutil
+
+    from zklock.spark.jvm import jar_for
+
+    found = jar_for(spark_version)
+    if output is None:
+        click.echo(str(found))
+        return
+    target = Path(output)
+    if target.is_dir():
+        target = target / found.name  # zklock*.jar: the name zklock looks for there
+    try:
+        shutil.copyfile(found, target)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {target}: {exc.strerror or exc}") from None
+    click.echo(str(target))
+
+
 @spark.command("plugin-jar")
 def plugin_jar() -> None:
-    """Build (once) and print the path of zklock's Spark Connect plugin jar.
+    """Print the path of zklock's JVM module jar for the installed Spark (built once from a
+    source install), which holds its Spark Connect plugin; the same as `zklock spark jar`.
 
     Add it to an existing Connect server: --jars "$(zklock spark plugin-jar)"
     --conf spark.connect.extensions.relation.classes=zklock.ConnectLockPlugin
 
     Example: zklock spark plugin-jar
     """
-    from zklock.spark.jvm import module_jar as build
+    from zklock.spark.jvm import jar_for
 
-    click.echo(str(build()))
+    click.echo(str(jar_for()))
 
 
 @spark.group("connect-server")

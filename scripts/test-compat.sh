@@ -12,7 +12,8 @@ TESTS=(tests/spark/test_spark_nodes.py tests/spark/test_spark_corpus.py
        tests/spark/test_spark_session.py tests/spark/test_spark_fail_closed.py
        tests/spark/test_spark_fenced_commit.py tests/spark/test_spark_engine.py
        tests/spark/test_spark_connect_server.py tests/spark/test_spark_versions.py
-       tests/spark/test_engine_reads.py tests/spark/test_shared_metastore.py)
+       tests/spark/test_engine_reads.py tests/spark/test_shared_metastore.py
+       tests/spark/test_jvm.py)
 for version in $VERSIONS; do
   venv=".venv-compat/pyspark-$version"
   [ "$version" = newest ] && venv="${VENV:-.venv}"  # built by `make install`

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 from zklock.cli.main import cli
@@ -84,3 +85,28 @@ def test_verbose_names_the_file_sparks_log_goes_to(spark, zk_hosts, root, tmp_pa
                                    str(tmp_path), "--verbose", "explain", "SELECT 1"])
     assert out.exit_code == 0
     assert f"zklock: Spark's log: {(tmp_path / 'spark.log').resolve()}" in out.stderr
+
+
+def test_spark_jar_prints_or_places_the_module_jar(tmp_path):
+    """`zklock spark jar` for an image builder: the installed Spark's jar, copied where
+    asked; a Spark this install has no jar for, or a place it cannot write, is one line."""
+    import pyspark
+
+    from zklock.spark.jvm import build_hash, jar_info, jar_line
+
+    out = CliRunner().invoke(cli, ["spark", "jar"])
+    assert out.exit_code == 0, out.output
+    assert jar_info(Path(out.output.strip()))["build"] == build_hash()
+    out = CliRunner().invoke(cli, ["spark", "jar", "--spark-version", pyspark.__version__,
+                                   "--output", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    placed = Path(out.output.strip())
+    assert placed.parent == tmp_path and placed.name.startswith("zklock")
+    assert jar_info(placed)["build"] == build_hash()
+    other = "3.5.4" if jar_line(pyspark.__version__) >= (4, 0) else "4.0.1"
+    for args, message in ((["--spark-version", "3.4.0"], "zklock supports Spark 3.5 to"),
+                          (["--spark-version", other], "carries no jar for Spark"),
+                          (["--output", str(tmp_path / "missing" / "x.jar")], "cannot write")):
+        out = CliRunner().invoke(cli, ["spark", "jar", *args])
+        assert out.exit_code == 1 and message in out.output, out.output
+        assert out.output.count("\n") == 1 and "Traceback" not in out.output

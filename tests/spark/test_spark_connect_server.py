@@ -357,7 +357,7 @@ def test_cli_start_refuses_a_plugin_built_for_another_spark(servers, tmp_path):
               "--port", free_port(), "--jar", other)
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
-    assert "built for Spark 3.5.1 but the Spark Connect server under" in out.stderr
+    assert "built for Spark 3.5.1's line but the Spark Connect server under" in out.stderr
     assert f"is Spark {pyspark.__version__}" in out.stderr
 
 

@@ -50,7 +50,7 @@ def configure(builder: Any) -> Any:
     """
     from .connect import PLUGIN_CLASS, PLUGIN_SETTING
     from .engine import EXTENSION_CLASS
-    from .jvm import jar_info, module_jar
+    from .jvm import JvmModuleError, build_hash, in_spark_jars, jar_info, module_jar
 
     for key, value in SPARK_DEFAULTS.items():
         builder = builder.config(key, value)
@@ -68,11 +68,15 @@ def configure(builder: Any) -> Any:
     extensions = [e.strip() for e in str(options.get(EXTENSIONS, "")).split(",") if e.strip()]
     if EXTENSION_CLASS not in extensions:
         builder = builder.config(EXTENSIONS, ",".join([*extensions, EXTENSION_CLASS]))
-    jar = str(module_jar())
+    module = module_jar()
     existing = getattr(builder, "_options", {}).get("spark.jars")
     jars = [j for j in str(existing or "").split(",") if j]
-    if not any(j == jar or jar_info(Path(j)) for j in jars):  # one zklock jar, not two
-        builder = builder.config("spark.jars", f"{existing},{jar}" if existing else jar)
+    for named in jars:  # one zklock jar on the class path, and this zklock's
+        if jar_info(Path(named)) and jar_info(Path(named)).get("build") != build_hash():
+            raise JvmModuleError(f"spark.jars names {named}, a zklock jar of another build;"
+                                 f" name this zklock's instead ({module}), or none")
+    if not in_spark_jars(module) and str(module) not in jars:
+        builder = builder.config("spark.jars", ",".join([*jars, str(module)]))
     return builder
 
 

@@ -4,10 +4,22 @@ It holds, under ``java/`` beside this file, one directory per concept: ``engine`
 statement Spark executes under its locks: ``EngineLocks`` and the nodes and guard it adds),
 ``planner`` (the lock rules: ``LockPlanner``, ``PlanWalker``, ``NodeKinds``, ``LockAnswer``),
 ``commit`` (the commit fence and the isolated committers), ``connect`` (the Spark Connect
-plugin) and ``adapters``; and ``protocol.properties``, what Python and Java agree on. It is
-compiled once per Spark version with the machine's ``javac`` against the installed
-PySpark's jars and cached as ``zklock-spark-<spark version>-<build>.jar`` (the build hashes
-the sources and zklock's version), in ``$ZKLOCK_CACHE_DIR`` or ``~/.cache/zklock``.
+plugin) and ``adapters``; and ``protocol.properties``, what Python and Java agree on.
+
+Where the jar comes from (:func:`module_jar`), first match wins, each only when its build
+(a hash of the sources for the installed Spark and zklock's version) is this zklock's:
+
+1. a zklock jar (``zklock*.jar``) already in the installed Spark's ``jars/``, placed there
+   by an image builder (``zklock spark jar``); one of another build there is refused, since
+   Spark loads its classes before any other copy;
+2. the jar of the installed Spark's line that a wheel carries (``jars/`` beside this file,
+   built by ``make dist``: no JDK and no write needed);
+3. compiled on first use with the machine's ``javac`` against the installed PySpark's jars
+   and cached as ``zklock-spark-<spark version>-<build>.jar`` in :func:`cache_dir` (a
+   source or editable install).
+
+Every jar targets the oldest Java its Spark line runs on (:func:`java_release`): Java 8
+for Spark 3.5, Java 17 for 4.x.
 
 One source tree serves every supported Spark line: what differs between lines (a class
 renamed, a command added) lives in small adapter classes under ``java/adapters/spark-<line>/``,
@@ -61,6 +73,8 @@ NEWEST_SUPPORTED = (4, 3)
 PROPERTIES = "zklock/module.properties"
 #: The request format of the Connect plugin (ConnectLockPlugin.PROTOCOL).
 PROTOCOL = protocol.CONNECT_PROTOCOL
+#: The jars a wheel carries, one per Spark line: ``zklock-spark-<line>.jar`` (make dist).
+PACKAGED = HERE / "jars"
 
 
 class JvmModuleError(ZkLockError):
@@ -101,6 +115,20 @@ def adapter_line(version: str) -> tuple[int, int]:
     return line
 
 
+def jar_line(version: str) -> tuple[int, int]:
+    """The line whose adapters a jar for Spark ``version`` is built from: the newest line
+    with adapters of its own not newer than ``version`` (4.1 for 4.3.0). One jar serves the
+    whole line."""
+    line = adapter_line(version)
+    return max(ln for ln in adapter_lines() if ln <= line)
+
+
+def java_release(version: str) -> str:
+    """The Java release a jar for Spark ``version`` targets: the oldest its line runs on
+    (Spark 3.5 runs on Java 8, 11 and 17; Spark 4 needs 17)."""
+    return "8" if adapter_line(version) < (4, 0) else "17"
+
+
 def sources(version: str, connect: bool | None = None) -> list[Path]:
     """Every Java source of the module for Spark ``version`` (one jar, one tree): the common
     sources, each adapter from the newest line not newer than ``version``, and the Connect
@@ -125,14 +153,16 @@ def has_connect_server(jars: Path | None = None) -> bool:
 
 
 @functools.cache
-def build_hash() -> str:
-    """What the jar is built from: its Java sources for the installed Spark and zklock's
-    version (computed once per process: the installed sources do not change under a
-    running client)."""
+def build_hash(version: str | None = None, connect: bool | None = None) -> str:
+    """What the jar is built from: its Java sources for Spark ``version`` (by default the
+    installed one, with or without the Connect plugin as :func:`sources` decides) and
+    zklock's version (computed once per process: the installed sources do not change
+    under a running client)."""
     digest = hashlib.sha256()
-    for src in [*sources(spark_version()), protocol.FILE]:
+    for src in [*sources(version or spark_version(), connect), protocol.FILE]:
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
-    digest.update(zklock_version().encode())
+    digest.update(zklock_version().encode() + b"\0" + java_release(version or spark_version())
+                  .encode())
     return digest.hexdigest()[:16]
 
 
@@ -181,57 +211,142 @@ def _javac() -> str:
     found = jdk_tool("javac")
     if found is None:
         raise JvmModuleError("zklock's JVM module (its lock planner) is compiled on first use"
-                             " and needs a JDK: install one with javac 17+ (apt-get install"
-                             " openjdk-17-jdk-headless) or set JAVA_HOME")
+                             " from a source install and needs a JDK: install zklock from its"
+                             " wheel (make dist), which carries the jar, or a JDK with javac"
+                             " 17+ (apt-get install openjdk-17-jdk-headless), or set JAVA_HOME")
     return found
 
 
 _BUILD_LOCK = threading.Lock()
 
 
+@functools.cache
 def module_jar() -> Path:
-    """The module's jar for the installed Spark, built on first use (raises
-    :class:`JvmModuleError` when it cannot be)."""
+    """The module's jar for the installed Spark: one already in Spark's ``jars/``, the
+    wheel's, or compiled now (see the module's docstring), found once per process. Raises
+    :class:`JvmModuleError`, one line, when none can be had."""
     version, build = spark_version(), build_hash()
-    cache = Path(os.environ.get("ZKLOCK_CACHE_DIR", Path.home() / ".cache" / "zklock"))
-    jar = cache / f"zklock-spark-{version}-{build}.jar"
-    with _BUILD_LOCK:
-        if jar.exists():
-            return jar
-        cache.mkdir(parents=True, exist_ok=True)
-        classes = Path(tempfile.mkdtemp(prefix="zklock-classes-", dir=cache))
+    placed = [j for j in sorted(_spark_jars().glob("zklock*.jar")) if jar_info(j)]
+    for jar in placed:
+        info = jar_info(jar)
+        if info.get("build") != build:
+            raise JvmModuleError(
+                f"{jar} is a zklock jar of another build (zklock {info.get('version')}, build"
+                f" {info.get('build')}, not {build}) and Spark loads it before any other:"
+                f" replace it with this zklock's (zklock spark jar --output {jar.parent})")
+        return jar
+    return jar_for(version)
+
+
+def in_spark_jars(jar: Path) -> bool:
+    """Is ``jar`` one Spark puts on every class path itself (its installed ``jars/``)?"""
+    return jar.parent == _spark_jars()
+
+
+def jar_for(version: str | None = None) -> Path:
+    """The module's jar for Spark ``version`` (by default the installed one), for an image
+    builder to place in that Spark's ``jars/``: the installed Spark's own (built if need
+    be), else the one this wheel carries for the version's line. Raises
+    :class:`JvmModuleError` when there is none: a source install builds only for the
+    PySpark it runs with."""
+    installed = spark_version()
+    if version is None or jar_line(version) == jar_line(installed):
+        shipped = packaged_jar(installed)
+        if jar_info(shipped).get("build") == build_hash():
+            return shipped
+        jar = cache_dir() / f"zklock-spark-{installed}-{build_hash()}.jar"
+        with _BUILD_LOCK:
+            if not jar.exists():
+                build_jar(installed, _spark_jars(), jar, connect=has_connect_server())
+        return jar
+    shipped = packaged_jar(version)
+    if jar_info(shipped).get("version") != zklock_version():
+        major, minor = jar_line(version)
+        raise JvmModuleError(f"this zklock carries no jar for Spark {major}.{minor} (a source"
+                             f" install builds only for its own PySpark, {installed}):"
+                             " install zklock's wheel (make dist)")
+    return shipped
+
+
+def packaged_jar(version: str) -> Path:
+    """Where a wheel keeps its jar for Spark ``version``'s line (it may not exist)."""
+    major, minor = jar_line(version)
+    return PACKAGED / f"zklock-spark-{major}.{minor}.jar"
+
+
+def cache_dir() -> Path:
+    """A writable directory for compiled jars: ``$ZKLOCK_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/zklock``, else ``~/.cache/zklock`` where the home can be written, else
+    ``<temp dir>/zklock-<uid>``. An empty variable counts as unset (never the current
+    directory); a relative one is refused. Official Spark images run as a user without a
+    home (uid 185, ``HOME=/nonexistent``), which the temp directory serves."""
+    explicit = os.environ.get("ZKLOCK_CACHE_DIR", "")
+    candidates = []
+    if explicit:
+        if not os.path.isabs(explicit):
+            raise JvmModuleError(f"ZKLOCK_CACHE_DIR must be an absolute path, not {explicit!r}")
+        candidates.append(Path(explicit))
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):  # the XDG spec: a relative value is to be ignored
+        candidates.append(Path(xdg) / "zklock")
+    home = os.path.expanduser("~")
+    if os.path.isabs(home):
+        candidates.append(Path(home) / ".cache" / "zklock")
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    candidates.append(Path(tempfile.gettempdir()) / f"zklock-{uid}")
+    tried = []
+    for where in candidates[:1] if explicit else candidates:
         try:
-            try:
-                srcs = sources(version)
-                proc = subprocess.run([_javac(), "-nowarn", "-cp", f"{_spark_jars()}/*",
-                                       "-d", str(classes), *map(str, srcs)],
-                                      capture_output=True, text=True, timeout=600)
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise JvmModuleError(f"zklock's JVM module could not be compiled: {exc}"
-                                     ) from None
-            if proc.returncode != 0:
-                first = next((ln for ln in proc.stderr.splitlines() if "error" in ln),
-                             proc.stderr.strip()[:300])
-                raise JvmModuleError(f"zklock's JVM module does not compile against Spark"
-                                     f" {version}: {first}")
-            tmp = cache / f"{jar.name}.{os.getpid()}.tmp"
-            props = (f"version={zklock_version()}\nprotocol={PROTOCOL}\nbuild={build}\n"
-                     f"spark={version}\n")
-            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-                z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: zklock\n")
-                for f in sorted(classes.rglob("*.class")):
-                    z.write(f, f.relative_to(classes).as_posix())
-                z.writestr(PROPERTIES, props)
-                z.write(protocol.FILE, protocol.JAR_ENTRY)
-            tmp.replace(jar)  # atomic: a concurrent builder's copy is the same jar
-        finally:
-            shutil.rmtree(classes, ignore_errors=True)
+            where.mkdir(parents=True, exist_ok=True)
+            if os.access(where, os.W_OK | os.X_OK):
+                return where
+            tried.append(f"{where} (not writable)")
+        except OSError as exc:
+            tried.append(f"{where} ({exc.strerror or exc})")
+    raise JvmModuleError("zklock's JVM module needs a writable cache directory to compile"
+                         f" into, and has none: {'; '.join(tried)}; set ZKLOCK_CACHE_DIR, or"
+                         " install zklock from its wheel, which needs none")
+
+
+def build_jar(version: str, spark_jars: Path, jar: Path, connect: bool) -> Path:
+    """Compile the module for Spark ``version`` against ``spark_jars`` (for the oldest Java
+    its line runs on) into ``jar``, written whole or not at all."""
+    build = build_hash(version, connect)
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    classes = Path(tempfile.mkdtemp(prefix="zklock-classes-", dir=jar.parent))
+    try:
+        try:
+            srcs = sources(version, connect)
+            proc = subprocess.run([_javac(), "-nowarn", "--release", java_release(version),
+                                   "-cp", f"{spark_jars}/*", "-d", str(classes),
+                                   *map(str, srcs)],
+                                  capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise JvmModuleError(f"zklock's JVM module could not be compiled: {exc}") from None
+        if proc.returncode != 0:
+            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln),
+                         proc.stderr.strip()[:300])
+            raise JvmModuleError(f"zklock's JVM module does not compile against Spark"
+                                 f" {version}: {first}")
+        tmp = jar.parent / f"{jar.name}.{os.getpid()}.tmp"
+        major, minor = jar_line(version)
+        props = (f"version={zklock_version()}\nprotocol={PROTOCOL}\nbuild={build}\n"
+                 f"spark={version}\nline={major}.{minor}\njava={java_release(version)}\n")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: zklock\n")
+            for f in sorted(classes.rglob("*.class")):
+                z.write(f, f.relative_to(classes).as_posix())
+            z.writestr(PROPERTIES, props)
+            z.write(protocol.FILE, protocol.JAR_ENTRY)
+        tmp.replace(jar)  # atomic: a concurrent builder's copy is the same jar
+    finally:
+        shutil.rmtree(classes, ignore_errors=True)
     return jar
 
 
 def jar_info(jar: Path) -> dict[str, str]:
-    """What :func:`module_jar` wrote into ``jar`` (version, protocol, build, spark); empty for
-    a jar that is not zklock's."""
+    """What :func:`build_jar` wrote into ``jar`` (version, protocol, build, spark, line,
+    java); empty for a jar that is not zklock's, or no jar."""
     try:
         with zipfile.ZipFile(jar) as z:
             text = z.read(PROPERTIES).decode()

@@ -1,5 +1,6 @@
 package zklock;
 
+import java.util.Arrays;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.nio.file.Files;
@@ -69,7 +70,7 @@ public final class CommitFence {
             return;
         }
         holdForTests();
-        check(connect, List.of(nodes.split("\n")));
+        check(connect, Arrays.asList(nodes.split("\n")));
     }
 
     /** Throws an IOException starting with {@link #REFUSED} unless every node exists. */

@@ -18,6 +18,8 @@
 // tell what it writes, and it never runs a write unlocked.
 package zklock;
 
+import java.util.Collections;
+import java.util.Arrays;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -221,7 +223,7 @@ final class EngineGuard {
         List<String> paths = new ArrayList<>();
         boolean claimed;  // nodes a statement of zklock's Python holds, not this engine's own
         if (heldHere(sc)) {
-            paths.addAll(List.of(sc.getLocalProperty(CommitFence.NODES).split("\n")));
+            paths.addAll(Arrays.asList(sc.getLocalProperty(CommitFence.NODES).split("\n")));
             claimed = sc.getLocalProperty(ENGINE_HELD) == null;
         } else {
             JsonNode fence = connectFence(sc);
@@ -406,7 +408,7 @@ final class EngineGuard {
         JsonNode released = read(client.release(handle, failure != null), VERSION);
         List<String> objects = new ArrayList<>();
         released.path("objects").forEach(o -> objects.add(o.asText()));
-        Map<String, String> parameters = Map.of("objects", String.join("\n", objects));
+        Map<String, String> parameters = Collections.singletonMap("objects", String.join("\n", objects));
         String refused = fenceRefusal(failure);
         if (refused != null) {  // the loss may be known to ZooKeeper only, not to the client yet
             return EngineRefusal.of("lost", refused + ": the job commit of " + command

@@ -14,6 +14,8 @@
 // `throw EngineRefusal.raise(refusal)`, which Java lets through any method.
 package zklock;
 
+import java.util.HashMap;
+import java.util.Collections;
 import java.util.Map;
 
 import org.apache.spark.QueryContext;
@@ -35,12 +37,12 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
                   Map<String, String> parameters) {
         super(message, cause);
         this.condition = condition;
-        this.parameters = Map.copyOf(parameters);
+        this.parameters = Collections.unmodifiableMap(new HashMap<>(parameters));
     }
 
     /** A refusal: zklock cannot or will not lock the statement. Throw it with raise(). */
     static EngineRefusal refusal(String message) {
-        return new EngineRefusal(REFUSED, message, null, Map.of());
+        return new EngineRefusal(REFUSED, message, null, Collections.emptyMap());
     }
 
     /** Throw {@code refusal} from any method (see the header); never returns. */
@@ -55,7 +57,7 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
 
     /** The outcome a lock client answered with ("denied", "lost", else a refusal). */
     static EngineRefusal of(String outcome, String message, Throwable cause) {
-        return of(outcome, message, cause, Map.of());
+        return of(outcome, message, cause, Collections.emptyMap());
     }
 
     /** ... with its parameters: "objects", the lost set's objects, one per line. */

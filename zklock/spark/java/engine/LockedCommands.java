@@ -28,7 +28,7 @@ final class LockedCommands extends SparkStrategy {
     /** How many plans this thread is planning under a locked root: inside, none is wrapped. */
     private static final ThreadLocal<int[]> DEPTH = ThreadLocal.withInitial(() -> new int[1]);
     /** Leaves that read no table: a query of only these takes no locks. */
-    private static final Set<String> READS_NOTHING = Set.of(
+    private static final Set<String> READS_NOTHING = NodeKinds.setOf(
         "LocalRelation", "Range", "OneRowRelation", "CommandResult");
 
     private final SparkSession session;

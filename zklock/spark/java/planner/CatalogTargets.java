@@ -4,6 +4,8 @@
 // so a name is resolved one way whatever statement carries it.
 package zklock;
 
+import java.util.Collections;
+import java.util.Arrays;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -62,7 +64,7 @@ final class CatalogTargets {
             return new ArrayList<>();  // a table of a catalog with flat names: no database
         }
         if (id != null) {
-            List<String> out = new ArrayList<>(List.of(id.namespace()));
+            List<String> out = new ArrayList<>(Arrays.asList(id.namespace()));
             out.add(id.name());
             return out;
         }
@@ -102,9 +104,9 @@ final class CatalogTargets {
             if (catalog.getTempView(parts.get(0)).isDefined()) {
                 return null;
             }
-            return new Target(catalog.getCurrentDatabase(), parts.get(0), List.of(), mode);
+            return new Target(catalog.getCurrentDatabase(), parts.get(0), Collections.emptyList(), mode);
         }
-        return new Target(parts.get(parts.size() - 2), last(parts), List.of(), mode);
+        return new Target(parts.get(parts.size() - 2), last(parts), Collections.emptyList(), mode);
     }
 
     /** The catalog's description of {@code table}; null when there is no such table. */
@@ -196,11 +198,13 @@ final class CatalogTargets {
         List<Target> out = new ArrayList<>();
         ExternalCatalog external = catalog.externalCatalog();
         for (String db : PlanWalker.strings(external.listDatabases())) {
-            var names = external.listTables(db);  // a Seq of Scala 2.12 or 2.13, as Spark's
-            if (names.isEmpty()) {
+            if (external.listTables(db).isEmpty()) {
                 continue;
             }
-            scala.collection.Seq<CatalogTable> tables = external.getTablesByName(db, names);
+            // listed again, not kept: its Seq is Scala 2.12's or 2.13's, as Spark's (Java 8
+            // has no `var` to hold either)
+            scala.collection.Seq<CatalogTable> tables =
+                external.getTablesByName(db, external.listTables(db));
             for (int i = 0; i < tables.size(); i++) {
                 CatalogTable t = tables.apply(i);
                 if (!t.storage().locationUri().isDefined()) {
@@ -209,7 +213,7 @@ final class CatalogTargets {
                 String location = rstripSlash(qualify(t.storage().locationUri().get().toString()));
                 if (target.equals(location) || target.startsWith(location + "/")
                         || location.startsWith(target + "/")) {
-                    out.add(new Target(db, t.identifier().table(), List.of(), "X"));
+                    out.add(new Target(db, t.identifier().table(), Collections.emptyList(), "X"));
                 }
             }
         }

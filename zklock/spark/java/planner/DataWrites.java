@@ -5,6 +5,7 @@
 // the analyzed plan by PlanWalker.java).
 package zklock;
 
+import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -181,7 +182,7 @@ final class DataWrites {
                 throw LockAnswer.unsupported("zklock cannot tell which database a write to "
                     + id + " is in; the statement was not run");
             }
-            List<String> parts = new ArrayList<>(List.of(id.namespace()));
+            List<String> parts = new ArrayList<>(Arrays.asList(id.namespace()));
             parts.add(id.name());
             Target table = names.tableTarget(parts, "X");
             if (table == null) {

@@ -5,6 +5,7 @@
 // of an object that exists.
 package zklock;
 
+import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -46,10 +47,10 @@ final class DdlWrites {
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.RenamePartitions) {
             org.apache.spark.sql.catalyst.plans.logical.RenamePartitions rp =
                 (org.apache.spark.sql.catalyst.plans.logical.RenamePartitions) parsed;
-            return names.onPartitions(parsed, List.of(rp.from(), rp.to()), "X");
+            return names.onPartitions(parsed, Arrays.asList(rp.from(), rp.to()), "X");
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.TruncatePartition) {
-            return names.onPartitions(parsed, List.of(
+            return names.onPartitions(parsed, Arrays.asList(
                 ((org.apache.spark.sql.catalyst.plans.logical.TruncatePartition) parsed)
                 .partitionSpec()), "X");
         }

@@ -17,6 +17,8 @@
 // AnalysisException) are thrown, never answered.
 package zklock;
 
+import java.util.Collections;
+import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -49,7 +51,7 @@ public final class LockAnswer {
         }
 
         static Target database(String db, String mode) {
-            return new Target(db, null, List.of(), mode);
+            return new Target(db, null, Collections.emptyList(), mode);
         }
 
         Map<String, Object> json() {
@@ -58,7 +60,7 @@ public final class LockAnswer {
             out.put("table", table);
             List<List<String>> spec = new ArrayList<>();
             for (String[] kv : partition) {
-                spec.add(List.of(kv[0], kv[1]));
+                spec.add(Arrays.asList(kv[0], kv[1]));
             }
             out.put("partition", spec);
             out.put("mode", mode);
@@ -87,7 +89,7 @@ public final class LockAnswer {
 
     /** The first line of an exception's message, for a one-line note or refusal. */
     static String firstLine(Throwable e) {
-        String text = e.getMessage() == null ? "" : e.getMessage().strip();
+        String text = e.getMessage() == null ? "" : e.getMessage().trim();
         if (text.isEmpty()) {
             return e.getClass().getSimpleName();
         }

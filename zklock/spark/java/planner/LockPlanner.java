@@ -17,6 +17,7 @@
 // plan node class means is NodeKinds.java.
 package zklock;
 
+import java.util.Collections;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -37,14 +38,14 @@ import zklock.NodeKinds.Kind;
 
 public final class LockPlanner {
     /** Statements that define a view: their sources are locked at table level only. */
-    private static final Set<String> VIEW_DDL = Set.of("CreateView", "AlterViewAs");
+    private static final Set<String> VIEW_DDL = NodeKinds.setOf("CreateView", "AlterViewAs");
     /** Parsed roots of plain queries (SELECT ...): commands only if one is nested in them. */
-    private static final Set<String> KNOWN_QUERIES = Set.of(
+    private static final Set<String> KNOWN_QUERIES = NodeKinds.setOf(
         "Project", "Aggregate", "Filter", "Sort", "GlobalLimit", "LocalLimit", "Union",
         "Distinct", "Join", "Window", "Intersect", "Except", "Offset", "Tail", "UnresolvedHint");
     /** Parsed nodes through which a nested statement is still run by Spark: a multi-insert is
      *  a Union of inserts, and WITH ... INSERT puts the insert below the CTE definitions. */
-    private static final Set<String> STATEMENT_CONTAINERS = Set.of("Union", "UnresolvedWith");
+    private static final Set<String> STATEMENT_CONTAINERS = NodeKinds.setOf("Union", "UnresolvedWith");
 
     private final SparkSession session;
     private final PlanWalker walker;
@@ -114,7 +115,7 @@ public final class LockPlanner {
      *  visible): what zklock's engine takes before Spark executes it. */
     String planQuery(LogicalPlan analyzed) {
         try {
-            return LockAnswer.locks(false, walker.reads(analyzed, true, false), List.of(), false)
+            return LockAnswer.locks(false, walker.reads(analyzed, true, false), Collections.emptyList(), false)
                 .toJson();
         } catch (Refusal r) {
             return LockAnswer.refused(r).toJson();

@@ -13,11 +13,19 @@
 // upgrade cannot open a hole silently.
 package zklock;
 
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 public final class NodeKinds {
+    /** An unmodifiable set of names (Set.of, which the Java 8 that Spark 3.5 runs on lacks). */
+    static Set<String> setOf(String... names) {
+        return java.util.Collections.unmodifiableSet(new HashSet<>(Arrays.asList(names)));
+    }
+
     /** How a plan node takes part in locking. */
     public enum Kind {
         /** A relational operator or relation: reads are found by the walk. */
@@ -43,7 +51,7 @@ public final class NodeKinds {
     }
 
     /** Words in a class name that mark an unknown node that is not a Command as a possible write. */
-    static final List<String> WRITE_WORDS = List.of(
+    static final List<String> WRITE_WORDS = Arrays.asList(
         "Insert", "Write", "Merge", "Update", "Delete", "Overwrite", "Append", "Call",
         "Procedure", "Execute", "Cdc", "Save", "Create", "Drop", "Alter", "Truncate", "Load",
         "Statement", "Cursor", "Command");

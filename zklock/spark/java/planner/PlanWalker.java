@@ -8,6 +8,7 @@
 // Anything else falls back to the conservative answer, which locks more, never less.
 package zklock;
 
+import java.util.Collections;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -40,14 +41,14 @@ import org.apache.spark.sql.types.StructField;
 
 final class PlanWalker {
     /** Nodes through which a parent's filter still constrains what a scan below reads. */
-    private static final Set<String> FILTER_TRANSPARENT = Set.of(
+    private static final Set<String> FILTER_TRANSPARENT = NodeKinds.setOf(
         "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
         "Repartition", "ResolvedHint", "Distinct");
     /** Literal types a pin is read from. */
-    private static final Set<String> PIN_TYPES = Set.of(
+    private static final Set<String> PIN_TYPES = NodeKinds.setOf(
         "string", "integer", "long", "short", "byte");
     /** Spark's integral type names: a partition value on them is stored as a number. */
-    private static final Set<String> INTEGRAL = Set.of("byte", "short", "integer", "long");
+    private static final Set<String> INTEGRAL = NodeKinds.setOf("byte", "short", "integer", "long");
     /** Above this many pinned partitions, lock what exists instead of the cross product. */
     static final int MAX_PINNED = 1000;
 
@@ -207,7 +208,7 @@ final class PlanWalker {
             if (id.isDefined()) {
                 String[] ns = id.get().namespace();
                 out.add(new LockAnswer.Target(ns.length > 0 ? ns[ns.length - 1]
-                    : catalog.getCurrentDatabase(), id.get().name(), List.of(), "S"));
+                    : catalog.getCurrentDatabase(), id.get().name(), Collections.emptyList(), "S"));
             }
             return;
         }
@@ -248,7 +249,7 @@ final class PlanWalker {
     LockAnswer.Target table(CatalogTable table, String mode) {
         scala.Option<String> db = table.identifier().database();
         return new LockAnswer.Target(db.isDefined() ? db.get() : catalog.getCurrentDatabase(),
-            table.identifier().table(), List.of(), mode);
+            table.identifier().table(), Collections.emptyList(), mode);
     }
 
     private void relation(CatalogTable table, scala.collection.Seq<Attribute> output,
@@ -371,7 +372,7 @@ final class PlanWalker {
         if (!INTEGRAL.contains(type)) {
             return value;
         }
-        String text = value.strip();
+        String text = value.trim();
         int start = text.startsWith("-") || text.startsWith("+") ? 1 : 0;
         if (start == text.length()) {
             return null;

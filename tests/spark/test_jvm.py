@@ -1,0 +1,145 @@
+"""Where zklock's JVM module jar comes from (zklock/spark/jvm.py), and what it targets.
+
+Each case runs ``module_jar()`` in a Python of its own, with the environment a Spark image
+gives it (no home, an empty variable, a Spark whose ``jars/`` an image builder filled):
+real compiles, real jars, nothing patched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from zklock.spark.jvm import (
+    PROPERTIES,
+    JvmModuleError,
+    adapter_line,
+    build_hash,
+    cache_dir,
+    jar_info,
+    module_jar,
+)
+
+PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
+
+
+def resolve(tmp_path: Path, cwd: Path | None = None,
+            **env: str | None) -> subprocess.CompletedProcess:
+    """``module_jar()`` in a fresh Python with ``env`` over this one's (None unsets)."""
+    run_env = {k: v for k, v in os.environ.items()
+               if k not in ("ZKLOCK_CACHE_DIR", "XDG_CACHE_HOME")}
+    for key, value in env.items():
+        if value is None:
+            run_env.pop(key, None)
+        else:
+            run_env[key] = value
+    return subprocess.run(
+        [sys.executable, "-c", "from zklock.errors import ZkLockError\n"
+         "from zklock.spark.jvm import module_jar\n"
+         "try:\n    print(module_jar())\n"
+         "except ZkLockError as e:\n    print('error:', e)\n"],
+        capture_output=True, text=True, timeout=600, env=run_env, cwd=cwd or tmp_path)
+
+
+def not_a_directory(tmp_path: Path) -> str:
+    """A path nothing can create: it lies below a file (as a home that does not exist and
+    cannot be made, for root too)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    return str(blocker / "home")
+
+
+def test_the_cache_is_the_variable_then_xdg_then_home_then_temp(tmp_path, monkeypatch):
+    monkeypatch.delenv("ZKLOCK_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    assert cache_dir() == tmp_path / "home" / ".cache" / "zklock"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "zklock"
+    monkeypatch.setenv("ZKLOCK_CACHE_DIR", str(tmp_path / "own"))
+    assert cache_dir() == tmp_path / "own"
+    # empty values are unset, never the current directory; a relative XDG value is ignored
+    monkeypatch.setenv("ZKLOCK_CACHE_DIR", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+    monkeypatch.setenv("HOME", not_a_directory(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    assert cache_dir() == tmp_path / "tmp" / f"zklock-{os.getuid()}"
+
+
+def test_a_cache_that_cannot_be_had_is_one_zklock_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZKLOCK_CACHE_DIR", not_a_directory(tmp_path))
+    with pytest.raises(JvmModuleError, match="needs a writable cache directory") as err:
+        cache_dir()
+    assert "a-file/home" in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setenv("ZKLOCK_CACHE_DIR", "relative/cache")
+    with pytest.raises(JvmModuleError, match="must be an absolute path"):
+        cache_dir()
+
+
+def test_without_a_home_the_module_is_built_in_the_temp_directory(tmp_path):
+    """An official Spark image's user (HOME=/nonexistent) from a source install: built in
+    the temp directory, nothing written where it runs."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "cwd").mkdir()
+    out = resolve(tmp_path, cwd=tmp_path / "cwd", HOME=not_a_directory(tmp_path),
+                  ZKLOCK_CACHE_DIR="", XDG_CACHE_HOME=None, TMPDIR=str(tmp_path / "tmp"))
+    jar = Path(out.stdout.strip())
+    assert jar.parent == tmp_path / "tmp" / f"zklock-{os.getuid()}", out.stdout + out.stderr
+    assert jar_info(jar)["build"] == build_hash()
+    assert list((tmp_path / "cwd").iterdir()) == []
+
+
+def test_the_jar_targets_the_oldest_java_of_its_spark_line():
+    """Spark 3.5 runs on Java 8: its jar's class files are Java 8's (major version 52),
+    read from the jar; Spark 4's need Java 17 (61)."""
+    import pyspark
+
+    expected = 52 if adapter_line(pyspark.__version__) < (4, 0) else 61
+    with zipfile.ZipFile(module_jar()) as jar:
+        majors = {int.from_bytes(jar.read(name)[6:8], "big") for name in jar.namelist()
+                  if name.endswith(".class")}
+        assert jar.read(PROPERTIES).decode().count(f"java={8 if expected == 52 else 17}") == 1
+    assert majors == {expected}
+
+
+def spark_home_with(tmp_path: Path, placed: Path) -> Path:
+    """A Spark home whose ``jars/`` holds PySpark's jars and ``placed``, as an image
+    builder's ``COPY zklock.jar $SPARK_HOME/jars/``."""
+    home = tmp_path / "spark"
+    (home / "jars").mkdir(parents=True)
+    for jar in PYSPARK_JARS.iterdir():
+        (home / "jars" / jar.name).symlink_to(jar)
+    (home / "jars" / placed.name).symlink_to(placed)
+    return home
+
+
+def test_a_jar_placed_in_sparks_jars_is_used(tmp_path):
+    placed = tmp_path / "zklock-placed.jar"
+    placed.write_bytes(module_jar().read_bytes())
+    home = spark_home_with(tmp_path, placed)
+    out = resolve(tmp_path, SPARK_HOME=str(home), ZKLOCK_CACHE_DIR=not_a_directory(tmp_path))
+    assert out.stdout.strip() == str(home / "jars" / placed.name), out.stdout + out.stderr
+
+
+def test_a_placed_jar_of_another_build_is_refused_in_one_line(tmp_path):
+    """Spark loads its jars/ first: a stale zklock there would be the one that runs."""
+    stale = tmp_path / "zklock-stale.jar"
+    with zipfile.ZipFile(module_jar()) as src, zipfile.ZipFile(stale, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == PROPERTIES:
+                data = data.replace(f"build={build_hash()}".encode(), b"build=0000000000000000")
+            dst.writestr(item, data)
+    out = resolve(tmp_path, SPARK_HOME=str(spark_home_with(tmp_path, stale)))
+    assert out.stdout.startswith("error: ") and out.stdout.count("\n") == 1, out.stdout
+    assert "a zklock jar of another build" in out.stdout
+    assert "zklock spark jar --output" in out.stdout
