@@ -133,8 +133,13 @@ class EngineLockClient:
 
     def __init__(self, spark: Any, manager: LockManager | Callable[[], LockManager],
                  settings: Optional[Callable[[], Settings]] = None,
-                 staging: Optional[Callable[[LockSet], Any]] = None) -> None:
+                 staging: Optional[Callable[[LockSet], Any]] = None,
+                 on_lost: Optional[Callable[[str], None]] = None) -> None:
+        """``on_lost(query_id)`` is called when a set it granted is lost: by default the
+        statement's Spark jobs (tagged with its query id) are cancelled through ``spark``;
+        a lock client in a process of its own (lock_process.py) tells the JVM instead."""
         self.spark = spark
+        self._on_lost = on_lost or self._cancel
         # a LockingSession's manager connects on first use: it is asked for, not given
         self._manager = manager if callable(manager) else (lambda: manager)
         # the settings it locks with: those of the LockingSession or enforce() that made it
@@ -190,7 +195,7 @@ class EngineLockClient:
             if lockset is not None:
                 lockset.release(wait=False)
             return _answer("refused", message=f"zklock: {exc}")
-        lockset.on_lost(lambda _set: self._cancel(query_id))
+        lockset.on_lost(lambda _set: self._on_lost(query_id))
         return _answer("granted", handle=handle, query_id=query_id,
                        token=str(lockset.fencing_token), attempts=lockset.attempts,
                        zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
@@ -320,12 +325,17 @@ def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:
     """zklock's settings for an application: ``overrides`` (a LockingSession's or
     enforce()'s keyword arguments, at Level.SESSION), then its Spark conf (``spark.zklock.*``
     and the Hive names zklock honours), then the environment."""
-    conf = {}
+    return settings_from(lambda key: spark.conf.get(key, None), overrides)
+
+
+def settings_from(conf: Callable[[str], Optional[str]], overrides: dict[str, Any]) -> Settings:
+    """:func:`settings_of` for a Spark conf read through ``conf(key)`` (None: unset)."""
+    found = {}
     for key in [key for s in SETTINGS for key in s.spark_keys] + list(HIVE_ALIASES):
-        value = spark.conf.get(key, None)
+        value = conf(key)
         if value is not None:
-            conf[key] = value
-    return Settings.resolve(overrides, spark_conf=conf, level=Level.SESSION)
+            found[key] = value
+    return Settings.resolve(overrides, spark_conf=found, level=Level.SESSION)
 
 
 def local_connect_server(session: Any) -> Optional[Any]:

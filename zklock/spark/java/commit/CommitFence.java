@@ -54,6 +54,10 @@ public final class CommitFence {
     /** Session timeout of the fence's own client (it holds no ephemeral nodes). */
     private static final int SESSION_MS = 30000;
     private static final ConcurrentHashMap<String, ZooKeeper> CLIENTS = new ConcurrentHashMap<>();
+    /** Nodes whose holder this JVM knows is gone (ChildLockClient: the lock client died),
+     *  with why: ZooKeeper keeps them until the holder's session expires, and no commit may
+     *  rely on them meanwhile. Sequential node paths are never reused. */
+    private static final ConcurrentHashMap<String, String> ABANDONED = new ConcurrentHashMap<>();
 
     private CommitFence() {
     }
@@ -88,8 +92,21 @@ public final class CommitFence {
         check(connect, nodes, false);
     }
 
+    /** The holder of {@code nodes} is gone ({@code why}): every later check of them fails. */
+    static void abandon(List<String> nodes, String why) {
+        for (String node : nodes) {
+            ABANDONED.put(node, why);
+        }
+    }
+
     private static void check(String connect, List<String> nodes, boolean sync)
             throws IOException {
+        for (String node : nodes) {
+            String why = ABANDONED.get(node);
+            if (why != null) {
+                throw new IOException(REFUSED + " (" + node + ": " + why + ")");
+            }
+        }
         List<String> gone = Collections.synchronizedList(new ArrayList<>());
         AtomicReference<String> error = new AtomicReference<>();
         CountDownLatch answered = new CountDownLatch(nodes.size() + (sync ? 1 : 0));

@@ -172,7 +172,7 @@ final class EngineGuard {
         request.put("handle", handle);
         request.put("answer", answer);
         request.put("statement", statement);
-        request.put("user", connectUser(sc));
+        request.put("user", clientUser(sc));
         request.put("application", sc.applicationId());
         request.put("command", name);
         request.put("objects", what);
@@ -463,7 +463,10 @@ final class EngineGuard {
 
     /** The user of the Spark Connect session running this thread's jobs; null outside one
      *  (Spark Connect tags each execution SparkConnect_..._User_<user>_Session_<id>...). */
-    private static String connectUser(SparkContext sc) {
+    /** The user a statement runs for, where it is not this process's: a Spark Connect
+     *  client's (from its operation's job tag), else the one Spark sets for SQL's
+     *  current_user() (a JDBC client of Spark's Thrift server); null otherwise. */
+    private static String clientUser(SparkContext sc) {
         scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
         while (tags.hasNext()) {
             String tag = tags.next();
@@ -473,7 +476,7 @@ final class EngineGuard {
                 return tag.substring(user + "_User_".length(), end);
             }
         }
-        return null;
+        return org.apache.spark.sql.catalyst.CurrentUserContext$.MODULE$.CURRENT_USER().get();
     }
 
     private static JsonNode read(String text, int version) {

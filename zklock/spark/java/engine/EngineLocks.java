@@ -51,6 +51,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     static final String UNKNOWN_STATEMENTS = Protocol.UNKNOWN_STATEMENTS;
 
     private static volatile EngineLockClient client;
+    /** The child process this JVM started as its lock client, if any. */
+    private static ChildLockClient child;
     /** The lock clients of sessions a LockingSession wraps: each takes its session's locks
      *  with that LockingSession's manager and settings. */
     private static final Map<SparkSession, EngineLockClient> BOUND =
@@ -154,10 +156,25 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     }
 
     /** The lock client of {@code session}'s statements: the one bound to it, else the
-     *  process's; null when neither is installed. */
+     *  process's, else (unless spark.zklock.lockClient=none) a child process started now
+     *  (ChildLockClient.java: a process that never imported zklock's Python, such as Spark's
+     *  Thrift server); null when there is none. */
     static EngineLockClient client(SparkSession session) {
         EngineLockClient bound = BOUND.get(session);
-        return bound != null ? bound : client;
+        if (bound != null) {
+            return bound;
+        }
+        EngineLockClient installed = client;
+        if (installed != null || !ChildLockClient.wanted(session.sparkContext())) {
+            return installed;
+        }
+        synchronized (EngineLocks.class) {
+            if (client == null || (client == child && !child.alive())) {
+                child = ChildLockClient.start(session.sparkContext());
+                client = child;
+            }
+            return client;
+        }
     }
 
     /** The parsed form a plan was analyzed from: a whole SQL statement's text parsed again

@@ -26,6 +26,8 @@ final class Protocol {
     static final String UNKNOWN_STATEMENTS = get("conf.unknown_statements");
     static final String ENGINE_MODE = get("conf.engine_mode");
     static final String ENGINE_READS = get("conf.engine_reads");
+    static final String LOCK_CLIENT = get("conf.lock_client");
+    static final String LOCK_CLIENT_PYTHON = get("conf.lock_client_python");
 
     private Protocol() {
     }

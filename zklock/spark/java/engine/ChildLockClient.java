@@ -1,0 +1,364 @@
+// The lock client of a Spark process that never imported zklock's Python (Spark's Thrift
+// server, spark-sql, a spark-submit that never calls enforce(), Spark's own Connect server
+// script): zklock's Python lock client started as a child process, `python -m
+// zklock.spark.lock_process`, speaking over its stdin and stdout the same versioned JSON the
+// engine sends a py4j client (EngineLockClient.java). So the lock protocol keeps one
+// implementation, the Python one. HiveServer2 locks every client's statements in its own
+// process; here the process asks its child.
+//
+// The pipe carries one JSON document per line:
+//   JVM -> child: {"version": 1, "conf": {...}, "application": "..."}       (first, once)
+//                 {"version": 1, "id": n, "call": "acquire" | "verify", "request": {...}}
+//                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
+//   child -> JVM: {"version": 1, "event": "ready", "pid": n}                (first, once)
+//                 {"version": 1, "id": n, "reply": {...}}                   (any order)
+//                 {"version": 1, "event": "lost", "query_id": "..."}       (a set was lost)
+//
+// Lifetimes: the child lives as long as this JVM (it exits when its stdin closes, and the
+// JVM's shutdown closes it). Its death is the loss of every lock it holds: the statements'
+// jobs are cancelled, their commits refused (CommitFence.abandon), their release says lost,
+// and the next statement starts a new child.
+package zklock;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
+
+final class ChildLockClient implements EngineLockClient {
+    /** Spark conf: "child" (default) starts this client where no other runs; "none" never
+     *  does (the engine then refuses, or for reads warns, as spark.zklock.engine.reads says). */
+    static final String SETTING = Protocol.LOCK_CLIENT;
+    /** Spark conf: the Python that runs the child (default below). */
+    static final String PYTHON = Protocol.LOCK_CLIENT_PYTHON;
+    /** How long the child may take to start (import, connect) before the statement fails. */
+    private static final long READY_MS = Long.getLong("zklock.lockClient.readyMs", 120_000L);
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final int VERSION = Protocol.ENGINE_VERSION;
+
+    private final SparkContext sc;
+    private final Process process;
+    private final OutputStream toChild;
+    private final String command;
+    private final AtomicLong ids = new AtomicLong();
+    private final Map<Long, CompletableFuture<JsonNode>> pending = new ConcurrentHashMap<>();
+    /** Granted and not released: handle -> (query id, node paths), for a death. */
+    private final Map<String, String[]> held = new ConcurrentHashMap<>();
+    private final Deque<String> stderr = new ArrayDeque<>();
+    private final CompletableFuture<JsonNode> ready = new CompletableFuture<>();
+    private volatile String death;
+
+    private ChildLockClient(SparkContext sc, Process process, String command) {
+        this.sc = sc;
+        this.process = process;
+        this.toChild = process.getOutputStream();
+        this.command = command;
+    }
+
+    /** Is a child to be started where no lock client runs (the application's conf)? */
+    static boolean wanted(SparkContext sc) {
+        String setting = sc.getConf().get(SETTING, "child").trim();
+        if (!setting.equals("child") && !setting.equals("none")) {
+            throw EngineRefusal.refused("zklock: " + SETTING + " is child or none, not "
+                + setting);
+        }
+        return setting.equals("child");
+    }
+
+    /** Start the child for {@code sc}'s application and wait until it is ready; a refusal
+     *  (EngineRefusal, one line) when it cannot start, naming why. */
+    static ChildLockClient start(SparkContext sc) {
+        String python = python(sc.getConf());
+        List<String> argv = new ArrayList<>();
+        argv.add(python);
+        argv.add("-m");
+        argv.add("zklock.spark.lock_process");
+        String command = String.join(" ", argv);
+        Process process;
+        try {
+            process = new ProcessBuilder(argv).start();
+        } catch (IOException e) {
+            throw EngineRefusal.refused("zklock: no lock client runs in this process and its"
+                + " child could not start (" + command + ": " + e.getMessage() + "); install"
+                + " zklock in the driver's Python, or set " + PYTHON + " to a Python that has"
+                + " it");
+        }
+        ChildLockClient child = new ChildLockClient(sc, process, command);
+        child.begin();
+        return child;
+    }
+
+    /** The driver's Python: spark.zklock.lockClient.python, else ZKLOCK_PYTHON, else the
+     *  Python PySpark runs the driver with (spark.pyspark.driver.python, spark.pyspark.python,
+     *  PYSPARK_DRIVER_PYTHON, PYSPARK_PYTHON), else python3. */
+    static String python(SparkConf conf) {
+        for (String key : new String[] {PYTHON, "spark.pyspark.driver.python",
+                "spark.pyspark.python"}) {
+            if (conf.contains(key) && !conf.get(key).trim().isEmpty()) {
+                return conf.get(key).trim();
+            }
+        }
+        for (String env : new String[] {"ZKLOCK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+                "PYSPARK_PYTHON"}) {
+            String value = System.getenv(env);
+            if (value != null && !value.trim().isEmpty()) {
+                return value.trim();
+            }
+        }
+        return "python3";
+    }
+
+    private void begin() {
+        Thread replies = new Thread(this::readReplies, "zklock-lock-client-replies");
+        replies.setDaemon(true);
+        replies.start();
+        Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
+        errors.setDaemon(true);
+        errors.start();
+        Runtime.getRuntime().addShutdownHook(new Thread(this::close, "zklock-lock-client-stop"));
+        Map<String, Object> hello = new LinkedHashMap<>();
+        hello.put("version", VERSION);
+        Map<String, String> conf = new LinkedHashMap<>();
+        for (scala.Tuple2<String, String> kv : sc.getConf().getAll()) {
+            if (kv._1().startsWith("spark.zklock.") || kv._1().startsWith("spark.hadoop.hive.")
+                    || kv._1().startsWith("hive.")) {
+                conf.put(kv._1(), kv._2());
+            }
+        }
+        hello.put("conf", conf);
+        hello.put("application", sc.applicationId());
+        try {
+            send(JSON.writeValueAsString(hello));
+            ready.get(READY_MS, TimeUnit.MILLISECONDS);
+        } catch (IOException | ExecutionException | TimeoutException e) {
+            close();
+            throw EngineRefusal.refused("zklock: no lock client runs in this process and its"
+                + " child (" + command + ") did not start: " + why());
+        } catch (InterruptedException e) {
+            close();
+            Thread.currentThread().interrupt();
+            throw EngineRefusal.refused("zklock: interrupted while starting the lock client");
+        }
+    }
+
+    /** Is the child still there to answer? */
+    boolean alive() {
+        return death == null && process.isAlive();
+    }
+
+    @Override
+    public String acquire(String request) {
+        JsonNode reply = call("acquire", request, null, false);
+        if ("granted".equals(reply.path("outcome").asText())) {
+            List<String> nodes = new ArrayList<>();
+            reply.path("nodes").forEach(n -> nodes.add(n.asText()));
+            nodes.add(0, reply.path("query_id").asText());
+            held.put(reply.path("handle").asText(), nodes.toArray(new String[0]));
+            if (death != null) {  // it died as it answered: the grant is lost already
+                lose(reply.path("handle").asText());
+            }
+        }
+        return reply.toString();
+    }
+
+    @Override
+    public String release(String handle, boolean failed) {
+        String[] set = held.remove(handle);
+        if (death != null) {
+            return set == null ? answer("released", "nothing was held").toString()
+                : answer("lost", "the lock client " + command + " died while the statement"
+                    + " ran (" + death + ")").toString();
+        }
+        return call("release", null, handle, failed).toString();
+    }
+
+    @Override
+    public String verify(String request) {
+        return call("verify", request, null, false).toString();
+    }
+
+    private JsonNode call(String name, String request, String handle, boolean failed) {
+        long id = ids.incrementAndGet();
+        CompletableFuture<JsonNode> reply = new CompletableFuture<>();
+        pending.put(id, reply);
+        try {
+            if (death != null) {
+                return unavailable();
+            }
+            StringBuilder line = new StringBuilder();
+            line.append("{\"version\":").append(VERSION).append(",\"id\":").append(id)
+                .append(",\"call\":").append(JSON.writeValueAsString(name));
+            if (request != null) {
+                line.append(",\"request\":").append(request);  // a JSON document already
+            }
+            if (handle != null) {
+                line.append(",\"handle\":").append(JSON.writeValueAsString(handle))
+                    .append(",\"failed\":").append(failed);
+            }
+            send(line.append('}').toString());
+            return reply.get();
+        } catch (IOException | ExecutionException e) {
+            return unavailable();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return answer("unavailable", "zklock: interrupted while waiting for the lock client");
+        } finally {
+            pending.remove(id);
+        }
+    }
+
+    private synchronized void send(String line) throws IOException {
+        toChild.write((line + "\n").getBytes(StandardCharsets.UTF_8));
+        toChild.flush();
+    }
+
+    private void readReplies() {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(
+                process.getInputStream(), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                JsonNode doc = JSON.readTree(line);
+                if (doc.path("version").asInt() != VERSION) {
+                    throw new IOException("a message in format " + doc.path("version"));
+                }
+                if (doc.has("id")) {
+                    CompletableFuture<JsonNode> reply = pending.get(doc.path("id").asLong());
+                    if (reply != null) {
+                        reply.complete(doc.path("reply"));
+                    }
+                } else if ("ready".equals(doc.path("event").asText())) {
+                    ready.complete(doc);
+                } else if ("lost".equals(doc.path("event").asText())) {
+                    cancel(doc.path("query_id").asText());
+                }
+            }
+            died("its output ended" + exit());
+        } catch (IOException | RuntimeException e) {
+            died("its output was unreadable: " + e.getMessage());
+        }
+    }
+
+    private void readErrors() {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(
+                process.getErrorStream(), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                System.err.println("zklock lock client: " + line);
+                synchronized (stderr) {
+                    stderr.addLast(line);
+                    if (stderr.size() > 20) {
+                        stderr.removeFirst();
+                    }
+                }
+            }
+        } catch (IOException e) {
+            // its stderr closed with it: what it said is kept
+        }
+    }
+
+    /** The child is gone: every set it held is lost, every waiting call unavailable. */
+    private void died(String reason) {
+        death = reason;
+        ready.completeExceptionally(new IOException(reason));
+        for (CompletableFuture<JsonNode> reply : pending.values()) {
+            reply.complete(unavailable());
+        }
+        for (String handle : held.keySet()) {
+            lose(handle);
+        }
+    }
+
+    /** The set granted under {@code handle} is lost: its commit refused, its jobs cancelled
+     *  (it stays in {@link #held} for its release to report the loss). */
+    private void lose(String handle) {
+        String[] set = held.get(handle);
+        if (set == null) {
+            return;
+        }
+        List<String> nodes = new ArrayList<>();
+        for (int i = 1; i < set.length; i++) {
+            nodes.add(set[i]);
+        }
+        CommitFence.abandon(nodes, "the lock client " + command + " died");
+        cancel(set[0]);
+    }
+
+    private void cancel(String queryId) {
+        try {
+            sc.cancelJobsWithTag(queryId);
+        } catch (RuntimeException e) {
+            // Spark stopped: nothing left to cancel
+        }
+    }
+
+    private JsonNode unavailable() {
+        return answer("unavailable", "zklock: the lock client " + command + " is gone ("
+            + why() + "); the statement did not run");
+    }
+
+    private String why() {
+        synchronized (stderr) {
+            for (java.util.Iterator<String> it = stderr.descendingIterator(); it.hasNext();) {
+                String line = it.next().trim();
+                if (!line.isEmpty()) {
+                    return line;
+                }
+            }
+        }
+        return death != null ? death : "it exited" + exit();
+    }
+
+    private String exit() {
+        try {
+            return process.waitFor(2, TimeUnit.SECONDS) ? " (exit " + process.exitValue() + ")"
+                : "";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "";
+        }
+    }
+
+    private static JsonNode answer(String outcome, String message) {
+        Map<String, Object> doc = new LinkedHashMap<>();
+        doc.put("version", VERSION);
+        doc.put("outcome", outcome);
+        doc.put("message", message);
+        return JSON.valueToTree(doc);
+    }
+
+    /** Close the child's stdin: it releases what it holds and exits. */
+    void close() {
+        try {
+            toChild.close();
+        } catch (IOException e) {
+            // gone already
+        }
+        try {
+            if (!process.waitFor(10, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        } catch (InterruptedException e) {
+            process.destroyForcibly();
+            Thread.currentThread().interrupt();
+        }
+    }
+}

@@ -1,0 +1,110 @@
+"""The engine's lock client as a process of its own: ``python -m zklock.spark.lock_process``.
+
+Spark's Thrift server, ``spark-sql``, a ``spark-submit`` that never calls ``enforce()`` and
+Spark's own Connect server script never run zklock's Python, so no lock client registers in
+their JVM. zklock's engine then starts this process as its child (ChildLockClient.java) and
+sends it, one JSON document per line on stdin, the requests a py4j lock client gets
+(EngineLockClient.java lists them); the answers go back on stdout, each with its request's
+id, in whatever order they complete, since an acquire may wait through its retries while
+another statement releases. The lock protocol keeps one implementation:
+:class:`~zklock.spark.engine.EngineLockClient` answers both.
+
+The first line is the application's Spark conf (its ``spark.zklock.*`` and Hive keys),
+over the environment as a LockingSession's settings are; the first answer says it is
+ready. When a set it granted is lost it says so (``{"event": "lost"}``) and the JVM cancels
+the statement's jobs. It lives as long as its stdin: when the JVM closes it or dies, it
+releases what it holds (closing its ZooKeeper session) and exits. A failure to start is
+one line on stderr, which the JVM puts in the statement's refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TextIO
+
+from ..manager import LockManager
+from .engine import VERSION, EngineLockClient, settings_from
+
+#: Requests answered at once: each statement of the JVM waits on one.
+WORKERS = 64
+
+
+class LockProcess:
+    """Answers the JVM's requests from ``stdin`` on ``stdout`` with ``client``."""
+
+    def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
+        self.stdin, self.stdout = stdin, stdout
+        self._write = threading.Lock()
+        self.manager: LockManager | None = None
+        self.client: EngineLockClient | None = None
+
+    def send(self, doc: dict[str, Any]) -> None:
+        line = json.dumps({"version": VERSION, **doc})
+        with self._write:
+            self.stdout.write(line + "\n")
+            self.stdout.flush()
+
+    def start(self) -> None:
+        """Read the application's conf, connect, and say ready."""
+        hello = json.loads(self.stdin.readline() or "{}")
+        if hello.get("version") != VERSION:
+            raise SystemExit(f"zklock lock client: the JVM speaks format {hello.get('version')},"
+                             f" this zklock {VERSION}: install the same zklock on both")
+        conf = {str(k): str(v) for k, v in (hello.get("conf") or {}).items()}
+        settings = settings_from(conf.get, {})
+        # it connects: a ZooKeeper that cannot be reached fails the start
+        self.manager = LockManager(settings=settings)
+        self.manager.application = str(hello.get("application") or "")
+        self.client = EngineLockClient(None, self.manager, settings=lambda: settings,
+                                       on_lost=lambda query_id: self.send(
+                                           {"event": "lost", "query_id": query_id}))
+        self.send({"event": "ready", "pid": os.getpid()})
+
+    def answer(self, message: dict[str, Any]) -> None:
+        assert self.client is not None
+        call = message.get("call")
+        try:
+            if call == "acquire":
+                reply = self.client.acquire(json.dumps(message["request"]))
+            elif call == "verify":
+                reply = self.client.verify(json.dumps(message["request"]))
+            elif call == "release":
+                reply = self.client.release(str(message["handle"]), bool(message.get("failed")))
+            else:
+                reply = json.dumps({"version": VERSION, "outcome": "refused",
+                                    "message": f"zklock: no such call {call!r}"})
+        except Exception as exc:  # fail closed: the statement does not run
+            reply = json.dumps({"version": VERSION, "outcome": "refused",
+                                "message": f"zklock: {exc}"})
+        self.send({"id": message.get("id"), "reply": json.loads(reply)})
+
+    def serve(self) -> None:
+        """Answer until stdin ends, then release everything and return."""
+        with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="zklock-call") as pool:
+            for line in self.stdin:
+                if line.strip():
+                    pool.submit(self.answer, json.loads(line))
+        if self.manager is not None:
+            self.manager.close()
+
+
+def main() -> int:
+    process = LockProcess(sys.stdin, sys.stdout)
+    try:
+        process.start()
+    except SystemExit:
+        raise
+    except Exception as exc:  # one line, which the JVM puts in the refusal
+        print(f"zklock lock client: {type(exc).__name__}: {exc}".splitlines()[0],
+              file=sys.stderr)
+        return 1
+    process.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
