@@ -149,3 +149,76 @@ def status(obj: Context, as_json: bool) -> None:
         click.echo(f"not running; state dir {st['state_dir']}")
     if not st["running"]:
         sys.exit(1)
+
+
+@spark.group("thrift-server")
+def thrift_server() -> None:
+    """A local Spark Thrift server (JDBC: beeline, BI tools, dbt) whose every statement is
+    locked by zklock's engine and its child lock client.
+
+    Its pid, port, log and jar live in <state dir>/thrift-server/ (default .zklock/).
+
+    Example: zklock spark thrift-server start --port 10000 && beeline -u
+    jdbc:hive2://127.0.0.1:10000/default -n alice
+    """
+
+
+def _thrift(obj: Context, port: Optional[int] = None, warehouse: Optional[str] = None,
+            conf: Sequence[str] = ()) -> Any:
+    from zklock.cli.local import parse_conf
+    from zklock.cli.thrift_server import DEFAULT_PORT, ThriftServer
+
+    server = ThriftServer(Path(obj.settings.state_dir), port=port or DEFAULT_PORT,
+                          warehouse=warehouse, conf=parse_conf(conf),
+                          locks={"spark.zklock.zookeeper.quorum": obj.settings.connect_string(),
+                                 "spark.zklock.root": obj.settings.root})
+    if port is None:
+        server.port = int(server.info().get("port", DEFAULT_PORT))
+    return server
+
+
+@thrift_server.command("start")
+@click.option("--port", type=int, default=None, help="JDBC port (default 10000).")
+@click.option("--warehouse", type=click.Path(file_okay=False),
+              help="spark.sql.warehouse.dir of the server (default: Spark's).")
+@click.option("--conf", "conf", multiple=True, metavar="K=V",
+              help="A Spark setting for the server, as for spark-submit (repeatable).")
+@click.option("--wait", default="180s", show_default=True,
+              help="How long to wait for the server to listen.")
+@click.pass_obj
+def thrift_start(obj: Context, port: Optional[int], warehouse: Optional[str],
+                 conf: Sequence[str], wait: str) -> None:
+    """Start a Spark Thrift server with zklock's engine; print its JDBC URL.
+
+    Example: zklock spark thrift-server start --port 10000 --warehouse /data/warehouse
+    """
+    click.echo(_thrift(obj, port, warehouse, conf).start(wait=parse_duration(wait)))
+
+
+@thrift_server.command("stop")
+@click.pass_obj
+def thrift_stop(obj: Context) -> None:
+    """Stop the Spark Thrift server started from this state directory.
+
+    Example: zklock spark thrift-server stop
+    """
+    click.echo("stopped" if _thrift(obj).stop() else "not running")
+
+
+@thrift_server.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+@click.pass_obj
+def thrift_status(obj: Context, as_json: bool) -> None:
+    """Whether the local Spark Thrift server runs: its JDBC URL, pid and jar.
+
+    Exit code 1 when it does not run. Example: zklock spark thrift-server status --json
+    """
+    st = _thrift(obj).status()
+    if as_json:
+        click.echo(json.dumps(st))
+    elif st["running"]:
+        click.echo(f"running, pid {st['pid']}; {st['url']}; jar {st['jar']}; log {st['log']}")
+    else:
+        click.echo(f"not running; state dir {st['state_dir']}")
+    if not st["running"]:
+        sys.exit(1)

@@ -281,6 +281,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
                # Spark 3.5 makes CREATE TABLE without USING a Hive table; 4.0 on do not
                .config("spark.sql.legacy.createHiveTableByDefault", "false")
                .config("spark.driver.memory", "1g")
+               # no child lock client (tests/spark/test_lock_process.py tests it in processes
+               # of their own): here a statement no client takes is refused, as tests expect
+               .config("spark.zklock.lockClient", "none")
                # warnings to a file a failed test's report tails (tests/diagnostics.py)
                .config("spark.driver.extraJavaOptions",
                        f"-Dlog4j2.configurationFile=file:{PROJECT}/tests/log4j2-tests.properties"

@@ -29,6 +29,7 @@ from test_spark_corpus import CORPUS, D, absent, documented
 from test_spark_planner import DATAFRAME_LOCKS, MORE, NO_LOCKS, SEED_ROWS, dataframes
 from zklock.cli.connect_server import SERVER_CLASS, pyspark_home
 
+from zklock import LockManager
 from zklock.errors import (
     InvalidArguments,
     InvalidLockObject,
@@ -56,10 +57,11 @@ def cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess:
 
 class PlainServer:
     """A Spark Connect server started as Spark starts one (spark-submit), with zklock's jar
-    and engine extension but not its plugin: no planner for LockingSession clients, and no
-    lock client for plain ones."""
+    and engine extension but not its plugin (no planner for LockingSession clients), and no
+    Python of zklock's: its engine starts zklock's lock client as a child process, on the
+    test's ZooKeeper under PLAIN_ROOT, for its plain clients' statements."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, zk_hosts: str) -> None:
         self.port = free_port()
         base.mkdir(parents=True, exist_ok=True)
         home = pyspark_home()
@@ -70,7 +72,11 @@ class PlainServer:
                  "--conf", f"spark.connect.grpc.binding.port={self.port}",
                  "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                  "--conf", "spark.ui.enabled=false", "--conf", MEMORY,
-                 "--conf", f"spark.sql.warehouse.dir={base / 'warehouse'}"],
+                 "--conf", f"spark.sql.warehouse.dir={base / 'warehouse'}",
+                 "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
+                 "--conf", f"spark.zklock.root={PLAIN_ROOT}",
+                 "--conf", "spark.zklock.lock.retries=0",
+                 "--conf", f"spark.zklock.lockClient.python={sys.executable}"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=base, start_new_session=True,
                 env=dict(os.environ, SPARK_HOME=str(home), SPARK_CONNECT_MODE="0"))
 
@@ -98,6 +104,8 @@ class PlainServer:
 
 #: Where the module's zklock server takes the locks of its plain clients' commands.
 SERVER_ROOT = "/zklock-tests-connect-server"
+#: Where the child lock client of the server Spark's way (PlainServer) takes its locks.
+PLAIN_ROOT = "/zklock-tests-plain-connect-server"
 #: How often a test's own holder retries on the server's root: a plain client's read holds
 #: its S until the server hears its SQL execution end (Spark's listener bus, a moment after
 #: the client has its rows), so a holder asking for X right after one waits for that.
@@ -111,7 +119,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str, spark):
     # executes Java (make flake-hunt saw JAVA_GATEWAY_EXITED after gRPC's "epoll_wait error:
     # Bad file descriptor", when a shuffled order made a Connect test a worker's first)
     base = tmp_path_factory.mktemp("connect")
-    plain = PlainServer(base / "plain")  # starts while the plugin's server starts
+    plain = PlainServer(base / "plain", zk_hosts)  # starts while the plugin's server starts
     state, port = base / "state", free_port()
     events = base / "server-events.jsonl"
     try:
@@ -686,19 +694,27 @@ def test_a_forged_claim_does_not_skip_the_locks(servers, cs, cdb, make_manager, 
     assert ccount(cs, f"{cdb}.dim") == before
 
 
-def test_a_server_without_a_lock_client_refuses_writes_in_one_line(servers):
-    """A Connect server with zklock's extension but no lock client (started as Spark starts
-    one): a plain client's write is refused in one line; reads and SET run."""
+def test_a_server_started_as_spark_starts_one_locks_plain_clients_through_its_child(
+        servers, zk_hosts):
+    """Spark's own way of starting a Connect server never runs zklock's Python: its engine
+    starts the lock client as a child process, which takes a plain client's locks. While
+    another holder keeps X on the table the write is denied and changes nothing; then it
+    runs."""
     bare = connect(servers["plain_port"])
+    holder = LockManager(hosts=zk_hosts, root=PLAIN_ROOT, retries=LINGER_RETRIES,
+                         retry_interval=0.05)
     try:
-        with pytest.raises(Exception) as caught:
-            bare.sql("CREATE DATABASE nolock")
-        first = str(caught.value).strip().splitlines()[0]
-        assert "zklock: refused CreateNamespace on nolock" in first
-        assert "no lock client runs in this process" in first
+        bare.sql("CREATE TABLE child_locked (id INT) USING parquet")
+        with holder.acquire([("default.child_locked", "X")], query_id="holder"):
+            with pytest.raises(Exception) as caught:
+                bare.sql("INSERT INTO child_locked VALUES (1)")
+            first = str(caught.value).strip().splitlines()[0]
+            assert "default.child_locked (X requested) is held in X" in first, first
+        bare.sql("INSERT INTO child_locked VALUES (2)")
+        assert [r.id for r in bare.sql("SELECT id FROM child_locked").collect()] == [2]
         assert bare.sql("SELECT 1 AS one").collect()[0].one == 1
-        bare.sql("SET spark.sql.shuffle.partitions=2")
     finally:
+        holder.close()
         close(bare)
 
 

@@ -304,7 +304,7 @@ final class ChildLockClient implements EngineLockClient {
 
     private void cancel(String queryId) {
         try {
-            sc.cancelJobsWithTag(queryId);
+            LostJobs.cancel(sc, queryId);
         } catch (RuntimeException e) {
             // Spark stopped: nothing left to cancel
         }

@@ -1,0 +1,88 @@
+"""A local Spark Thrift server with zklock's engine, for JDBC clients in development and tests.
+
+``zklock spark thrift-server start`` runs Spark's own Thrift JDBC/ODBC server (HiveServer2's
+protocol: beeline, BI tools, dbt's ``thrift`` method) from the installed PySpark, with
+zklock's jar and engine extension and nothing else of zklock's: the engine starts zklock's
+lock client as its child process (ChildLockClient.java), with the ZooKeeper, root and
+settings of the ``zklock`` command that started it, and locks every JDBC client's
+statements, recording each client's user. The counterpart of ``zklock spark
+connect-server``; its pid, port, log and jar live in ``<state dir>/thrift-server/``.
+
+A Thrift server started with Spark's ``sbin/start-thriftserver.sh`` and zklock's settings in
+spark-defaults.conf (docs/deploy.md) is locked the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Optional
+
+from zklock.errors import ServerError, ZkLockError
+from zklock.spark.jvm import jar_info, module_jar
+
+from .connect_server import pyspark_home
+from .local_service import LocalService
+
+SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+DEFAULT_PORT = 10000  # HiveServer2's own default
+
+
+@dataclass
+class ThriftServer(LocalService):
+    """One Spark Thrift server process with zklock's engine, state under ``state_dir``."""
+
+    name: ClassVar[str] = "thrift-server"
+    title: ClassVar[str] = "a Spark Thrift server"
+    stop_command: ClassVar[str] = "zklock spark thrift-server stop"
+    error: ClassVar[type[ZkLockError]] = ServerError
+
+    port: int = DEFAULT_PORT
+    warehouse: Optional[str] = None
+    conf: dict[str, str] = field(default_factory=dict)
+    #: the zklock settings of the server's lock client, as Spark conf (spark.zklock.*)
+    locks: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        """The JDBC URL a client connects to (``beeline -u <url>``)."""
+        return f"jdbc:hive2://{self.host}:{self.port}/default"
+
+    def status(self) -> dict:
+        """running, port, pid, jar, JDBC URL and log of the server started here."""
+        st = super().status()
+        return {**st, "url": f"jdbc:hive2://{st['host']}:{st['port']}/default",
+                "jar": st.get("jar")}
+
+    def start(self, wait: float = 180.0) -> str:
+        """Start the server and return its JDBC URL once it accepts connections.
+
+        Raises :class:`~zklock.errors.ServerError` (one line) when one already runs here,
+        the port is taken, or the server exits or does not listen within ``wait`` seconds.
+        """
+        self.check_startable()
+        home = pyspark_home()
+        jar = module_jar()
+        from zklock.spark import EXTENSIONS, SPARK_DEFAULTS
+        from zklock.spark.engine import EXTENSION_CLASS
+
+        conf = {**SPARK_DEFAULTS, EXTENSIONS: EXTENSION_CLASS, "spark.jars": str(jar),
+                "spark.ui.enabled": "false",
+                # the child lock client runs in this zklock's Python
+                "spark.zklock.lockClient.python": sys.executable,
+                **self.locks, **self.conf}
+        if self.warehouse:
+            conf["spark.sql.warehouse.dir"] = str(Path(self.warehouse).resolve())
+        cmd = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
+               "--name", "zklock Thrift server"]
+        for key, value in conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        cmd += ["spark-internal", "--hiveconf", f"hive.server2.thrift.port={self.port}",
+                "--hiveconf", f"hive.server2.thrift.bind.host={self.host}"]
+        env = dict(os.environ, SPARK_HOME=str(home))
+        env.pop("SPARK_REMOTE", None)
+        self.launch(cmd, env, {"jar": str(jar), "spark": jar_info(jar).get("spark"),
+                               "warehouse": self.warehouse}, wait)
+        return self.url

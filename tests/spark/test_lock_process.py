@@ -1,0 +1,99 @@
+"""The lock client as a child process (lock_process.py, ChildLockClient.java), in a Spark
+process that never imports zklock's Python: Spark's own ``spark-sql`` with zklock's jar and
+extension configured, as spark-defaults.conf would give them.
+
+A holder in the test keeps X to show the statement is locked (denied, nothing written); a
+SIGKILL of the child while a command holds its locks shows the JVM treating the child's
+death as the loss of those locks (the command fails, nothing is written).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import PYTHON, wait_for
+from zklock.cli.connect_server import pyspark_home
+
+from zklock import LockManager
+from zklock.spark.jvm import module_jar
+
+SLOW_INSERT = ("INSERT INTO t SELECT CAST(id + 0 * length(coalesce(java_method("
+               "'java.lang.Thread', 'sleep', 300L), '')) AS INT) FROM range(10, 60, 1, 1)")
+
+
+def spark_sql(tmp_path: Path, zk_hosts: str, root: str, sql: str) -> subprocess.Popen:
+    """Spark's spark-sql with zklock configured (and no zklock Python in it)."""
+    return subprocess.Popen(
+        [str(pyspark_home() / "bin" / "spark-sql"), "--jars", str(module_jar()),
+         "--conf", "spark.sql.extensions=zklock.EngineLocks",
+         "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
+         "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=0",
+         "--conf", f"spark.zklock.lockClient.python={PYTHON}",
+         "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=768m",
+         # zklock's committers, as docs/deploy.md's spark-defaults.conf has them: the fence
+         "--conf", "spark.sql.sources.outputCommitterClass=zklock.IsolatedFileOutputCommitter",
+         "--conf", "spark.sql.parquet.output.committer.class="
+                   "zklock.IsolatedParquetOutputCommitter",
+         "-e", sql],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"})
+
+
+def finished(proc: subprocess.Popen) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=300)
+    return proc.returncode, out
+
+
+def table_rows(spark, tmp_path: Path) -> list[int]:
+    """The table's rows, read from its files (a path read takes no table locks)."""
+    return sorted(r.id for r in spark.read.parquet(str(tmp_path / "wh" / "t")).collect())
+
+
+@pytest.fixture
+def table(tmp_path, zk_hosts, root):
+    code, out = finished(spark_sql(tmp_path, zk_hosts, root,
+                                   "CREATE TABLE t (id INT) USING parquet;"
+                                   " INSERT INTO t VALUES (1);"))
+    assert code == 0, out[-3000:]
+    return tmp_path
+
+
+def test_spark_sql_statements_are_locked_by_the_child_lock_client(
+        spark, table, zk_hosts, root) -> None:
+    holder = LockManager(hosts=zk_hosts, root=root, retries=200, retry_interval=0.05)
+    try:
+        with holder.acquire([("default.t", "X")], query_id="holder"):
+            code, out = finished(spark_sql(table, zk_hosts, root, "INSERT INTO t VALUES (2)"))
+        assert code != 0, out[-3000:]
+        assert "zklock: lock not acquired" in out and "default.t (X requested) is held in X" in out
+    finally:
+        holder.close()
+    assert table_rows(spark, table) == [1]
+
+
+def test_killing_the_child_lock_client_loses_the_commands_locks(
+        spark, table, zk_hosts, root) -> None:
+    watcher = LockManager(hosts=zk_hosts, root=root)
+    proc = spark_sql(table, zk_hosts, root, SLOW_INSERT)
+    try:
+        held = wait_for(lambda: [r for r in watcher.show("default.t", extended=True)
+                                 if r.mode.value == "X"], timeout=120)
+        assert held, "the INSERT never held its X"
+        child = held[0].data.pid
+        assert "zklock.spark.lock_process" in Path(f"/proc/{child}/cmdline").read_text()
+        os.kill(child, signal.SIGKILL)
+        code, out = finished(proc)
+    finally:
+        proc.kill()
+        watcher.close()
+    assert code != 0, out[-3000:]
+    # cancelled (its jobs, as they run or start), or its commit refused (the fence): either
+    # way the command fails naming the dead lock client, and nothing it wrote is visible
+    assert "lock client" in out and "died" in out, out[-3000:]
+    assert "it completed" not in out, out[-3000:]
+    assert table_rows(spark, table) == [1]
