@@ -6,7 +6,9 @@ code against other jars) and installed, not editable, in a fresh virtualenv. Its
 dependencies (PySpark, kazoo, ...) come from the suite's own virtualenv through a ``.pth``
 path entry rather than a second 400 MB download; zklock itself is the wheel's (checked).
 The pipeline then runs as an official Spark image's user would: no home, no cache
-variables, and a JRE: ``java`` alone, with no ``javac`` anywhere on the PATH.
+variables, and a JRE: ``java`` alone, with no ``javac`` anywhere on the PATH; and on
+``local-cluster[2,1,1024]``, whose executors are JVMs of their own that get zklock's jar as
+a cluster's do (spark.jars, served by the driver).
 """
 
 from __future__ import annotations
@@ -84,5 +86,9 @@ def test_a_pipeline_runs_from_the_wheel_as_a_user_without_home_on_a_jre(
     assert seen["javac"] is None, seen  # a JRE: nothing could have been compiled
     assert seen["denied"] == {"session": True, "plain": True}, seen
     assert seen["rows"] == [1, 4, 5], seen
+    # the one zklock jar the driver served its executors (JVMs of their own, whose zklock
+    # committers wrote every row above) is the wheel's
+    assert [j.rsplit("/", 1)[1] for j in seen["spark_jars"] if "zklock" in j] == [
+        f"zklock-spark-{line}.jar"], seen
     assert [p.name for p in run.iterdir() if p.name not in ("spark-warehouse",
                                                             "metastore_db", "derby.log")] == []

@@ -31,8 +31,16 @@ def denied(write) -> bool:
 
 def main(hosts: str, root: str, warehouse: str) -> dict:
     jar = module_jar()
-    spark = configure(SparkSession.builder.master("local[1]").appName("wheel")
+    # executors in JVMs of their own, as on a cluster: zklock's committers (configured
+    # here, as docs/deploy.md's spark-defaults.conf does) run in them, from the jar that
+    # configure() put in spark.jars, the wheel's
+    spark = configure(SparkSession.builder.master("local-cluster[2,1,1024]").appName("wheel")
                       .config("spark.sql.warehouse.dir", warehouse)
+                      .config("spark.executor.memory", "768m")
+                      .config("spark.sql.sources.outputCommitterClass",
+                              "zklock.IsolatedFileOutputCommitter")
+                      .config("spark.sql.parquet.output.committer.class",
+                              "zklock.IsolatedParquetOutputCommitter")
                       .config("spark.ui.enabled", "false")).getOrCreate()
     session = LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0)
     session.sql("CREATE TABLE t (id INT) USING parquet")
@@ -51,10 +59,12 @@ def main(hosts: str, root: str, warehouse: str) -> dict:
     session.sql("INSERT INTO t VALUES (4)")
     spark.sql("INSERT INTO t VALUES (5)").collect()
     rows = sorted(r.id for r in spark.table("t").collect())
+    shipped = [str(j) for j in spark.sparkContext._jsc.sc().listJars()]
     plain.close()
     session.close()
     spark.stop()
     return {"zklock": zklock.__file__, "jar": str(jar), "javac": jdk_tool("javac"),
+            "spark_jars": shipped,
             "denied": denials, "rows": rows}
 
 

@@ -1,0 +1,168 @@
+"""A Spark application on ``local-cluster[2,1,1024]`` (two executors, each a JVM of its own,
+as on YARN or Kubernetes), run by tests/spark/test_local_cluster.py in a process of its own
+(one SparkContext per process). It runs each case and prints one JSON document of what it
+saw; the test asserts on it.
+
+Arguments: ZooKeeper hosts, the znode root, a work directory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from pyspark.sql import SparkSession
+
+from zklock import LockManager
+from zklock.errors import LockLost
+from zklock.spark import LockingSession, configure, lock_error
+
+HOLD = "zklock.fence.holdFile"
+
+
+def lock_nodes(zk: KazooClient, path: str) -> list[str]:
+    found = []
+    for child in zk.get_children(path):
+        full = f"{path}/{child}"
+        if child.startswith(("read-", "write-")):
+            found.append(full)
+        else:
+            found += lock_nodes(zk, full)
+    return found
+
+
+def wait(cond, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    return cond()
+
+
+def two_writers(spark, hosts: str, root: str) -> dict:
+    """Two LockingSessions write two partitions of one table at once, each task in an
+    executor JVM: both commit, neither waits for the other."""
+    spark.sql("CREATE TABLE parts (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    errors = []
+
+    def write(ds: str) -> None:
+        try:
+            with LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0) as s:
+                s.sql(f"INSERT INTO parts PARTITION (ds='{ds}') SELECT CAST(id AS INT)"
+                      f" FROM range(0, 2000, 1, 4)")
+        except Exception as exc:
+            errors.append(repr(exc)[:300])
+    threads = [threading.Thread(target=write, args=(ds,)) for ds in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    counts = {r.ds: r.n for r in spark.sql("SELECT ds, count(*) AS n FROM parts GROUP BY ds")
+              .collect()}
+    return {"errors": errors, "counts": counts}
+
+
+def fenced_commit(spark, hosts: str, root: str, work: Path, zk: KazooClient) -> dict:
+    """Every task done on the executors, the job commit (on the driver) held back, a lock
+    node deleted by another client: the commit is refused and nothing becomes visible."""
+    spark.sql("CREATE TABLE fenced (id INT) USING parquet")
+    session = LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0)
+    session.sql("INSERT INTO fenced VALUES (1)")
+    hold = work / "hold"
+    hold.write_text("held")
+    system = spark._jvm.java.lang.System
+    system.setProperty(HOLD, str(hold))
+    outcome = {}
+
+    def write() -> None:
+        try:
+            session.sql("INSERT INTO fenced SELECT CAST(id AS INT) FROM range(2, 100, 1, 4)")
+            outcome["error"] = None
+        except Exception as exc:
+            outcome["error"] = exc
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        reached = wait(lambda: Path(f"{hold}.held").exists())
+        mine = [n for n in lock_nodes(zk, root) if "/fenced/write-" in n]
+        for node in mine:
+            zk.delete(node)
+    finally:
+        hold.unlink(missing_ok=True)
+        writer.join(120)
+        system.clearProperty(HOLD)
+    error = outcome.get("error")
+    session.close()
+    return {"reached_commit": reached, "deleted": len(mine),
+            "lost": isinstance(error, LockLost), "error": str(error)[:400],
+            "rows": sorted(r.id for r in spark.table("fenced").collect())}
+
+
+def cancelled_tasks(spark, hosts: str, root: str, zk: KazooClient) -> dict:
+    """A write whose tasks run for a while in the executors; its lock node is deleted by
+    another client as they run: the tasks are cancelled (the write fails long before its
+    tasks would end) and nothing becomes visible."""
+    spark.sql("CREATE TABLE slow (id INT) USING parquet")
+    session = LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0)
+    # 4 tasks of 100 rows, 0.2 s a row: 20 s each, 40 s on two executors
+    slow = ("INSERT INTO slow SELECT CAST(id + 0 * length(coalesce(java_method("
+            "'java.lang.Thread', 'sleep', 200L), '')) AS INT) FROM range(0, 400, 1, 4)")
+    outcome = {}
+
+    def write() -> None:
+        started = time.monotonic()
+        try:
+            session.sql(slow)
+            outcome["error"] = None
+        except Exception as exc:
+            outcome["error"] = lock_error(exc)
+        outcome["seconds"] = time.monotonic() - started
+    writer = threading.Thread(target=write)
+    writer.start()
+    tracker = spark.sparkContext.statusTracker()
+    stages = wait(lambda: [s for s in tracker.getActiveStageIds()
+                           if (tracker.getStageInfo(s) or None)
+                           and tracker.getStageInfo(s).numActiveTasks > 0])
+    mine = wait(lambda: [n for n in lock_nodes(zk, root) if "/slow/write-" in n])
+    for node in mine:
+        zk.delete(node)
+    writer.join(120)
+    error = outcome.get("error")
+    infos = [tracker.getStageInfo(s) for s in stages]
+    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+    session.close()
+    return {"tasks_ran": bool(stages), "lost": isinstance(error, LockLost),
+            "error": str(error)[:400],
+            "tasks": [(i.numTasks, i.numCompletedTasks) for i in infos if i is not None],
+            "rows": spark.table("slow").count(), "executors": executors}
+
+
+def main(hosts: str, root: str, work: str) -> dict:
+    where = Path(work)
+    spark = configure(SparkSession.builder.master("local-cluster[2,1,1024]")
+                      .appName("zklock-local-cluster")
+                      .config("spark.sql.warehouse.dir", str(where / "warehouse"))
+                      .config("spark.ui.enabled", "false")
+                      .config("spark.executor.memory", "768m")
+                      .config("spark.sql.legacy.createHiveTableByDefault", "false")).getOrCreate()
+    zk = KazooClient(hosts=hosts)
+    zk.start()
+    LockManager(hosts=hosts, root=root).close()  # the root exists before anyone lists it
+    try:
+        return {"two_writers": two_writers(spark, hosts, root),
+                "fenced_commit": fenced_commit(spark, hosts, root, where, zk),
+                "cancelled_tasks": cancelled_tasks(spark, hosts, root, zk),
+                "jars": [str(j) for j in spark.sparkContext._jsc.sc().listJars()]}
+    finally:
+        zk.stop()
+        spark.stop()
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*sys.argv[1:4])))
