@@ -59,7 +59,7 @@ def main(hosts: str, root: str, warehouse: str) -> dict:
     session.sql("INSERT INTO t VALUES (4)")
     spark.sql("INSERT INTO t VALUES (5)").collect()
     rows = sorted(r.id for r in spark.table("t").collect())
-    shipped = [str(j) for j in spark.sparkContext._jsc.sc().listJars()]
+    shipped = [str(j) for j in spark.sparkContext._jsc.jars()]
     plain.close()
     session.close()
     spark.stop()

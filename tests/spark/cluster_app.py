@@ -158,7 +158,7 @@ def main(hosts: str, root: str, work: str) -> dict:
         return {"two_writers": two_writers(spark, hosts, root),
                 "fenced_commit": fenced_commit(spark, hosts, root, where, zk),
                 "cancelled_tasks": cancelled_tasks(spark, hosts, root, zk),
-                "jars": [str(j) for j in spark.sparkContext._jsc.sc().listJars()]}
+                "jars": [str(j) for j in spark.sparkContext._jsc.jars()]}
     finally:
         zk.stop()
         spark.stop()

@@ -23,16 +23,14 @@ import base64
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional
 
 from ..errors import LockLost
 from ..lockset import LockSet
 from .jvm import new_instance
 from .protocol import FENCE_NODES, FENCE_REFUSED, FENCE_TAG, FENCE_ZOOKEEPER, QUERY_ID
-
-T = TypeVar("T")
 
 #: What the fence is called by those who check it (tests, table formats); defined in
 #: protocol.properties.
@@ -153,10 +151,6 @@ class LockedStatement:
         self._lost = threading.Event()
         self._reason = ""
 
-    def run(self, fn: Callable[[], T]) -> T:
-        with self:
-            return fn()
-
     def __enter__(self) -> LockedStatement:
         self.lockset.check()
         token = str(self.lockset.fencing_token)
@@ -199,10 +193,6 @@ class LockedStatement:
             self.jobs.cancel(self.query_id)
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
-
-    def lock_lost(self) -> LockLost:
-        """The LockLost to raise for this statement's lost set (its jobs were cancelled)."""
-        return self._lock_lost()
 
     def _lock_lost(self, completed: bool = False, refused: Optional[str] = None) -> LockLost:
         reason = self._reason or self.lockset.lost_reason or "session lost"

@@ -123,10 +123,6 @@ class ClassicPlanner:
                 if partition else None)
         return answer.read(str(self._call(self._java.planWrite, table, spec))).targets
 
-    def plan_paths(self, paths: Sequence[str]) -> list[LockTarget]:
-        """X on the catalog tables stored at, above or below each of ``paths``."""
-        return answer.read(str(self._call(self._java.planPaths, [str(p) for p in paths]))
-                           ).targets
 
     def validate(self, statement: str) -> None:
         self._call(self._java.validate, statement)
