@@ -143,3 +143,26 @@ def test_a_placed_jar_of_another_build_is_refused_in_one_line(tmp_path):
     assert out.stdout.startswith("error: ") and out.stdout.count("\n") == 1, out.stdout
     assert "a zklock jar of another build" in out.stdout
     assert "zklock spark jar --output" in out.stdout
+
+
+def test_configure_uses_the_zklock_jar_spark_jars_names(tmp_path):
+    """An operator's spark.jars naming this zklock's jar: no second one is added; naming one
+    of another build is one line (Spark would load whichever comes first)."""
+    from pyspark.sql import SparkSession
+
+    from zklock.spark import configure
+
+    named = tmp_path / "zklock-operator.jar"
+    named.write_bytes(module_jar().read_bytes())
+    builder = configure(SparkSession.Builder().config("spark.jars", f"/opt/other.jar,{named}"))
+    assert builder._options["spark.jars"] == f"/opt/other.jar,{named}"
+    stale = tmp_path / "zklock-stale.jar"
+    with zipfile.ZipFile(named) as src, zipfile.ZipFile(stale, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == PROPERTIES:
+                data = data.replace(f"build={build_hash()}".encode(), b"build=0000000000000000")
+            dst.writestr(item, data)
+    with pytest.raises(JvmModuleError, match="a zklock jar of another build") as err:
+        configure(SparkSession.Builder().config("spark.jars", str(stale)))
+    assert "\n" not in str(err.value)

@@ -25,14 +25,16 @@ SLOW_INSERT = ("INSERT INTO t SELECT CAST(id + 0 * length(coalesce(java_method("
                "'java.lang.Thread', 'sleep', 300L), '')) AS INT) FROM range(10, 60, 1, 1)")
 
 
-def spark_sql(tmp_path: Path, zk_hosts: str, root: str, sql: str) -> subprocess.Popen:
-    """Spark's spark-sql with zklock configured (and no zklock Python in it)."""
+def spark_sql(tmp_path: Path, zk_hosts: str, root: str, sql: str,
+              python: str = PYTHON) -> subprocess.Popen:
+    """Spark's spark-sql with zklock configured (and no zklock Python in it); ``python``
+    runs its child lock client."""
     return subprocess.Popen(
         [str(pyspark_home() / "bin" / "spark-sql"), "--jars", str(module_jar()),
          "--conf", "spark.sql.extensions=zklock.EngineLocks",
          "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
          "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=0",
-         "--conf", f"spark.zklock.lockClient.python={PYTHON}",
+         "--conf", f"spark.zklock.lockClient.python={python}",
          "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
          "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=768m",
          # zklock's committers, as docs/deploy.md's spark-defaults.conf has them: the fence
@@ -97,3 +99,59 @@ def test_killing_the_child_lock_client_loses_the_commands_locks(
     assert "lock client" in out and "died" in out, out[-3000:]
     assert "it completed" not in out, out[-3000:]
     assert table_rows(spark, table) == [1]
+
+
+SUBMITTED_APP = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()  # zklock comes from spark-submit's conf only
+spark.sql("CREATE TABLE t (id INT) USING parquet")
+spark.sql("INSERT INTO t VALUES (1)")
+try:
+    spark.sql("CREATE TABLE blocked (id INT) USING parquet")
+    print("RAN")
+except Exception as exc:
+    print("REFUSED", str(exc).strip().splitlines()[0])
+"""
+
+
+def test_a_submitted_python_app_that_never_calls_enforce_is_locked(
+        spark, tmp_path, zk_hosts, root) -> None:
+    """spark-submit of a PySpark app that knows nothing of zklock, with zklock in its conf (as
+    spark-defaults.conf gives it): its statements are locked by the child lock client, run
+    by the driver's own Python (PYSPARK_PYTHON: no setting names it)."""
+    app = tmp_path / "app.py"
+    app.write_text(SUBMITTED_APP)
+    holder = LockManager(hosts=zk_hosts, root=root)
+    try:
+        with holder.acquire([("default.blocked", "X")], query_id="holder"):
+            out = subprocess.run(
+                [str(pyspark_home() / "bin" / "spark-submit"), "--jars", str(module_jar()),
+                 "--conf", "spark.sql.extensions=zklock.EngineLocks",
+                 "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
+                 "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=0",
+                 "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
+                 "--conf", "spark.ui.enabled=false", str(app)],
+                capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                env={**{k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"},
+                     "PYSPARK_PYTHON": PYTHON})
+    finally:
+        holder.close()
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "REFUSED" in out.stdout and "default.blocked (X requested) is held in X" in out.stdout
+    assert table_rows(spark, tmp_path) == [1]
+
+
+def test_without_zklock_in_the_childs_python_a_statement_is_refused_in_one_line(
+        tmp_path, zk_hosts, root) -> None:
+    """The driver's host has no Python with zklock: the statement is refused, in a line that
+    carries the child's own error, and nothing is created."""
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare = tmp_path / "bare" / "bin" / "python"  # a Python without zklock
+    code, out = finished(spark_sql(tmp_path, zk_hosts, root,
+                                   "CREATE TABLE t (id INT) USING parquet", python=str(bare)))
+    assert code != 0
+    refused = [line for line in out.splitlines() if "no lock client runs in this process" in line]
+    assert refused and "did not start" in refused[0] and "No module named" in refused[0], (
+        out[-3000:])
+    assert not (tmp_path / "wh" / "t").exists()

@@ -36,10 +36,11 @@ def configure(builder: Any) -> Any:
     """Apply the static Spark settings zklock relies on to a SparkSession builder.
 
     Also puts zklock's JVM module on the application's class path (appended to the
-    builder's ``spark.jars``): its output committers, which Spark loads by name, keep a
-    failing write from removing the staged files of other applications writing the same
-    table (see zklock/spark/commit.py). Raises JvmModuleError when the module cannot be
-    built (no JDK).
+    builder's ``spark.jars``, unless that names a zklock jar already or Spark's ``jars/``
+    has one): its output committers, which Spark loads by name, keep a failing write from
+    removing the staged files of other applications writing the same table (see
+    zklock/spark/commit.py). Raises JvmModuleError when the module cannot be had (a source
+    install without a JDK) or ``spark.jars`` names a zklock jar of another build.
 
     A builder of a local Spark Connect session (``spark.api.mode=connect`` with a local
     master, or ``remote("local")``), whose Connect server PySpark starts itself, also gets
@@ -68,15 +69,17 @@ def configure(builder: Any) -> Any:
     extensions = [e.strip() for e in str(options.get(EXTENSIONS, "")).split(",") if e.strip()]
     if EXTENSION_CLASS not in extensions:
         builder = builder.config(EXTENSIONS, ",".join([*extensions, EXTENSION_CLASS]))
-    module = module_jar()
     existing = getattr(builder, "_options", {}).get("spark.jars")
     jars = [j for j in str(existing or "").split(",") if j]
-    for named in jars:  # one zklock jar on the class path, and this zklock's
-        if jar_info(Path(named)) and jar_info(Path(named)).get("build") != build_hash():
-            raise JvmModuleError(f"spark.jars names {named}, a zklock jar of another build;"
-                                 f" name this zklock's instead ({module}), or none")
-    if not in_spark_jars(module) and str(module) not in jars:
-        builder = builder.config("spark.jars", ",".join([*jars, str(module)]))
+    named = [j for j in jars if jar_info(Path(j))]  # one zklock jar on the class path
+    for jar in named:
+        if jar_info(Path(jar)).get("build") != build_hash():
+            raise JvmModuleError(f"spark.jars names {jar}, a zklock jar of another build;"
+                                 f" name this zklock's instead (zklock spark jar), or none")
+    if not named:
+        module = module_jar()
+        if not in_spark_jars(module):
+            builder = builder.config("spark.jars", ",".join([*jars, str(module)]))
     return builder
 
 

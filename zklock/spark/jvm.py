@@ -368,7 +368,7 @@ def module_class(spark: Any, name: str) -> Any:
     """
     jvm = spark._jvm
     gateway = spark.sparkContext._gateway
-    jar = module_jar()
+    jar = _named_jar(spark) or module_jar()
     key = (id(gateway), str(jar))
     with _LOADERS_LOCK:
         loader = _LOADERS.get(key)
@@ -378,6 +378,17 @@ def module_class(spark: Any, name: str) -> Any:
             parent = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
             loader = _LOADERS[key] = jvm.java.net.URLClassLoader(urls, parent)
     return jvm.java.lang.Class.forName(f"zklock.{name}", True, loader)
+
+
+def _named_jar(spark: Any) -> Path | None:
+    """This zklock's jar where the application's ``spark.jars`` names one (an image builder's
+    or an operator's, checked by :func:`zklock.spark.configure`): used as it is, never built
+    again; None otherwise."""
+    for named in str(spark.sparkContext.getConf().get("spark.jars", "") or "").split(","):
+        path = Path(named.strip().removeprefix("file:"))
+        if named.strip() and jar_info(path).get("build") == build_hash():
+            return path
+    return None
 
 
 def new_instance(spark: Any, name: str, types: list[str], args: list[Any]) -> Any:

@@ -66,6 +66,7 @@ final class ChildLockClient implements EngineLockClient {
     private final Deque<String> stderr = new ArrayDeque<>();
     private final CompletableFuture<JsonNode> ready = new CompletableFuture<>();
     private volatile String death;
+    private final Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
 
     private ChildLockClient(SparkContext sc, Process process, String command) {
         this.sc = sc;
@@ -131,7 +132,6 @@ final class ChildLockClient implements EngineLockClient {
         Thread replies = new Thread(this::readReplies, "zklock-lock-client-replies");
         replies.setDaemon(true);
         replies.start();
-        Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
         errors.setDaemon(true);
         errors.start();
         Runtime.getRuntime().addShutdownHook(new Thread(this::close, "zklock-lock-client-stop"));
@@ -151,6 +151,11 @@ final class ChildLockClient implements EngineLockClient {
             ready.get(READY_MS, TimeUnit.MILLISECONDS);
         } catch (IOException | ExecutionException | TimeoutException e) {
             close();
+            try {
+                errors.join(5000);  // what it said before it exited, for the message
+            } catch (InterruptedException interrupted) {
+                Thread.currentThread().interrupt();
+            }
             throw EngineRefusal.refused("zklock: no lock client runs in this process and its"
                 + " child (" + command + ") did not start: " + why());
         } catch (InterruptedException e) {
