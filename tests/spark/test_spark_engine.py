@@ -569,3 +569,14 @@ def test_a_hive_serde_table_written_through_the_dataframe_api_is_locked(zk_hosts
         lines, out.stderr[-2000:])
     assert "lock not acquired" in lines[0] and "serde-holder" in lines[0], lines
     assert "lock not acquired" in lines[2] and "view-holder" in lines[2], lines
+
+
+def test_lock_error_keeps_zklocks_own_exception_whole() -> None:
+    """A LockLost raised in Python (a script's held set) passes through lock_error as it is:
+    its text names the fence's refusal, which must not turn it into a LockLost of no objects."""
+    from zklock.errors import LockLost
+    from zklock.spark import lock_error
+    from zklock.spark.protocol import FENCE_REFUSED
+
+    lost = LockLost(["db.t"], f"{FENCE_REFUSED} (1 of 2 lock nodes gone)")
+    assert lock_error(lost) is lost

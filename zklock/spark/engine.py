@@ -36,6 +36,7 @@ from ..errors import (
     LockLost,
     LockNotAcquired,
     UnsupportedStatement,
+    ZkLockError,
     ZooKeeperUnavailable,
 )
 from ..locknode import LockNodeName
@@ -64,7 +65,10 @@ def lock_error(exc: BaseException) -> BaseException:
     """zklock's exception (UnsupportedStatement, LockNotAcquired, LockLost) for an error Spark
     raised because zklock's engine refused, denied or lost a statement; ``exc`` itself when
     zklock was not its cause. PySpark raises the engine's refusal as its
-    ``QueryExecutionException`` with the condition ``ZKLOCK_*`` (both kinds of session)."""
+    ``QueryExecutionException`` with the condition ``ZKLOCK_*`` (both kinds of session).
+    zklock's own exception is returned as it is (a script's LockLost keeps its objects)."""
+    if isinstance(exc, ZkLockError):
+        return exc
     condition, message, parameters = _refusal(exc)
     if condition is None:
         refused = fence_refusal(exc)
