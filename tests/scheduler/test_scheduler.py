@@ -200,11 +200,15 @@ def test_no_overlap_and_one_owed_run(admin_session, make_scheduler):
 
 
 def test_global_parallel_limit_holds(admin_session, make_scheduler):
+    """Three executors of one run each (three slots in all) under a global limit of two: at
+    most two runs at once. One slot each makes the spread certain, where larger pools let
+    whichever executor hears of the queue first take every run: while one executor runs,
+    the second run the limit allows can only go to another."""
     s = admin_session
     for i in range(6):
         s.sql(f"CREATE SCHEDULED QUERY p{i} EVERY 1 SECOND AS {sleep_sql(1200)}")
-    make_scheduler(pool_size=4, scheduler_max_parallel=2)
-    make_scheduler(pool_size=4, scheduler_max_parallel=2)
+    for _ in range(3):
+        make_scheduler(pool_size=1, scheduler_max_parallel=2)
     assert wait_for(lambda: len([e for e in executions(s) if e.state == "FINISHED"]) >= 10,
                     timeout=90)
     for i in range(6):
@@ -219,7 +223,7 @@ def test_global_parallel_limit_holds(admin_session, make_scheduler):
         level += step
         peak = max(peak, level)
     assert peak <= 2
-    assert len({e.executor for e in executions(s) if e.executor}) == 2  # both took work
+    assert len({e.executor for e in executions(s) if e.executor}) >= 2  # the limit is global
 
 
 def test_auto_disable_after_consecutive_failures(admin_session, make_scheduler):
