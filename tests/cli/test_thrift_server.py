@@ -41,7 +41,11 @@ def thrift(tmp_path_factory, zk_hosts):
     state = base / "state"
     out = cli("--zk", zk_hosts, "--root", root, "--state-dir", state, "spark",
               "thrift-server", "start", "--port", free_port(), "--warehouse", base / "wh",
-              "--conf", "spark.driver.memory=768m", "--conf", "spark.zklock.lock.retries=0")
+              "--conf", "spark.driver.memory=768m",
+              # a statement waits (by retries) for the set of the one before it, which the
+              # engine releases in the background; a denial comes after 20 attempts
+              "--conf", "spark.zklock.lock.retries=20",
+              "--conf", "spark.zklock.lock.retryInterval=0.05")
     assert out.returncode == 0, out.stderr
     url = out.stdout.strip()
     try:

@@ -42,17 +42,19 @@ def main(hosts: str, root: str, warehouse: str) -> dict:
                       .config("spark.sql.parquet.output.committer.class",
                               "zklock.IsolatedParquetOutputCommitter")
                       .config("spark.ui.enabled", "false")).getOrCreate()
-    session = LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0)
+    # each statement waits (by retries, not a pause) for the background release of the set
+    # of the one before it; under the holder's X, one attempt each
+    session = LockingSession(spark.newSession(), hosts=hosts, root=root, retries=200,
+                             retry_interval=0.05)
     session.sql("CREATE TABLE t (id INT) USING parquet")
     session.sql("INSERT INTO t VALUES (1)")
     holder = LockManager(hosts=hosts, root=root)
     plain = enforce(spark, LockManager(hosts=hosts, root=root, retries=0))
     with holder.acquire([("default.t", "X")]):
+        session.set(retries=0)
         denials = {"session": denied(lambda: session.sql("INSERT INTO t VALUES (2)")),
                    "plain": denied(lambda: spark.sql("INSERT INTO t VALUES (3)").collect())}
     holder.close()
-    # alone now, each write waits (by retries, not a pause) for the background release of
-    # the statement before it
     session.set(retries=200, retry_interval=0.05)
     plain.close()
     plain = enforce(spark, LockManager(hosts=hosts, root=root, retries=200, retry_interval=0.05))

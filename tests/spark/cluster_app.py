@@ -24,6 +24,13 @@ from zklock.spark import LockingSession, configure, lock_error
 HOLD = "zklock.fence.holdFile"
 
 
+def locks(hosts: str, root: str) -> dict:
+    """A LockingSession's settings here: each statement waits, by retries, for the set of the
+    one before it, which the engine releases in the background (the plain session's CREATE
+    is locked by the application's child lock client)."""
+    return {"hosts": hosts, "root": root, "retries": 400, "retry_interval": 0.05}
+
+
 def lock_nodes(zk: KazooClient, path: str) -> list[str]:
     found = []
     for child in zk.get_children(path):
@@ -47,17 +54,17 @@ def wait(cond, timeout: float = 120.0):
 
 def two_writers(spark, hosts: str, root: str) -> dict:
     """Two LockingSessions write two partitions of one table at once, each task in an
-    executor JVM: both commit, neither waits for the other."""
+    executor JVM: both commit, each its own partition."""
     spark.sql("CREATE TABLE parts (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
     errors = []
 
     def write(ds: str) -> None:
         try:
-            with LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0) as s:
+            with LockingSession(spark.newSession(), **locks(hosts, root)) as s:
                 s.sql(f"INSERT INTO parts PARTITION (ds='{ds}') SELECT CAST(id AS INT)"
                       f" FROM range(0, 2000, 1, 4)")
         except Exception as exc:
-            errors.append(repr(exc)[:300])
+            errors.append(str(lock_error(exc)).strip().splitlines()[0][:300])
     threads = [threading.Thread(target=write, args=(ds,)) for ds in ("a", "b")]
     for t in threads:
         t.start()
@@ -72,7 +79,7 @@ def fenced_commit(spark, hosts: str, root: str, work: Path, zk: KazooClient) -> 
     """Every task done on the executors, the job commit (on the driver) held back, a lock
     node deleted by another client: the commit is refused and nothing becomes visible."""
     spark.sql("CREATE TABLE fenced (id INT) USING parquet")
-    session = LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0)
+    session = LockingSession(spark.newSession(), **locks(hosts, root))
     session.sql("INSERT INTO fenced VALUES (1)")
     hold = work / "hold"
     hold.write_text("held")
@@ -109,7 +116,7 @@ def cancelled_tasks(spark, hosts: str, root: str, zk: KazooClient) -> dict:
     another client as they run: the tasks are cancelled (the write fails long before its
     tasks would end) and nothing becomes visible."""
     spark.sql("CREATE TABLE slow (id INT) USING parquet")
-    session = LockingSession(spark.newSession(), hosts=hosts, root=root, retries=0)
+    session = LockingSession(spark.newSession(), **locks(hosts, root))
     # 4 tasks of 100 rows, 0.2 s a row: 20 s each, 40 s on two executors
     slow = ("INSERT INTO slow SELECT CAST(id + 0 * length(coalesce(java_method("
             "'java.lang.Thread', 'sleep', 200L), '')) AS INT) FROM range(0, 400, 1, 4)")

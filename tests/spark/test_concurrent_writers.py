@@ -65,7 +65,7 @@ def test_staging_is_removed_after_each_write_and_a_dropped_partition_stays_dropp
     spark.sql(f"CREATE TABLE cw.t (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)"
               f" LOCATION '{loc}'")
     try:
-        staging = loc / "_temporary" / str(locking.execution.commits.attempt_id)
+        staging = loc / "_temporary" / str(locking.execution.commits.attempt_of(locking.spark))
         locking.sql("INSERT INTO cw.t PARTITION (ds='a') SELECT id FROM range(3)")
         assert (loc / "ds=a").is_dir() and not staging.exists()
         locking.sql("ALTER TABLE cw.t DROP PARTITION (ds='a')")
@@ -97,7 +97,7 @@ def test_a_failed_writes_staging_is_removed_again_once_its_tasks_settled(
     spark.sql(f"CREATE TABLE cwf.t (id BIGINT, ds STRING) USING parquet PARTITIONED BY (ds)"
               f" LOCATION '{loc}'")
     commits = locking.execution.commits
-    staging = loc / "_temporary" / str(commits.attempt_id)
+    staging = loc / "_temporary" / str(commits.attempt_of(locking.spark))
     try:
         for settle in (commits.settle, lambda: wait_for(lambda: not staging.exists())):
             with pytest.raises(Exception, match="boom"):
@@ -117,7 +117,7 @@ def test_a_failed_writes_staging_is_removed_again_once_its_tasks_settled(
 
 def test_the_users_own_commit_settings_are_kept(spark):
     iso = commit_isolation(spark)
-    assert spark.conf.get(ATTEMPT_ID) == str(iso.attempt_id)
+    assert spark.conf.get(ATTEMPT_ID) == str(iso.attempt_of(spark))
     assert spark.conf.get(SKIP_CLEANUP) == "true"
     spark.conf.set(ATTEMPT_ID, "7")
     try:

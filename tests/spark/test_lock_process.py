@@ -25,15 +25,17 @@ SLOW_INSERT = ("INSERT INTO t SELECT CAST(id + 0 * length(coalesce(java_method("
                "'java.lang.Thread', 'sleep', 300L), '')) AS INT) FROM range(10, 60, 1, 1)")
 
 
-def spark_sql(tmp_path: Path, zk_hosts: str, root: str, sql: str,
-              python: str = PYTHON) -> subprocess.Popen:
+def spark_sql(tmp_path: Path, zk_hosts: str, root: str, sql: str, python: str = PYTHON,
+              retries: int = 200) -> subprocess.Popen:
     """Spark's spark-sql with zklock configured (and no zklock Python in it); ``python``
-    runs its child lock client."""
+    runs its child lock client. ``retries`` (0.05 s apart) let a statement wait for the set
+    of the one before it, which the engine releases in the background."""
     return subprocess.Popen(
         [str(pyspark_home() / "bin" / "spark-sql"), "--jars", str(module_jar()),
          "--conf", "spark.sql.extensions=zklock.EngineLocks",
          "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
-         "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=0",
+         "--conf", f"spark.zklock.root={root}", "--conf", f"spark.zklock.lock.retries={retries}",
+         "--conf", "spark.zklock.lock.retryInterval=0.05",
          "--conf", f"spark.zklock.lockClient.python={python}",
          "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
          "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=768m",
@@ -70,7 +72,8 @@ def test_spark_sql_statements_are_locked_by_the_child_lock_client(
     holder = LockManager(hosts=zk_hosts, root=root, retries=200, retry_interval=0.05)
     try:
         with holder.acquire([("default.t", "X")], query_id="holder"):
-            code, out = finished(spark_sql(table, zk_hosts, root, "INSERT INTO t VALUES (2)"))
+            code, out = finished(spark_sql(table, zk_hosts, root, "INSERT INTO t VALUES (2)",
+                                           retries=0))
         assert code != 0, out[-3000:]
         assert "zklock: lock not acquired" in out and "default.t (X requested) is held in X" in out
     finally:
@@ -129,7 +132,8 @@ def test_a_submitted_python_app_that_never_calls_enforce_is_locked(
                 [str(pyspark_home() / "bin" / "spark-submit"), "--jars", str(module_jar()),
                  "--conf", "spark.sql.extensions=zklock.EngineLocks",
                  "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
-                 "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=0",
+                 "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=20",
+                 "--conf", "spark.zklock.lock.retryInterval=0.05",
                  "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
                  "--conf", "spark.ui.enabled=false", str(app)],
                 capture_output=True, text=True, cwd=tmp_path, timeout=300,

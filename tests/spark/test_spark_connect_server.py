@@ -75,7 +75,10 @@ class PlainServer:
                  "--conf", f"spark.sql.warehouse.dir={base / 'warehouse'}",
                  "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
                  "--conf", f"spark.zklock.root={PLAIN_ROOT}",
-                 "--conf", "spark.zklock.lock.retries=0",
+                 # a statement waits (by retries) for the set of the one before it, which
+                 # the engine releases in the background; a denial comes after 20 attempts
+                 "--conf", "spark.zklock.lock.retries=20",
+                 "--conf", "spark.zklock.lock.retryInterval=0.05",
                  "--conf", f"spark.zklock.lockClient.python={sys.executable}"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=base, start_new_session=True,
                 env=dict(os.environ, SPARK_HOME=str(home), SPARK_CONNECT_MODE="0"))

@@ -13,12 +13,15 @@ Hive serde tables already stage per job.) Measured with bench/concurrent_writers
 three applications inserting twelve partitions each into one table, twice: 16 of
 72 inserts failed and one more lost a file silently; with this module, 0 and 0.
 
-A LockingSession therefore gives its application a staging directory of its
+A LockingSession therefore gives its SparkSession a staging directory of its
 own (``_temporary/<random attempt id>``) and turns off the shared clean-up,
 through two Hadoop settings that Spark copies from the session's SQL conf into
 every write job. A setting made outside zklock stays as it is (with a warning).
-The application's staging under a table is removed after each write there, once
-no other write of the application is running on it.
+Each SparkSession has its own, not each application: two LockingSessions of one
+application (threads of a backfill, each with its session) writing partitions of one
+table at once would otherwise merge and delete each other's staged tasks when the
+first commits. A session's staging under a table is removed after each write there,
+once no other write of that session is running on it.
 
 A job that *fails* runs Hadoop's abortJob, which deletes the whole ``_temporary``
 whatever the skip setting says. zklock's committers (IsolatedFileOutputCommitter.java,
@@ -40,8 +43,8 @@ checked. About 0.3 ms for a few nodes (bench/fenced_commit.py).
 
 Limits, documented in docs/spark.md: every writer of the table must be isolated
 (a plain Spark application commits into ``_temporary/0`` and deletes it all);
-writers inside one application share its directory; committers other than
-FileOutputCommitter (S3A's) have their own rules.
+threads writing one table at once through one SparkSession share its directory;
+committers other than FileOutputCommitter (S3A's) have their own rules.
 """
 
 from __future__ import annotations
@@ -88,31 +91,49 @@ SETTLE_S = 1.0
 
 
 class CommitIsolation:
-    """One application's own staging directory, cleaned out of a table after each write."""
+    """One application's staging: a directory of its own for each of its SparkSessions,
+    cleaned out of a table after each write there."""
 
     def __init__(self) -> None:
-        self.attempt_id = 1 + secrets.randbelow(2**31 - 2)
+        self.attempts: set[int] = set()  # the attempt ids given to its sessions
         self.failures_isolated = False  # zklock's committers in use (see _use_committers)
         self._files: Any = None  # TableFiles.java: a table's location, deleting its staging
-        self._writing: dict[tuple[str, str], int] = {}  # writes in flight per table
+        # writes in flight per (table, attempt id)
+        self._writing: dict[tuple[str, str, int], int] = {}
         # table -> location, looked up once; a statement X-locking the whole table (DDL
         # among them: a drop, a re-create elsewhere) makes it be looked up again
         self._locations: dict[tuple[str, str], Optional[str]] = {}
         self._lock = threading.Lock()
-        #: second removals after failed writes: (when, tables)
-        self._pending: list[tuple[float, list[tuple[str, str]]]] = []
+        #: second removals after failed writes: (when, [(db, table, attempt)])
+        self._pending: list[tuple[float, list[tuple[str, str, int]]]] = []
+
+    def attempt_of(self, spark: Any) -> Optional[int]:
+        """The attempt id (staging directory) this application gave ``spark``; None when it
+        gave it none (the user's settings were kept)."""
+        current = spark.conf.get(ATTEMPT_ID, None)
+        return int(current) if current is not None and int(current) in self.attempts else None
 
     def apply(self, spark: Any) -> bool:
-        """Set the two Hadoop settings on this SparkSession unless the user set them."""
+        """Give this SparkSession a staging directory of its own (a new attempt id: a
+        session cloned from another gets its own too) and skip Hadoop's shared clean-up,
+        unless the user set either."""
         hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-        mine = {ATTEMPT_ID: str(self.attempt_id), SKIP_CLEANUP: "true"}
+        with self._lock:
+            attempt = 1 + secrets.randbelow(2**31 - 2)
+            while attempt in self.attempts:
+                attempt = 1 + secrets.randbelow(2**31 - 2)
+        ours = {str(a) for a in self.attempts}
+        mine = {ATTEMPT_ID: str(attempt), SKIP_CLEANUP: "true"}
         for key, value in mine.items():
             current = spark.conf.get(key, None)
-            if (current is not None and current != value) or hadoop.get(key) is not None:
+            if (current is not None and current != value and current not in ours) \
+                    or hadoop.get(key) is not None:
                 log.warning("%s is set outside zklock: Spark's staging is left as configured,"
                             " and concurrent writers of one table may delete each other's"
                             " staged files", key)
                 return False
+        with self._lock:
+            self.attempts.add(attempt)
         for key, value in mine.items():
             spark.conf.set(key, value)
         if self._files is None:
@@ -144,17 +165,17 @@ class CommitIsolation:
         return True
 
     @contextmanager
-    def writing(self, objects: list[LockObject]) -> Iterator[None]:
-        """Around one write statement (its X-locked objects): afterwards, remove this
-        application's staging under each table it wrote, unless another write of the
-        application is still running there. Emptied task directories left in it would
-        otherwise be merged again by every later commit (and bring back the directory of
-        a partition dropped meanwhile).
+    def writing(self, objects: list[LockObject], attempt: int) -> Iterator[None]:
+        """Around one write statement (its X-locked objects) of the session with staging
+        ``attempt``: afterwards, remove that staging under each table it wrote, unless
+        another write of the session is still running there. Emptied task directories left
+        in it would otherwise be merged again by every later commit (and bring back the
+        directory of a partition dropped meanwhile).
 
         A failed statement's staging is removed again ``SETTLE_S`` seconds later (or at
         :meth:`settle`): Spark reports a job failed while its other tasks are still being
         cancelled, and a cancelled task may create its directories after the first removal."""
-        tables = sorted({(o.db, o.table) for o in objects if o.table is not None})
+        tables = sorted({(o.db, o.table, attempt) for o in objects if o.table is not None})
         whole = [(o.db, o.table) for o in objects if o.table is not None and not o.partition]
         with self._lock:
             for t in whole:
@@ -186,7 +207,7 @@ class CommitIsolation:
             time.sleep(max(0.0, due - time.monotonic()))
             self._remove(tables)
 
-    def _remove_later(self, tables: list[tuple[str, str]]) -> None:
+    def _remove_later(self, tables: list[tuple[str, str, int]]) -> None:
         entry = (time.monotonic() + SETTLE_S, tables)
         with self._lock:
             self._pending.append(entry)
@@ -201,21 +222,21 @@ class CommitIsolation:
         timer.daemon = True
         timer.start()
 
-    def _remove(self, tables: list[tuple[str, str]]) -> None:
-        """Delete this application's staging under ``tables``, skipping a table that a
-        write of the application has entered meanwhile: the check and the delete hold the
+    def _remove(self, tables: list[tuple[str, str, int]]) -> None:
+        """Delete a session's staging (its attempt) under each table, skipping one that a
+        write of that session has entered meanwhile: the check and the delete hold the
         lock a write takes to enter, so a write never has its staging deleted under it."""
         if self._files is None:
             return
-        for db, table in tables:
+        for db, table, attempt in tables:
             with self._lock:
-                if (db, table) in self._writing:
+                if (db, table, attempt) in self._writing:
                     continue
                 try:
                     if (db, table) not in self._locations:
                         self._locations[(db, table)] = self._files.location(db, table)
                     location = self._locations[(db, table)]
                     if location is not None:
-                        self._files.delete(f"{location}/_temporary/{self.attempt_id}")
+                        self._files.delete(f"{location}/_temporary/{attempt}")
                 except Exception as exc:  # a dropped table, a stopped context: clutter
                     log.debug("could not remove staging of %s.%s: %s", db, table, exc)

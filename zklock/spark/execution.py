@@ -89,10 +89,11 @@ class LockedExecution:
 
     def commit_staging(self, lockset: LockSet) -> Any:
         """Around a locked statement: the commit staging of the tables it X-locked."""
-        if self._commits is None:
+        attempt = None if self._commits is None else self._commits.attempt_of(self.spark)
+        if attempt is None:  # isolation off, or the user's own staging settings kept
             return nullcontext()
         return self._commits.writing([h.target.obj for h in lockset.held
-                                      if h.target.mode is Mode.EXCLUSIVE])
+                                      if h.target.mode is Mode.EXCLUSIVE], attempt)
 
 
 @contextmanager

@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # what Spark's commit does to a concurrent writer
             failures.append(f"{name}-{i}: {str(exc).splitlines()[0][:300]}")
     commits = session.execution.commits
-    staging = commits.attempt_id if commits is not None else None
+    staging = commits.attempt_of(session.spark) if commits is not None else None
     isolated = bool(commits is not None and commits.failures_isolated)
     session.stop()
     print(json.dumps({"name": name, "failures": failures, "staging": staging,
