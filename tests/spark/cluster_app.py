@@ -157,7 +157,11 @@ def main(hosts: str, root: str, work: str) -> dict:
                       .config("spark.sql.warehouse.dir", str(where / "warehouse"))
                       .config("spark.ui.enabled", "false")
                       .config("spark.executor.memory", "768m")
-                      .config("spark.sql.legacy.createHiveTableByDefault", "false")).getOrCreate()
+                      .config("spark.sql.legacy.createHiveTableByDefault", "false")
+                      # the plain session's statements (the CREATEs) are locked by the
+                      # application's child lock client, which locks where this conf says
+                      .config("spark.zklock.zookeeper.quorum", hosts)
+                      .config("spark.zklock.root", root)).getOrCreate()
     zk = KazooClient(hosts=hosts)
     zk.start()
     LockManager(hosts=hosts, root=root).close()  # the root exists before anyone lists it
