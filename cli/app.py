@@ -113,6 +113,20 @@ def one_line(text: str) -> str:
     return "; ".join(ln.strip() for ln in str(text).splitlines() if ln.strip())
 
 
+def echo_status(st: dict, as_json: bool, running: Sequence[str]) -> None:
+    """A local service's ``status`` (LocalService.status): JSON, or ``running`` lines when
+    it runs, else where its state is; exit code 1 when it does not run."""
+    if as_json:
+        click.echo(json.dumps(st))
+    elif st["running"]:
+        for line in running:
+            click.echo(line)
+    else:
+        click.echo(f"not running; state dir {st['state_dir']}")
+    if not st["running"]:
+        sys.exit(1)
+
+
 def emit(rows: Sequence[dict], as_json: bool, columns: Sequence[str]) -> None:
     if as_json:
         click.echo(json.dumps(list(rows), indent=2, ensure_ascii=False, default=str))

@@ -14,9 +14,7 @@ server has no authentication.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Optional
@@ -27,7 +25,7 @@ from zklock.config import parse_duration
 from zklock.errors import ServerError, ZkLockError
 from zklock.spark.jvm import jdk_tool
 
-from .app import Context, cli
+from .app import Context, cli, echo_status
 from .local_service import LocalService
 
 SERVER_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
@@ -163,14 +161,6 @@ def status(obj: Context, as_json: bool) -> None:
     Exit code 1 when it does not run. Example: zklock metastore status --json
     """
     st = _metastore(obj).status()
-    if as_json:
-        click.echo(json.dumps(st))
-    elif st["running"]:
-        click.echo(f"running, pid {st['pid']}; {st['uri']}; warehouse {st['warehouse']};"
-                   f" log {st['log']}")
-        click.echo("spark conf: " + " ".join(f"--conf {k}={v}"
-                                             for k, v in st["spark_conf"].items()))
-    else:
-        click.echo(f"not running; state dir {st['state_dir']}")
-    if not st["running"]:
-        sys.exit(1)
+    echo_status(st, as_json, [] if not st["running"] else [
+        f"running, pid {st['pid']}; {st['uri']}; warehouse {st['warehouse']}; log {st['log']}",
+        "spark conf: " + " ".join(f"--conf {k}={v}" for k, v in st["spark_conf"].items())])

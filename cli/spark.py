@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -12,7 +10,7 @@ import click
 
 from zklock.config import parse_duration
 
-from .app import Context, cli
+from .app import Context, cli, echo_status
 
 
 @cli.group()
@@ -140,15 +138,8 @@ def status(obj: Context, as_json: bool) -> None:
     Exit code 1 when it does not run. Example: zklock spark connect-server status --json
     """
     st = _server(obj).status()
-    if as_json:
-        click.echo(json.dumps(st))
-    elif st["running"]:
-        click.echo(f"running, pid {st['pid']}; {st['remote']}; plugin jar {st['jar']};"
-                   f" Spark {st['spark']}; log {st['log']}")
-    else:
-        click.echo(f"not running; state dir {st['state_dir']}")
-    if not st["running"]:
-        sys.exit(1)
+    echo_status(st, as_json, [f"running, pid {st['pid']}; {st['remote']}; plugin jar"
+                              f" {st['jar']}; Spark {st['spark']}; log {st['log']}"])
 
 
 @spark.group("thrift-server")
@@ -214,11 +205,5 @@ def thrift_status(obj: Context, as_json: bool) -> None:
     Exit code 1 when it does not run. Example: zklock spark thrift-server status --json
     """
     st = _thrift(obj).status()
-    if as_json:
-        click.echo(json.dumps(st))
-    elif st["running"]:
-        click.echo(f"running, pid {st['pid']}; {st['url']}; jar {st['jar']}; log {st['log']}")
-    else:
-        click.echo(f"not running; state dir {st['state_dir']}")
-    if not st["running"]:
-        sys.exit(1)
+    echo_status(st, as_json, [f"running, pid {st['pid']}; {st['url']}; jar {st['jar']};"
+                              f" log {st['log']}"])

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import diagnostics
 import pytest
 from kazoo.client import KazooClient
+from polling import lock_nodes, wait_for  # noqa: F401  (tests import them from here)
 from shuffle import pytest_collection_modifyitems  # noqa: F401  (make flake-hunt's order)
 
 from zklock import LockManager
@@ -205,37 +206,6 @@ def raises_lock_error(kind: type, match: Optional[str] = None):
     assert isinstance(raised.value, kind), f"expected {kind.__name__}, got {info.value!r}"
     if match is not None:
         assert re.search(match, str(raised.value)), (match, str(raised.value))
-
-
-def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> Any:
-    """Poll ``cond`` until it holds or ``timeout`` passes; its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(step)
-    return cond()
-
-
-def lock_nodes(client: KazooClient, path: str) -> list[str]:
-    """Every lock node below ``path`` (recursively)."""
-    from kazoo.exceptions import NoNodeError
-
-    from zklock.locknode import LockNodeName
-
-    out = []
-    try:
-        kids = client.get_children(path)
-    except NoNodeError:  # an empty container node the server swept meanwhile
-        return out
-    for kid in kids:
-        full = f"{path}/{kid}"
-        if LockNodeName.parse(kid):
-            out.append(full)
-        else:
-            out.extend(lock_nodes(client, full))
-    return out
 
 
 PYTHON = sys.executable

@@ -17,6 +17,10 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: polling.py
+
+from polling import lock_nodes, wait_for  # noqa: E402
+
 from zklock import LockManager
 from zklock.errors import LockLost
 from zklock.spark import LockingSession, configure, lock_error
@@ -29,27 +33,6 @@ def locks(hosts: str, root: str) -> dict:
     one before it, which the engine releases in the background (the plain session's CREATE
     is locked by the application's child lock client)."""
     return {"hosts": hosts, "root": root, "retries": 400, "retry_interval": 0.05}
-
-
-def lock_nodes(zk: KazooClient, path: str) -> list[str]:
-    found = []
-    for child in zk.get_children(path):
-        full = f"{path}/{child}"
-        if child.startswith(("read-", "write-")):
-            found.append(full)
-        else:
-            found += lock_nodes(zk, full)
-    return found
-
-
-def wait(cond, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    return cond()
 
 
 def two_writers(spark, hosts: str, root: str) -> dict:
@@ -96,7 +79,7 @@ def fenced_commit(spark, hosts: str, root: str, work: Path, zk: KazooClient) -> 
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        reached = wait(lambda: Path(f"{hold}.held").exists())
+        reached = wait_for(lambda: Path(f"{hold}.held").exists())
         mine = [n for n in lock_nodes(zk, root) if "/fenced/write-" in n]
         for node in mine:
             zk.delete(node)
@@ -133,10 +116,10 @@ def cancelled_tasks(spark, hosts: str, root: str, zk: KazooClient) -> dict:
     writer = threading.Thread(target=write)
     writer.start()
     tracker = spark.sparkContext.statusTracker()
-    stages = wait(lambda: [s for s in tracker.getActiveStageIds()
+    stages = wait_for(lambda: [s for s in tracker.getActiveStageIds()
                            if (tracker.getStageInfo(s) or None)
                            and tracker.getStageInfo(s).numActiveTasks > 0])
-    mine = wait(lambda: [n for n in lock_nodes(zk, root) if "/slow/write-" in n])
+    mine = wait_for(lambda: [n for n in lock_nodes(zk, root) if "/slow/write-" in n])
     for node in mine:
         zk.delete(node)
     writer.join(120)

@@ -46,6 +46,18 @@ def resolve(tmp_path: Path, cwd: Path | None = None,
         capture_output=True, text=True, timeout=600, env=run_env, cwd=cwd or tmp_path)
 
 
+def rebuilt(jar: Path, copy: Path, old: str, new: str) -> Path:
+    """A copy of zklock's ``jar`` whose properties say ``new`` instead of ``old`` (a jar of
+    another build, or for another Spark)."""
+    with zipfile.ZipFile(jar) as src, zipfile.ZipFile(copy, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == PROPERTIES:
+                data = data.replace(old.encode(), new.encode())
+            dst.writestr(item, data)
+    return copy
+
+
 def not_a_directory(tmp_path: Path) -> str:
     """A path nothing can create: it lies below a file (as a home that does not exist and
     cannot be made, for root too)."""
@@ -132,13 +144,8 @@ def test_a_jar_placed_in_sparks_jars_is_used(tmp_path):
 
 def test_a_placed_jar_of_another_build_is_refused_in_one_line(tmp_path):
     """Spark loads its jars/ first: a stale zklock there would be the one that runs."""
-    stale = tmp_path / "zklock-stale.jar"
-    with zipfile.ZipFile(module_jar()) as src, zipfile.ZipFile(stale, "w") as dst:
-        for item in src.infolist():
-            data = src.read(item)
-            if item.filename == PROPERTIES:
-                data = data.replace(f"build={build_hash()}".encode(), b"build=0000000000000000")
-            dst.writestr(item, data)
+    stale = rebuilt(module_jar(), tmp_path / "zklock-stale.jar", f"build={build_hash()}",
+                    "build=0000000000000000")
     out = resolve(tmp_path, SPARK_HOME=str(spark_home_with(tmp_path, stale)))
     assert out.stdout.startswith("error: ") and out.stdout.count("\n") == 1, out.stdout
     assert "a zklock jar of another build" in out.stdout
@@ -156,13 +163,8 @@ def test_configure_uses_the_zklock_jar_spark_jars_names(tmp_path):
     named.write_bytes(module_jar().read_bytes())
     builder = configure(SparkSession.Builder().config("spark.jars", f"/opt/other.jar,{named}"))
     assert builder._options["spark.jars"] == f"/opt/other.jar,{named}"
-    stale = tmp_path / "zklock-stale.jar"
-    with zipfile.ZipFile(named) as src, zipfile.ZipFile(stale, "w") as dst:
-        for item in src.infolist():
-            data = src.read(item)
-            if item.filename == PROPERTIES:
-                data = data.replace(f"build={build_hash()}".encode(), b"build=0000000000000000")
-            dst.writestr(item, data)
+    stale = rebuilt(named, tmp_path / "zklock-stale.jar", f"build={build_hash()}",
+                    "build=0000000000000000")
     with pytest.raises(JvmModuleError, match="a zklock jar of another build") as err:
         configure(SparkSession.Builder().config("spark.jars", str(stale)))
     assert "\n" not in str(err.value)

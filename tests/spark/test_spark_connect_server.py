@@ -18,13 +18,13 @@ import subprocess
 import sys
 import time
 import warnings
-import zipfile
 from pathlib import Path
 
 import pyspark
 import pytest
 from conftest import PROJECT, PYTHON, make_warehouse, raises_lock_error, spark_line
 from pyspark.errors import AnalysisException, ParseException
+from test_jvm import rebuilt
 from test_spark_corpus import CORPUS, D, absent, documented
 from test_spark_planner import DATAFRAME_LOCKS, MORE, NO_LOCKS, SEED_ROWS, dataframes
 from zklock.cli.connect_server import SERVER_CLASS, pyspark_home
@@ -39,7 +39,7 @@ from zklock.errors import (
 from zklock.ports import free_port
 from zklock.spark import connect as connect_module
 from zklock.spark.connect import plan_locks, plan_statement, plugin_version
-from zklock.spark.jvm import PROPERTIES, build_hash, has_connect_server, module_jar, zklock_version
+from zklock.spark.jvm import build_hash, has_connect_server, module_jar, zklock_version
 from zklock.spark.planner import ClassicPlanner
 
 MEMORY = "spark.driver.memory=768m"
@@ -357,13 +357,8 @@ def test_a_classic_session_is_refused(spark):
 
 
 def test_cli_start_refuses_a_plugin_built_for_another_spark(servers, tmp_path):
-    other = tmp_path / "zklock-connect-3.5.1.jar"
-    with zipfile.ZipFile(module_jar()) as src, zipfile.ZipFile(other, "w") as dst:
-        for item in src.infolist():
-            data = src.read(item)
-            if item.filename == PROPERTIES:
-                data = data.replace(f"spark={pyspark.__version__}".encode(), b"spark=3.5.1")
-            dst.writestr(item, data)
+    other = rebuilt(module_jar(), tmp_path / "zklock-connect-3.5.1.jar",
+                    f"spark={pyspark.__version__}", "spark=3.5.1")
     out = cli("--state-dir", tmp_path / "state", "spark", "connect-server", "start",
               "--port", free_port(), "--jar", other)
     assert out.returncode == 1

@@ -111,7 +111,7 @@ class CommitIsolation:
         """The attempt id (staging directory) this application gave ``spark``; None when it
         gave it none (the user's settings were kept)."""
         current = spark.conf.get(ATTEMPT_ID, None)
-        return int(current) if current is not None and int(current) in self.attempts else None
+        return {str(a): a for a in self.attempts}.get(current)  # the user's may be any text
 
     def apply(self, spark: Any) -> bool:
         """Give this SparkSession a staging directory of its own (a new attempt id: a

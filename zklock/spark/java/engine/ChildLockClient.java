@@ -61,12 +61,23 @@ final class ChildLockClient implements EngineLockClient {
     private final String command;
     private final AtomicLong ids = new AtomicLong();
     private final Map<Long, CompletableFuture<JsonNode>> pending = new ConcurrentHashMap<>();
-    /** Granted and not released: handle -> (query id, node paths), for a death. */
-    private final Map<String, String[]> held = new ConcurrentHashMap<>();
+    /** Granted and not released, by handle: what a death must cancel and fence. */
+    private final Map<String, Granted> held = new ConcurrentHashMap<>();
     private final Deque<String> stderr = new ArrayDeque<>();
     private final CompletableFuture<JsonNode> ready = new CompletableFuture<>();
     private volatile String death;
     private final Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
+
+    /** A set the child granted: its statement's job tag and its lock nodes. */
+    private static final class Granted {
+        final String queryId;
+        final List<String> nodes;
+
+        Granted(String queryId, List<String> nodes) {
+            this.queryId = queryId;
+            this.nodes = nodes;
+        }
+    }
 
     private ChildLockClient(SparkContext sc, Process process, String command) {
         this.sc = sc;
@@ -176,8 +187,8 @@ final class ChildLockClient implements EngineLockClient {
         if ("granted".equals(reply.path("outcome").asText())) {
             List<String> nodes = new ArrayList<>();
             reply.path("nodes").forEach(n -> nodes.add(n.asText()));
-            nodes.add(0, reply.path("query_id").asText());
-            held.put(reply.path("handle").asText(), nodes.toArray(new String[0]));
+            held.put(reply.path("handle").asText(),
+                new Granted(reply.path("query_id").asText(), nodes));
             if (death != null) {  // it died as it answered: the grant is lost already
                 lose(reply.path("handle").asText());
             }
@@ -187,7 +198,7 @@ final class ChildLockClient implements EngineLockClient {
 
     @Override
     public String release(String handle, boolean failed) {
-        String[] set = held.remove(handle);
+        Granted set = held.remove(handle);
         if (death != null) {
             return set == null ? answer("released", "nothing was held").toString()
                 : answer("lost", "the lock client " + command + " died while the statement"
@@ -295,16 +306,12 @@ final class ChildLockClient implements EngineLockClient {
     /** The set granted under {@code handle} is lost: its commit refused, its jobs cancelled
      *  (it stays in {@link #held} for its release to report the loss). */
     private void lose(String handle) {
-        String[] set = held.get(handle);
+        Granted set = held.get(handle);
         if (set == null) {
             return;
         }
-        List<String> nodes = new ArrayList<>();
-        for (int i = 1; i < set.length; i++) {
-            nodes.add(set[i]);
-        }
-        CommitFence.abandon(nodes, "the lock client " + command + " died");
-        cancel(set[0]);
+        CommitFence.abandon(set.nodes, "the lock client " + command + " died");
+        cancel(set.queryId);
     }
 
     private void cancel(String queryId) {

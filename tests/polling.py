@@ -1,0 +1,41 @@
+"""Waiting for a condition, and listing lock nodes: what the suite's tests and the
+applications they run in processes of their own (tests/spark/cluster_app.py) both need,
+without conftest's fixtures."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kazoo.client import KazooClient
+
+
+def wait_for(cond, timeout: float = 30.0, step: float = 0.05) -> Any:
+    """Poll ``cond`` until it holds or ``timeout`` passes; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(step)
+    return cond()
+
+
+def lock_nodes(client: KazooClient, path: str) -> list[str]:
+    """Every lock node below ``path`` (recursively)."""
+    from kazoo.exceptions import NoNodeError
+
+    from zklock.locknode import LockNodeName
+
+    out = []
+    try:
+        kids = client.get_children(path)
+    except NoNodeError:  # an empty container node the server swept meanwhile
+        return out
+    for kid in kids:
+        full = f"{path}/{kid}"
+        if LockNodeName.parse(kid):
+            out.append(full)
+        else:
+            out.extend(lock_nodes(client, full))
+    return out
