@@ -35,6 +35,12 @@ def locks(hosts: str, root: str) -> dict:
     return {"hosts": hosts, "root": root, "retries": 400, "retry_interval": 0.05}
 
 
+#: How long a case waits for a state of its write (its commit reached, its tasks running, its
+#: lock nodes there): the writes here run for at most 40 s of tasks (cancelled_tasks), three
+#: times that for a loaded machine.
+STATE_S = 120.0
+
+
 def two_writers(spark, hosts: str, root: str) -> dict:
     """Two LockingSessions write two partitions of one table at once, each task in an
     executor JVM: both commit, each its own partition."""
@@ -79,7 +85,7 @@ def fenced_commit(spark, hosts: str, root: str, work: Path, zk: KazooClient) -> 
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        reached = wait_for(lambda: Path(f"{hold}.held").exists())
+        reached = wait_for(lambda: Path(f"{hold}.held").exists(), STATE_S)
         mine = [n for n in lock_nodes(zk, root) if "/fenced/write-" in n]
         for node in mine:
             zk.delete(node)
@@ -118,8 +124,9 @@ def cancelled_tasks(spark, hosts: str, root: str, zk: KazooClient) -> dict:
     tracker = spark.sparkContext.statusTracker()
     stages = wait_for(lambda: [s for s in tracker.getActiveStageIds()
                            if (tracker.getStageInfo(s) or None)
-                           and tracker.getStageInfo(s).numActiveTasks > 0])
-    mine = wait_for(lambda: [n for n in lock_nodes(zk, root) if "/slow/write-" in n])
+                           and tracker.getStageInfo(s).numActiveTasks > 0], STATE_S)
+    mine = wait_for(lambda: [n for n in lock_nodes(zk, root) if "/slow/write-" in n],
+                    STATE_S)
     for node in mine:
         zk.delete(node)
     writer.join(120)
