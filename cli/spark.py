@@ -200,10 +200,17 @@ def thrift_stop(obj: Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @click.pass_obj
 def thrift_status(obj: Context, as_json: bool) -> None:
-    """Whether the local Spark Thrift server runs: its JDBC URL, pid and jar.
+    """Whether the local Spark Thrift server runs: its JDBC URL, pid and jar, and whether
+    its lock client is up and how often it was restarted.
 
     Exit code 1 when it does not run. Example: zklock spark thrift-server status --json
     """
     st = _thrift(obj).status()
+    lc = st["lock_client"]
+    client = ("lock client not started yet (the first statement starts it)"
+              if not lc["started"] else
+              f"lock client {'up, pid ' + str(lc['pid']) if lc['up'] else 'down'},"
+              f" restarted {lc['restarts']} time(s)"
+              + (f"; last error: {lc['last_error']}" if lc.get("last_error") else ""))
     echo_status(st, as_json, [f"running, pid {st['pid']}; {st['url']}; jar {st['jar']};"
-                              f" log {st['log']}"])
+                              f" log {st['log']}", client])

@@ -14,6 +14,7 @@ spark-defaults.conf (docs/deploy.md) is locked the same way.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import ClassVar, Optional
 
 from zklock.errors import ServerError, ZkLockError
 from zklock.spark.jvm import jar_info, module_jar
+from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE
 
 from .connect_server import pyspark_home
 from .local_service import LocalService
@@ -50,11 +52,31 @@ class ThriftServer(LocalService):
         """The JDBC URL a client connects to (``beeline -u <url>``)."""
         return f"jdbc:hive2://{self.host}:{self.port}/default"
 
+    @property
+    def lock_client_file(self) -> Path:
+        """Where the server's JVM keeps its child lock client's state (ChildSupervisor.java)."""
+        return self.state_dir / "lock-client.json"
+
     def status(self) -> dict:
-        """running, port, pid, jar, JDBC URL and log of the server started here."""
+        """running, port, pid, jar, JDBC URL and log of the server started here, and its
+        lock client: whether the child runs, its pid, how many times it was restarted, and
+        the last error (none before the first statement starts it)."""
         st = super().status()
         return {**st, "url": f"jdbc:hive2://{st['host']}:{st['port']}/default",
-                "jar": st.get("jar")}
+                "jar": st.get("jar"), "lock_client": self.lock_client()}
+
+    def lock_client(self) -> dict:
+        """The child lock client's state as the server's JVM last wrote it, ``up`` checked
+        against the process table now (a child killed since is not up)."""
+        try:
+            state = json.loads(self.lock_client_file.read_text())
+        except (OSError, ValueError):
+            return {"up": False, "pid": None, "restarts": 0, "failures_in_a_row": 0,
+                    "last_error": None, "started": False}
+        pid = state.get("pid")
+        state["up"] = bool(state.get("up") and pid and Path(f"/proc/{pid}").exists())
+        state["started"] = True
+        return state
 
     def start(self, wait: float = 180.0) -> str:
         """Start the server and return its JDBC URL once it accepts connections.
@@ -72,6 +94,7 @@ class ThriftServer(LocalService):
                 "spark.ui.enabled": "false",
                 # the child lock client runs in this zklock's Python
                 "spark.zklock.lockClient.python": sys.executable,
+                LOCK_CLIENT_STATUS_FILE: str(self.lock_client_file),
                 **self.locks, **self.conf}
         if self.warehouse:
             conf["spark.sql.warehouse.dir"] = str(Path(self.warehouse).resolve())

@@ -243,9 +243,9 @@ SETTINGS: list[Setting] = [
             " false waits for the session to be reported expired."),
     Setting("isolate_commits", True, parse_bool, "ZKLOCK_ISOLATE_COMMITS",
             "spark.zklock.isolateCommits",
-            "Give each Spark application its own staging directory under a table"
-            " (_temporary/<id>), so that concurrent writers of different partitions, which"
-            " the locks let run together, do not delete each other's staged files."),
+            "Give each write job its own staging directory under a table (_temporary/<id>),"
+            " so that concurrent writers of different partitions, which the locks let run"
+            " together, do not publish or delete each other's staged files."),
     Setting("unknown_statements", "refuse", _unknown_policy, "ZKLOCK_UNKNOWN_STATEMENTS",
             "spark.zklock.unknown.statements",
             "What a LockingSession does with a statement holding a command or write it has no"

@@ -70,6 +70,13 @@ class LockLost(ZkLockError):
         super().__init__(f"lock lost on {shown or 'no objects'}: {reason}")
 
 
+class WriteFailed(ZkLockError):
+    """A statement that wrote under its locks failed. The message names what it wrote and
+    what became of the write: nothing of it committed (the common case: a task or the job
+    failed, and its staging is removed), its commit failed part-way, or it committed and a
+    later step failed. Spark's own error is its ``__cause__`` where Python has it."""
+
+
 class NotAuthorized(ZkLockError):
     """The identity in use may not do this (a scheduler rule, or an admin-only operation)."""
 

@@ -4,6 +4,9 @@ Spark's own beeline as a BI tool or dbt would."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import threading
 
@@ -94,3 +97,55 @@ def test_jdbc_clients_statements_are_locked(thrift, zk_hosts):
         assert len(rows(url, "SELECT id FROM jdbc_t")) == 11
     finally:
         holder.close()
+
+
+def status_of(state) -> dict:
+    out = cli("--state-dir", state, "spark", "thrift-server", "status", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def test_two_jdbc_users_writing_partitions_of_one_table_at_once_lose_nothing(thrift):
+    """Two beeline clients, each 12 inserts of 2,000 rows into its own partition of one
+    table, at once: every statement returns, and each partition holds exactly its rows
+    (each write job stages on its own: StagedCommitProtocol.java)."""
+    url = thrift["url"]
+    made = beeline(url, "alice", "CREATE TABLE jdbc_parts (id BIGINT, ds STRING) USING parquet"
+                                 " PARTITIONED BY (ds)")
+    assert made.returncode == 0, made.stdout + made.stderr
+    outs = {}
+
+    def write(user: str) -> None:
+        outs[user] = beeline(url, user, " ".join(
+            f"INSERT INTO jdbc_parts PARTITION (ds='{user}') SELECT id FROM"
+            f" range(0, 2000, 1, 4);" for _ in range(12)))
+    writers = [threading.Thread(target=write, args=(u,)) for u in ("alice", "bob")]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(600)
+    for user, out in outs.items():
+        assert out.returncode == 0, (user, out.stdout[-2000:], out.stderr[-3000:])
+    counts = sorted(tuple(cell.strip() for cell in row.split("|"))
+                    for row in rows(url, "SELECT ds, count(*) FROM jdbc_parts GROUP BY ds"))
+    assert counts == [("alice", "24000"), ("bob", "24000")]
+
+
+def test_the_lock_client_comes_back_and_status_says_so(thrift):
+    """The server's child lock client SIGKILLed: the next JDBC statement starts a new one,
+    under locks, and ``status`` names it up with one restart."""
+    url, state = thrift["url"], thrift["state"]
+    first = beeline(url, "alice", "CREATE TABLE jdbc_back (id INT) USING parquet")
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = status_of(state)["lock_client"]
+    assert before["up"] and before["pid"], before
+    os.kill(before["pid"], signal.SIGKILL)
+    assert wait_for(lambda: not status_of(state)["lock_client"]["up"], timeout=30)
+    again = beeline(url, "alice", "INSERT INTO jdbc_back VALUES (1)")
+    assert again.returncode == 0, again.stdout + again.stderr
+    after = status_of(state)["lock_client"]
+    assert after["up"] and after["pid"] != before["pid"], after
+    assert after["restarts"] == before["restarts"] + 1, after
+    text = cli("--state-dir", state, "spark", "thrift-server", "status").stdout
+    assert f"lock client up, pid {after['pid']}, restarted" in text, text
+    assert rows(url, "SELECT id FROM jdbc_back") == ["1"]

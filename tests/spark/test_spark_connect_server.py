@@ -471,6 +471,27 @@ def test_connect_session_takes_the_classic_locks(make_connect_locking, cdb, spar
     assert locking.sql(f"EXPLAIN LOCKS SELECT * FROM {cdb}.dim").collect()[0].object == cdb
 
 
+def test_a_connect_locking_sessions_reads_list_the_files_again(make_connect_locking, cdb):
+    """The server's session keeps a table's file listing; another application adds a file
+    (here: a copy of one, as its append would, telling this server nothing). A Connect
+    LockingSession's read, under the S lock its client took, lists the files again
+    (LockedQueryExec.java) and counts the new rows."""
+    import shutil
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    locking = make_connect_locking(retries=100)
+    locking.sql(f"CREATE TABLE {cdb}.listed (id INT) USING parquet")
+    locking.sql(f"INSERT INTO {cdb}.listed VALUES (1), (2)")
+    assert ccount(locking, f"{cdb}.listed") == 2  # listed now, and kept by the server
+    location = next(r.data_type for r in locking.sql(
+        f"DESCRIBE TABLE EXTENDED {cdb}.listed").collect() if r.col_name == "Location")
+    part = next(p for p in Path(urlparse(location).path).iterdir()
+                if p.name.startswith("part-"))
+    shutil.copy(part, part.with_name("part-99999-another-application.parquet"))
+    assert ccount(locking, f"{cdb}.listed") == 4
+
+
 def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cdb, zk, root):
     """The server's lock client holds the statement's locks: another client deletes its X
     node while the job runs, and the statement is interrupted with LockLost."""

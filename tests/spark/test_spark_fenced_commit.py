@@ -27,6 +27,8 @@ from zklock.spark.locked_statement import FENCE_NODES, FENCE_REFUSED, FENCE_ZOOK
 from zklock.testing import expire_session
 
 HOLD = "zklock.fence.holdFile"
+#: The engine's hold of a command granted its locks, before it runs (TestHolds.java).
+GUARD_HOLD = "zklock.guard.holdFile"
 #: How the engine marks its own statement's nodes (EngineGuard.ENGINE_HELD).
 ENGINE_HELD = "zklock.engine.held"
 
@@ -46,8 +48,9 @@ def data_files(spark, table: str) -> list[str]:
 class HeldCommit:
     """Runs ``fn`` on a thread whose fenced job commit waits until :meth:`release`."""
 
-    def __init__(self, spark, tmp_path: Path, fn) -> None:
+    def __init__(self, spark, tmp_path: Path, fn, hold: str = HOLD) -> None:
         self.jvm_system = spark._jvm.java.lang.System
+        self.hold = hold
         self.file = tmp_path / f"hold-{uuid.uuid4().hex[:8]}"
         self.fn = fn
         self.error: BaseException | None = None
@@ -61,10 +64,10 @@ class HeldCommit:
 
     def __enter__(self) -> HeldCommit:
         self.file.write_text("held")
-        self.jvm_system.setProperty(HOLD, str(self.file))
+        self.jvm_system.setProperty(self.hold, str(self.file))
         self.thread.start()
         assert wait_for(lambda: Path(f"{self.file}.held").exists(), timeout=60), \
-            "the write never reached its job commit"
+            f"the write never reached {self.hold}"
         return self
 
     def release(self) -> BaseException | None:
@@ -75,7 +78,7 @@ class HeldCommit:
         return self.error
 
     def __exit__(self, *exc: object) -> None:
-        self.jvm_system.clearProperty(HOLD)
+        self.jvm_system.clearProperty(self.hold)
         self.release()
 
 
@@ -200,3 +203,41 @@ def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
     assert expected in str(info.value)
     assert elapsed < 20
     assert count(spark, f"{db}.dim") == before
+
+
+def test_a_loss_between_the_grant_and_the_first_job_never_commits(make_locking, db, spark, zk,
+                                                                  root, tmp_path):
+    """The command is granted its locks and held before it submits any job; its lock node is
+    deleted by another client, and the session learns of it while there is no job to
+    cancel. Then the command goes on: its job is cancelled as it starts (LostJobs.java), or,
+    if it gets that far, its commit is refused by the fence (held there, then let go). The
+    statement fails with LockLost either way, and nothing it wrote is visible."""
+    from zklock.events import read_events
+
+    events = tmp_path / "events.jsonl"
+    locking = make_locking(event_log=str(events))
+    spark.sql(f"CREATE TABLE {db}.early (id INT) USING parquet")
+    fence = tmp_path / "fence-hold"
+    fence.write_text("held")
+    spark._jvm.java.lang.System.setProperty(HOLD, str(fence))
+    try:
+        write = HeldCommit(spark, tmp_path, lambda: locking.sql(
+            f"INSERT INTO {db}.early SELECT CAST(id AS INT) FROM range(0, 100, 1, 4)"),
+            hold=GUARD_HOLD)
+        with write:
+            (mine,) = [n for n in lock_nodes(zk, root) if "/early/write-" in n]
+            zk.delete(mine)
+            assert wait_for(lambda: events.exists() and any(  # the session knows of it
+                e["event"] == "loss" for e in read_events([str(events)])), timeout=30)
+            write.file.unlink()  # the command goes on, towards its job
+            wait_for(lambda: not write.thread.is_alive()
+                     or Path(f"{fence}.held").exists(), timeout=60)
+            reached_fence = Path(f"{fence}.held").exists()
+            fence.unlink()
+            error = lock_error(write.release())
+    finally:
+        spark._jvm.java.lang.System.clearProperty(HOLD)
+    assert isinstance(error, LockLost), error
+    assert (FENCE_REFUSED in str(error)) if reached_fence else ("cancelled" in str(error)), (
+        reached_fence, str(error))
+    assert count(spark, f"{db}.early") == 0 and data_files(spark, f"{db}.early") == []

@@ -32,8 +32,8 @@ class ConnectPlanner:
         return plan_dataframe(self.spark, df, self.unknown_statements).targets
 
     def refresh_listings(self, df: Any) -> int:
-        """None from here: the server's session keeps the listings, and a Connect client
-        cannot reach them (docs/spark.md, "A shared metastore")."""
+        """None from here: the server lists again the files of each query it runs under a
+        client's locks (LockedQueryExec.java), which a Connect client cannot reach."""
         return 0
 
     def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None

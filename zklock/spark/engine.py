@@ -36,6 +36,7 @@ from ..errors import (
     LockLost,
     LockNotAcquired,
     UnsupportedStatement,
+    WriteFailed,
     ZkLockError,
     ZooKeeperUnavailable,
 )
@@ -45,7 +46,7 @@ from ..manager import LockManager
 from ..mode import Mode
 from ..objects import LockObject
 from . import answer, protocol
-from .jvm import JvmModuleError
+from .jvm import JvmModuleError, module_class
 from .locked_statement import fence_refusal, new_query_id
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,8 @@ VERSION = protocol.ENGINE_VERSION
 EXTENSION_CLASS = "zklock.EngineLocks"
 #: EngineRefusal.java's conditions (Spark's error-class field), and zklock's exception for each.
 CONDITIONS = {protocol.REFUSED: UnsupportedStatement, protocol.DENIED: LockNotAcquired,
-              protocol.LOST: LockLost, protocol.UNAVAILABLE: ZooKeeperUnavailable}
+              protocol.LOST: LockLost, protocol.UNAVAILABLE: ZooKeeperUnavailable,
+              protocol.WRITE_FAILED: WriteFailed}
 #: The exception EngineRefusal.java throws, as a Spark Connect client names it.
 REFUSAL_CLASS = "zklock.EngineRefusal"
 
@@ -131,13 +133,10 @@ class EngineLockClient:
 
     A lock set the engine holds has its own job tag (its query id): when the set is lost,
     the statement's Spark jobs are cancelled, and it fails with the loss when it ends.
-    ``staging(lockset)`` (a LockingSession's commit staging) is entered around a statement
-    holding ``lockset``.
     """
 
     def __init__(self, spark: Any, manager: LockManager | Callable[[], LockManager],
                  settings: Optional[Callable[[], Settings]] = None,
-                 staging: Optional[Callable[[LockSet], Any]] = None,
                  on_lost: Optional[Callable[[str], None]] = None) -> None:
         """``on_lost(query_id)`` is called when a set it granted is lost: by default the
         statement's Spark jobs (tagged with its query id) are cancelled through ``spark``;
@@ -149,8 +148,7 @@ class EngineLockClient:
         # the settings it locks with: those of the LockingSession or enforce() that made it
         # (their own over the manager's, SET included), else the manager's
         self._settings = settings or (lambda: self.manager.settings)
-        self._staging = staging
-        self._held: dict[str, tuple[LockSet, Any]] = {}  # handle -> (set, staging)
+        self._held: dict[str, LockSet] = {}  # by handle
         self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False
@@ -159,7 +157,6 @@ class EngineLockClient:
     # ---- called by the JVM (py4j callback server) ------------------------------------
     def acquire(self, request: str) -> str:
         lockset: Optional[LockSet] = None
-        staging = None
         try:
             doc = json.loads(request)
             if doc.get("version") != VERSION:
@@ -185,11 +182,8 @@ class EngineLockClient:
                 data = dataclasses.replace(data, user=str(doc["user"]))
             lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
                                                    query_id=query_id, settings=settings)
-            if self._staging is not None:
-                staging = self._staging(lockset)
-                staging.__enter__()
             with self._lock:
-                self._held[handle] = (lockset, staging)
+                self._held[handle] = lockset
         except LockNotAcquired as exc:
             return _answer("denied", message=f"zklock: {exc}")
         except ZooKeeperUnavailable as exc:
@@ -244,17 +238,12 @@ class EngineLockClient:
 
     def release(self, handle: str, failed: bool = False) -> str:
         with self._lock:
-            lockset, staging = self._held.pop(handle, (None, None))
+            lockset = self._held.pop(handle, None)
         if lockset is None:
             return _answer("released")
         lost = not lockset.is_valid
         reason = lockset.lost_reason or "session lost"
-        try:
-            if staging is not None:  # a failed write's staging is removed again later
-                error = RuntimeError("the command failed") if failed else None
-                staging.__exit__(type(error) if error else None, error, None)
-        finally:
-            lockset.release(wait=False)
+        lockset.release(wait=False)
         if lost:
             return _answer("lost", message=reason, objects=lockset.objects)
         return _answer("released", objects=lockset.objects)
@@ -319,8 +308,11 @@ class EngineLockClient:
         self.close()
 
     def _cancel(self, query_id: str) -> None:
+        """Cancel the lost statement's jobs, now and as they start (LostJobs.java: a loss
+        before its first job must reach that job too)."""
         try:
-            self.spark.sparkContext.cancelJobsWithTag(query_id)
+            module_class(self.spark, "LostJobs").cancel(self.spark.sparkContext._jsc.sc(),
+                                                        query_id)
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
 

@@ -16,15 +16,14 @@ finds covering the statements inside it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any
 
 from ..config import Level, Settings
 from ..errors import InvalidArguments
 from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
-from ..mode import Mode
 from .locked_statement import LockedStatement, in_locked_statement, new_query_id
 from .planner import Planner
 
@@ -58,12 +57,11 @@ class LockedExecution:
     """What one LockingSession locks itself, under its manager and settings."""
 
     def __init__(self, spark: Any, planner: Planner, manager: Callable[[], LockManager],
-                 settings: SessionSettings, commits: Any = None) -> None:
+                 settings: SessionSettings) -> None:
         self.spark = spark
         self.planner = planner
         self._manager = manager  # connects on first use
         self.settings = settings
-        self._commits = commits  # CommitIsolation, or None when isolate_commits is off
 
     @contextmanager
     def holding(self, df: Any, action: str = "holding") -> Iterator[LockSet]:
@@ -78,30 +76,16 @@ class LockedExecution:
             yield lockset
 
     def held(self, targets: list[LockTarget], what: str) -> Any:
-        """``targets`` held for a block, with the session's manager, settings and staging."""
-        return held(self.spark, self._manager(), self.settings.current, targets, what,
-                    self.commit_staging)
-
-    @property
-    def commits(self) -> Any:
-        """The application's CommitIsolation; None when ``isolate_commits`` is off."""
-        return self._commits
-
-    def commit_staging(self, lockset: LockSet) -> Any:
-        """Around a locked statement: the commit staging of the tables it X-locked."""
-        attempt = None if self._commits is None else self._commits.attempt_of(self.spark)
-        if attempt is None:  # isolation off, or the user's own staging settings kept
-            return nullcontext()
-        return self._commits.writing([h.target.obj for h in lockset.held
-                                      if h.target.mode is Mode.EXCLUSIVE], attempt)
+        """``targets`` held for a block, with the session's manager and settings."""
+        return held(self.spark, self._manager(), self.settings.current, targets, what)
 
 
 @contextmanager
 def held(spark: Any, manager: LockManager, settings: Settings, targets: list[LockTarget],
-         what: str, staging: Optional[Callable[[LockSet], Any]] = None) -> Iterator[LockSet]:
+         what: str) -> Iterator[LockSet]:
     """``targets`` held for the block: all-or-none with ``settings``' retries, under the
     block's own job tag and fencing token (its jobs cancelled and LockLost raised when the
-    set is lost), and inside ``staging(lockset)``. Statements Spark runs in the block find
+    set is lost). Statements Spark runs in the block find
     themselves covered (the engine takes nothing more). Nothing is taken with locking off,
     inside a locked statement, or without targets."""
     if not settings.support_concurrency or in_locked_statement() or not targets:
@@ -110,9 +94,8 @@ def held(spark: Any, manager: LockManager, settings: Settings, targets: list[Loc
     query_id = new_query_id()
     lockset = manager.acquire(targets, query_id=query_id, query=what, settings=settings)
     try:
-        with staging(lockset) if staging is not None else nullcontext():
-            with LockedStatement(spark, lockset, query_id, what):
-                yield lockset
+        with LockedStatement(spark, lockset, query_id, what):
+            yield lockset
     finally:
         lockset.release(wait=False)
 

@@ -31,11 +31,10 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..config import Level, Settings
-from ..errors import InvalidArguments, UnsupportedStatement
+from ..errors import InvalidArguments, UnsupportedStatement, WriteFailed
 from ..manager import LockManager
 from ..objects import LockObject
 from . import own_sql, registry, saveastable
-from .commit import commit_isolation
 from .engine import (
     EXTENSION_CLASS,
     EngineLockClient,
@@ -49,7 +48,7 @@ from .execution import LockedExecution, SessionSettings
 from .jvm import JvmModuleError
 from .locked_statement import is_connect
 from .planner import ClassicPlanner, LockPlan, Planner
-from .protocol import UNKNOWN_STATEMENTS
+from .protocol import ISOLATE_COMMITS, UNKNOWN_STATEMENTS
 
 SYSTEM_DATABASE = "sysdb"
 
@@ -95,12 +94,8 @@ class LockingSession:
         self._require_engine()
         self._planner = self._make_planner(spark)
         self._publish_policy()
-        # on even while concurrency is off: SET zklock.support.concurrency may turn it on
-        commits = None
-        if self.settings.isolate_commits and not self.connect:
-            commits = commit_isolation(spark)
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
-                                         self._settings, commits)
+                                         self._settings)
         self._process: Optional[EngineLockClient] = None  # the process's client, if made here
         self._engine = self._engine_client(spark)
         saveastable.install()
@@ -150,16 +145,19 @@ class LockingSession:
                 return None
             return EngineLockClient(server, lambda: self.manager,
                                     settings=lambda: self.settings).install()
-        client = EngineLockClient(spark, lambda: self.manager, settings=lambda: self.settings,
-                                  staging=self.execution.commit_staging).bind()
+        client = EngineLockClient(spark, lambda: self.manager,
+                                  settings=lambda: self.settings).bind()
         if not has_client(spark):
             self._process = EngineLockClient(spark, lambda: self.manager,
                                              settings=lambda: self.settings).install()
         return client
 
     def _publish_policy(self) -> None:
-        """The one setting Spark's planner reads, in the wrapped session's conf."""
+        """The settings the JVM reads, in the wrapped session's conf: the planner's policy
+        for unknown statements, and whether its file writes stage per job
+        (StagedCommitProtocol.java reads it from each job's conf)."""
         self._spark.conf.set(UNKNOWN_STATEMENTS, self.settings.unknown_statements)
+        self._spark.conf.set(ISOLATE_COMMITS, str(self.settings.isolate_commits).lower())
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -238,11 +236,8 @@ class LockingSession:
                 self._manager = None
 
     def stop(self) -> None:
-        """Close, then stop Spark, once failed writes' staging is removed for good."""
+        """Close, then stop Spark."""
         self.close()
-        commits = self.execution.commits
-        if commits is not None:
-            commits.settle()
         self._spark.stop()
 
     def __enter__(self) -> LockingSession:
@@ -281,14 +276,15 @@ class LockingSession:
     @contextmanager
     def errors(self) -> Iterator[None]:
         """Spark's errors for statements zklock refused, denied or lost, raised in the block
-        as zklock's exceptions (UnsupportedStatement, LockNotAcquired, LockLost)."""
+        as zklock's exceptions (UnsupportedStatement, LockNotAcquired, LockLost, WriteFailed:
+        a failed write keeps Spark's error as its cause)."""
         try:
             yield
         except Exception as exc:
             error = lock_error(exc)
             if error is exc:
                 raise
-            raise error from None
+            raise error from (exc if isinstance(error, WriteFailed) else None)
 
     def _formatted(self, sql: str, kwargs: dict[str, Any]) -> Any:
         """``sql("... {df} ...", df=df)``: PySpark's formatter, then :meth:`sql`."""

@@ -3,13 +3,14 @@
 Each process starts its own local SparkSession over a shared table location,
 waits until every writer is ready, then inserts ``count`` partitions of its own
 through a LockingSession (S on the table, X on each partition: the locks let
-them run together) and prints one JSON line: its failures and its staging id.
+them run together) and prints one JSON line: its failures.
 A writer whose NAME starts with ``bad`` has every job fail half-way.
 
     python -m zklock.testing.writers HOSTS ROOT WAREHOUSE NAME WRITERS COUNT ISOLATE
 
-With ISOLATE=false Spark's shared ``_temporary`` staging is left as it is, which
-shows the failures that ``isolate_commits`` prevents (see zklock/spark/commit.py).
+With ISOLATE=false the application is built without zklock (Spark's shared
+``_temporary/0`` staging), which shows the failures that staging per job prevents
+(zklock/spark/java/commit/StagedCommitProtocol.java).
 """
 
 from __future__ import annotations
@@ -64,12 +65,8 @@ def main(argv: list[str]) -> int:
                         f" SELECT {value}, id * 1.0 FROM range(0, 200, 1, 2)")
         except Exception as exc:  # what Spark's commit does to a concurrent writer
             failures.append(f"{name}-{i}: {str(exc).splitlines()[0][:300]}")
-    commits = session.execution.commits
-    staging = commits.attempt_of(session.spark) if commits is not None else None
-    isolated = bool(commits is not None and commits.failures_isolated)
     session.stop()
-    print(json.dumps({"name": name, "failures": failures, "staging": staging,
-                      "failures_isolated": isolated}), flush=True)
+    print(json.dumps({"name": name, "failures": failures}), flush=True)
     return 0
 
 

@@ -3,9 +3,6 @@ package zklock;
 import java.util.Arrays;
 import java.io.IOException;
 import java.io.InterruptedIOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -183,26 +180,10 @@ public final class CommitFence {
         }
     }
 
-    /**
-     * Test hook, off unless the JVM system property zklock.fence.holdFile names a file:
-     * then a fenced commit creates "file.held" and waits (at most two minutes) while the
-     * file exists, so that a test can lose the locks between the last task and the check.
-     */
+    /** Test hook (TestHolds): a test loses the locks between the last task and the check. */
     private static void holdForTests() throws IOException {
-        String file = System.getProperty("zklock.fence.holdFile");
-        if (file == null) {
-            return;
-        }
-        Path hold = Paths.get(file);
-        Files.write(Paths.get(file + ".held"), new byte[0]);
-        long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(2);
-        while (Files.exists(hold) && System.nanoTime() < deadline) {
-            try {
-                Thread.sleep(20);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new InterruptedIOException(REFUSED + " (interrupted while held)");
-            }
+        if (!TestHolds.await("zklock.fence.holdFile")) {
+            throw new InterruptedIOException(REFUSED + " (interrupted while held)");
         }
     }
 }

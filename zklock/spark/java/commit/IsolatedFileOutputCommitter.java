@@ -3,15 +3,16 @@ package zklock;
 import java.io.IOException;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 
 /**
- * A FileOutputCommitter whose job clean-up (after a commit, and on abort) deletes only its
- * own job attempt directory, _temporary/<application attempt id>, instead of the whole
- * _temporary that concurrent applications writing the same table stage in, and whose job
- * commit is fenced: it refuses to publish the job's files once the statement's locks are
- * lost (CommitFence). See zklock/spark/commit.py.
+ * Hadoop's FileOutputCommitter with a job clean-up (after a commit, and on abort) that
+ * deletes only its own job's staging instead of the whole _temporary that concurrent jobs
+ * writing the same table stage in (Staging), and a fenced job commit: it refuses to publish
+ * the job's files once the statement's locks are lost (CommitFence). StagedCommitProtocol
+ * puts it in place of Hadoop's.
  */
 public class IsolatedFileOutputCommitter extends FileOutputCommitter {
     public IsolatedFileOutputCommitter(Path outputPath, TaskAttemptContext context)
@@ -20,20 +21,26 @@ public class IsolatedFileOutputCommitter extends FileOutputCommitter {
     }
 
     @Override
+    public void setupJob(JobContext context) throws IOException {  // no super: see Staging
+        Staging.setUp(this, context);  // Hadoop's: make the job's directory
+    }
+
+    @Override
     public void commitJob(JobContext context) throws IOException {
         CommitFence.check();  // last thing before the job's files become visible
+        WriteOutcome.commitBegun();
         super.commitJob(context);
+        WriteOutcome.commitDone();
+        Staging.remove(this, context);
     }
 
     @Override
     public void cleanupJob(JobContext context) throws IOException {
-        deleteOwnAttempt(this, context);
+        Staging.remove(this, context);
     }
 
-    /** The job clean-up of both zklock committers: this job attempt's directory only. */
-    static void deleteOwnAttempt(FileOutputCommitter committer, JobContext context)
-            throws IOException {
-        Path mine = committer.getJobAttemptPath(context);
-        mine.getFileSystem(context.getConfiguration()).delete(mine, true);
+    @Override
+    public void abortJob(JobContext context, JobStatus.State state) throws IOException {
+        Staging.removeNowAndLater(this, context);
     }
 }

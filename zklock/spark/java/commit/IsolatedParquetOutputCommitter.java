@@ -3,13 +3,13 @@ package zklock;
 import java.io.IOException;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.parquet.hadoop.ParquetOutputCommitter;
 
 /**
  * Parquet's committer (what Spark uses for parquet tables) with IsolatedFileOutputCommitter's
- * job clean-up (only its own _temporary/<application attempt id> is deleted) and fenced job
- * commit (refused once the statement's locks are lost: CommitFence).
+ * removal of only its own job's staging (Staging) and fenced job commit (CommitFence).
  */
 public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
     public IsolatedParquetOutputCommitter(Path outputPath, TaskAttemptContext context)
@@ -18,13 +18,26 @@ public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
     }
 
     @Override
+    public void setupJob(JobContext context) throws IOException {  // no super: see Staging
+        Staging.setUp(this, context);  // Hadoop's: make the job's directory
+    }
+
+    @Override
     public void commitJob(JobContext context) throws IOException {
         CommitFence.check();  // last thing before the job's files become visible
+        WriteOutcome.commitBegun();
         super.commitJob(context);
+        WriteOutcome.commitDone();
+        Staging.remove(this, context);
     }
 
     @Override
     public void cleanupJob(JobContext context) throws IOException {
-        IsolatedFileOutputCommitter.deleteOwnAttempt(this, context);
+        Staging.remove(this, context);
+    }
+
+    @Override
+    public void abortJob(JobContext context, JobStatus.State state) throws IOException {
+        Staging.removeNowAndLater(this, context);
     }
 }

@@ -66,6 +66,9 @@ final class ChildLockClient implements EngineLockClient {
     private final Deque<String> stderr = new ArrayDeque<>();
     private final CompletableFuture<JsonNode> ready = new CompletableFuture<>();
     private volatile String death;
+    /** Whether it granted a set: a child that dies before it ever did is a failed start. */
+    private volatile boolean served;
+    private volatile long pid = -1;
     private final Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
 
     /** A set the child granted: its statement's job tag and its lock nodes. */
@@ -159,7 +162,7 @@ final class ChildLockClient implements EngineLockClient {
         hello.put("application", sc.applicationId());
         try {
             send(JSON.writeValueAsString(hello));
-            ready.get(READY_MS, TimeUnit.MILLISECONDS);
+            pid = ready.get(READY_MS, TimeUnit.MILLISECONDS).path("pid").asLong(-1);
         } catch (IOException | ExecutionException | TimeoutException e) {
             close();
             try {
@@ -181,10 +184,28 @@ final class ChildLockClient implements EngineLockClient {
         return death == null && process.isAlive();
     }
 
+    /** Why it died (its last words on stderr, else how its output ended). */
+    String death() {
+        return why();
+    }
+
+    boolean served() {
+        return served;
+    }
+
+    long pid() {
+        return pid;
+    }
+
+    String command() {
+        return command;
+    }
+
     @Override
     public String acquire(String request) {
         JsonNode reply = call("acquire", request, null, false);
         if ("granted".equals(reply.path("outcome").asText())) {
+            served = true;
             List<String> nodes = new ArrayList<>();
             reply.path("nodes").forEach(n -> nodes.add(n.asText()));
             held.put(reply.path("handle").asText(),

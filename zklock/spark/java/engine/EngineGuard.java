@@ -52,21 +52,25 @@ final class EngineGuard {
     /** Job tags this thread left on its later jobs (detach): removed at its next statement. */
     private static final ThreadLocal<List<String>> LEFT_TAGS =
         ThreadLocal.withInitial(ArrayList::new);
-    private static final EngineGuard COVERED = new EngineGuard(null, null, null, null);
+    private static final EngineGuard COVERED = new EngineGuard(null, null, null, null, null);
 
     private final EngineLockClient client;
     private final String handle;
     private final String jobTag;
     private final SparkContext sc;
+    /** The objects it holds in X, as a person names them; null when it holds none. */
+    private final String writes;
     /** Whether a detached guard's set was released (releaseDetached runs once). */
     private final java.util.concurrent.atomic.AtomicBoolean released =
         new java.util.concurrent.atomic.AtomicBoolean();
 
-    private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc) {
+    private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc,
+                        String writes) {
         this.client = client;
         this.handle = handle;
         this.jobTag = jobTag;
         this.sc = sc;
+        this.writes = writes;
     }
 
     /** The locks {@code command} needs, held from now until {@link #exit}. Without a lock
@@ -182,6 +186,12 @@ final class EngineGuard {
         try {
             grant = read(client.acquire(write(request)), VERSION);
         } catch (RuntimeException e) {  // the grant may have happened: release it, if any
+            if (callbackGone(e)) {
+                EngineLocks.gone(client);
+                throw EngineRefusal.raise(EngineRefusal.of("unavailable", "zklock: the lock"
+                    + " client in this application's Python did not answer (" + e.getMessage()
+                    + "); the statement did not run", e));
+            }
             try {
                 client.release(handle, true);
             } catch (RuntimeException releaseFailed) {
@@ -205,7 +215,8 @@ final class EngineGuard {
         sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path("zookeeper").asText());
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
         sc.setLocalProperty(ENGINE_HELD, handle);
-        return new Grant(new EngineGuard(client, handle, jobTag, sc),
+        WriteOutcome.begin();
+        return new Grant(new EngineGuard(client, handle, jobTag, sc, exclusive(answer)),
             grant.path("attempts").asInt(1));
     }
 
@@ -266,6 +277,13 @@ final class EngineGuard {
      *  local properties) or a Spark Connect client's (its operation tag)? */
     static boolean insideLockedStatement(SparkContext sc) {
         return heldHere(sc) || connectFence(sc) != null;
+    }
+
+    /** Does this thread run under locks a client took for it (a Spark Connect LockingSession's
+     *  statement, a block zklock's Python holds), rather than under this engine's own grant
+     *  for the statement around it? Its reads are then listed again as of those locks. */
+    static boolean underClaim(SparkContext sc) {
+        return heldHere(sc) ? sc.getLocalProperty(ENGINE_HELD) == null : connectFence(sc) != null;
     }
 
     /** Do the local properties carry a locked statement's nodes (set by zklock here)? */
@@ -405,7 +423,18 @@ final class EngineGuard {
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
         sc.setLocalProperty(ENGINE_HELD, null);
-        JsonNode released = read(client.release(handle, failure != null), VERSION);
+        JsonNode released;
+        try {
+            released = read(client.release(handle, failure != null), VERSION);
+        } catch (RuntimeException e) {
+            if (!callbackGone(e)) {
+                throw e;
+            }
+            EngineLocks.gone(client);  // its Python is gone, and with it the set's session
+            return EngineRefusal.of("lost", "zklock: the lock client in this application's"
+                + " Python stopped answering while " + command + " ran: its locks are lost",
+                failure != null ? failure : e);
+        }
         List<String> objects = new ArrayList<>();
         released.path("objects").forEach(o -> objects.add(o.asText()));
         Map<String, String> parameters = Collections.singletonMap("objects", String.join("\n", objects));
@@ -415,13 +444,51 @@ final class EngineGuard {
                 + " was refused, nothing it wrote became visible", failure, parameters);
         }
         if (!"lost".equals(released.path("outcome").asText())) {
-            return null;
+            return failure == null ? null : writeFailed(command, failure);
         }
         String why = "zklock: locks lost while " + command + " ran ("
             + released.path("message").asText("session lost") + "): "
             + (failure != null ? "its Spark jobs were cancelled"
                 : "it completed, but others may have overlapped it");
         return EngineRefusal.of("lost", why, failure, parameters);
+    }
+
+    /** A write that failed under its locks, typed (ZKLOCK_WRITE_FAILED), naming what it
+     *  wrote and what became of it (WriteOutcome), with Spark's error as its cause; null
+     *  for a statement that wrote nothing or failed with zklock's own refusal. */
+    private EngineRefusal writeFailed(String command, Throwable failure) {
+        String outcome = WriteOutcome.describe();
+        if (writes == null || failure instanceof EngineRefusal) {
+            return null;
+        }
+        String cause = failure.getMessage() == null ? failure.getClass().getName()
+            : failure.getMessage().trim().split("\n", 2)[0];
+        return EngineRefusal.of("write_failed", "zklock: " + command + " writing " + writes
+            + " failed; " + outcome + ". Spark's error: " + cause, failure,
+            Collections.singletonMap("table", writes));
+    }
+
+    /** The objects {@code answer} locks in X, as a person names them; null for none. */
+    private static String exclusive(JsonNode answer) {
+        for (JsonNode t : answer.path("targets")) {
+            if ("X".equals(t.path("mode").asText())) {
+                return describe(answer.path("targets"));
+            }
+        }
+        return null;
+    }
+
+    /** Is {@code e} py4j's failure to reach a Python lock client (its callback server gone:
+     *  no channel to it, or the connection broken), not an error the client raised? */
+    private static boolean callbackGone(Throwable e) {
+        boolean py4j = false;
+        boolean io = false;
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            py4j |= t.getClass().getName().startsWith("py4j.");
+            io |= t instanceof IOException || (t.getMessage() != null
+                && t.getMessage().contains("communication channel"));
+        }
+        return py4j && io;
     }
 
     /** The refusal of zklock's committers behind {@code failure} (CommitFence.REFUSED, as its

@@ -50,9 +50,10 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
      *  LockingSession keeps it equal to its unknown_statements setting). */
     static final String UNKNOWN_STATEMENTS = Protocol.UNKNOWN_STATEMENTS;
 
+    /** The process's lock client installed through py4j (enforce(), a LockingSession). */
     private static volatile EngineLockClient client;
-    /** The child process this JVM started as its lock client, if any. */
-    private static ChildLockClient child;
+    /** The child process this JVM starts as its lock client where none is installed. */
+    private static final ChildSupervisor CHILD = new ChildSupervisor();
     /** The lock clients of sessions a LockingSession wraps: each takes its session's locks
      *  with that LockingSession's manager and settings. */
     private static final Map<SparkSession, EngineLockClient> BOUND =
@@ -60,11 +61,25 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
 
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
+        stagePerJob();
         AnalyzerHooks.first(extensions, new RememberParsed());
         extensions.injectPostHocResolutionRule(session -> new TagParsed());
         extensions.injectPostHocResolutionRule(session -> new StreamingWrites());
         extensions.injectPlannerStrategy(LockedCommands::new);
         return BoxedUnit.UNIT;
+    }
+
+    /** Every file write of every session of this application stages in a directory of its
+     *  own (StagedCommitProtocol), whatever client sent it: the protocol becomes the
+     *  application's default (its SparkConf, which each new session's SQL conf starts
+     *  from), unless the application names another. Spark applies extensions with the
+     *  application's SparkContext active, before it builds the session's state. */
+    private static void stagePerJob() {
+        org.apache.spark.SparkContext sc =
+            org.apache.spark.SparkContext$.MODULE$.getActive().getOrElse(() -> null);
+        if (sc != null) {
+            sc.conf().setIfMissing(Protocol.COMMIT_PROTOCOL, Protocol.COMMIT_PROTOCOL_CLASS);
+        }
     }
 
     /** Make {@code next} the process's lock client (null: none); returns the previous one. */
@@ -168,12 +183,29 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         if (installed != null || !ChildLockClient.wanted(session.sparkContext())) {
             return installed;
         }
-        synchronized (EngineLocks.class) {
-            if (client == null || (client == child && !child.alive())) {
-                child = ChildLockClient.start(session.sparkContext());
-                client = child;
-            }
-            return client;
+        return CHILD.current(session.sparkContext());
+    }
+
+    /** {@code dead}, a py4j lock client, failed to answer (its Python's callback server is
+     *  gone): it is no longer asked, so the next statement goes to the process's next lock
+     *  client (the child, where one may start) instead of failing on it forever. */
+    static synchronized void gone(EngineLockClient dead) {
+        if (client == dead) {
+            client = null;
+        }
+        BOUND.values().removeIf(c -> c == dead);
+        System.err.println("zklock: a lock client in this application's Python stopped"
+            + " answering; the statements it held failed, and later statements go to the"
+            + " next lock client");
+    }
+
+    /** The child lock client's state (ChildSupervisor.status), as JSON. */
+    public static String childStatus() {
+        try {
+            return new com.fasterxml.jackson.databind.ObjectMapper()
+                .writeValueAsString(CHILD.status());
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException(e);
         }
     }
 

@@ -6,6 +6,9 @@
 //   ZKLOCK_LOCK_DENIED  a lock request denied after its retries (LockNotAcquired)
 //   ZKLOCK_LOCK_LOST    a statement whose locks were lost (LockLost)
 //   ZKLOCK_UNAVAILABLE  ZooKeeper out of reach (ZooKeeperUnavailable)
+//   ZKLOCK_WRITE_FAILED a statement that wrote under its locks failed: the message names
+//                       what it wrote and what became of it, the cause is Spark's error
+//                       (WriteFailed)
 // A LockingSession raises zklock's own exception for each (zklock/spark/errors.py). The
 // conditions are not in Spark's error-class files: every SparkThrowable method that would
 // look one up is answered here.
@@ -29,6 +32,7 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     public static final String DENIED = Protocol.DENIED;
     public static final String LOST = Protocol.LOST;
     public static final String UNAVAILABLE = Protocol.UNAVAILABLE;
+    public static final String WRITE_FAILED = Protocol.WRITE_FAILED;
 
     private final String condition;
     private final Map<String, String> parameters;
@@ -65,7 +69,8 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
                             Map<String, String> parameters) {
         String condition = "denied".equals(outcome) ? DENIED
             : "lost".equals(outcome) ? LOST
-            : "unavailable".equals(outcome) ? UNAVAILABLE : REFUSED;
+            : "unavailable".equals(outcome) ? UNAVAILABLE
+            : "write_failed".equals(outcome) ? WRITE_FAILED : REFUSED;
         return new EngineRefusal(condition, message, cause, parameters);
     }
 
@@ -90,6 +95,12 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
      *  ZooKeeper out of reach, 0A000 (feature not supported) for a refusal. Spark's own code reads it (a SQL script's handlers). */
     @Override
     public String getSqlState() {
+        if (WRITE_FAILED.equals(condition)) {  // the failure's own, else an I/O error's
+            Throwable cause = getCause();
+            String state = cause instanceof SparkThrowable
+                ? ((SparkThrowable) cause).getSqlState() : null;
+            return state != null ? state : "58030";
+        }
         return DENIED.equals(condition) ? "55P03" : LOST.equals(condition) ? "40003"
             : UNAVAILABLE.equals(condition) ? "08001" : "0A000";
     }

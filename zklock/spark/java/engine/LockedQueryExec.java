@@ -97,11 +97,13 @@ public final class LockedQueryExec extends LockedExec {
     }
 
     /** The locks of this query, from the analysed plan of the execution it is the root of;
-     *  once they are granted, the files of what it reads are listed again (FreshListings). */
+     *  once they are granted (here, or by the client that runs it: a Spark Connect
+     *  LockingSession, a block zklock's Python holds), the files of what it reads are listed
+     *  again (FreshListings). */
     private EngineGuard enter() {
         LogicalPlan analyzed = analyzed();
         EngineGuard guard = EngineGuard.enterQuery(session(), analyzed);
-        if (guard.holds()) {
+        if (guard.holds() || EngineGuard.underClaim(sparkContext())) {
             FreshListings.refresh(analyzed, plan);
         }
         return guard;

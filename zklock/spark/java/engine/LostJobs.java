@@ -1,7 +1,8 @@
 // Cancels every job of a statement whose locks are lost, including jobs it starts after the
-// loss. SparkContext.cancelJobsWithTag reaches only the jobs running at that moment; a lock
-// client that dies between a grant and the statement's first job (ChildLockClient.java) would
-// otherwise let that job run. So the lost tags are remembered, and a listener cancels any
+// loss. SparkContext.cancelJobsWithTag reaches only the jobs running at that moment; a loss
+// between a grant and the statement's first job (a lock node deleted, a session expired, the
+// child lock client dead: every lock client cancels through here) would otherwise let that
+// job run. So the lost tags are remembered, and a listener cancels any
 // job that starts carrying one. The listener bus delivers the start a moment after the job
 // began: a task may run before the cancel, and the commit fence (CommitFence.abandon) keeps
 // its output from ever becoming visible.
@@ -17,7 +18,7 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 
-final class LostJobs extends SparkListener {
+public final class LostJobs extends SparkListener {
     /** The property that carries a job's tags, comma-separated (SparkContext.SPARK_JOB_TAGS). */
     private static final String JOB_TAGS = "spark.job.tags";
     private static final Map<SparkContext, LostJobs> LISTENERS =
@@ -31,7 +32,7 @@ final class LostJobs extends SparkListener {
     }
 
     /** The statement tagged {@code tag} lost its locks: cancel its jobs, now and later. */
-    static void cancel(SparkContext sc, String tag) {
+    public static void cancel(SparkContext sc, String tag) {
         LostJobs jobs;
         synchronized (LISTENERS) {
             jobs = LISTENERS.get(sc);

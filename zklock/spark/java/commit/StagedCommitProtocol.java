@@ -1,0 +1,101 @@
+package zklock;
+
+import java.io.IOException;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.OutputCommitter;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
+
+/**
+ * Spark's commit protocol for file writes, with staging of its own for every write job.
+ *
+ * <p>Spark stages an append or a static-partition insert under {@code <table>/_temporary/0}
+ * (Hadoop's FileOutputCommitter names the directory after the application attempt id, 0
+ * outside YARN), shared by every job of every application writing the table; each job
+ * commit merges every committed task it finds there and then deletes the whole directory.
+ * zklock lets writers of different partitions of one table run at once, so one job's commit
+ * would publish or delete another's staged files. Here each job stages under
+ * {@code _temporary/<an attempt id of its own>}, derived from the job id Spark gives this
+ * protocol (a new UUID per write command), on the driver and on every executor alike, since
+ * the protocol is serialized to the tasks with its fields. Spark's dynamic partition
+ * overwrite stages per job already ({@code .spark-staging-<job id>}); Hive-format tables
+ * stage per query ({@code .hive-staging_...}): both keep that, with the job's own attempt
+ * inside.
+ *
+ * <p>Hadoop's committers delete the whole {@code _temporary} when a job ends (after a
+ * commit unless told to skip it, and always on abort): they are replaced by zklock's
+ * (Staging.isolated), which delete only their job's directory and fence the job commit
+ * (CommitFence). Configured by {@code spark.sql.sources.commitProtocolClass}, which the
+ * engine extension and {@code zklock.spark.configure} set; {@code spark.zklock.isolateCommits
+ * =false} (the session's conf, as every SQL setting reaches a job's Hadoop conf) turns it
+ * into Spark's own protocol.
+ */
+public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
+    private static final long serialVersionUID = 1L;
+    /** Hadoop's setting naming the job attempt's staging directory under _temporary. */
+    static final String ATTEMPT_ID = "mapreduce.job.application.attempt.id";
+    /** Hadoop's setting that keeps FileOutputCommitter's commit from deleting _temporary. */
+    static final String SKIP_CLEANUP = "mapreduce.fileoutputcommitter.cleanup.skipped";
+
+    private final int attempt;
+
+    public StagedCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
+        super(jobId, path, dynamicPartitionOverwrite);
+        this.attempt = attemptOf(jobId);
+    }
+
+    /** The job's staging directory name: a positive int (Hadoop reads the attempt id as one)
+     *  drawn from the job's UUID. Two jobs of one table meet only if two of 2^31 ids collide
+     *  while both run. */
+    static int attemptOf(String jobId) {
+        long bits;
+        try {
+            java.util.UUID id = java.util.UUID.fromString(jobId);
+            bits = id.getMostSignificantBits() ^ id.getLeastSignificantBits();
+        } catch (IllegalArgumentException notUuid) {
+            bits = jobId.hashCode() * 0x9E3779B97F4A7C15L;
+        }
+        return 1 + (int) Math.floorMod(bits ^ (bits >>> 31), (long) Integer.MAX_VALUE - 1);
+    }
+
+    private boolean isolated(Configuration conf) {
+        return conf.getBoolean(Protocol.ISOLATE_COMMITS, true);
+    }
+
+    @Override
+    public void setupJob(JobContext job) {
+        WriteOutcome.jobSetUp();
+        if (isolated(job.getConfiguration())) {
+            stage(job.getConfiguration());
+        }
+        super.setupJob(job);
+    }
+
+    @Override
+    public OutputCommitter setupCommitter(TaskAttemptContext context) {
+        Configuration conf = context.getConfiguration();
+        if (!isolated(conf)) {
+            return super.setupCommitter(context);
+        }
+        stage(conf);  // before the committer computes its paths from it
+        OutputCommitter committer;
+        try {
+            committer = Staging.isolated(super.setupCommitter(context), context);
+        } catch (IOException e) {
+            throw new IllegalStateException("zklock: cannot make the job's committer: " + e, e);
+        }
+        if (committer instanceof IsolatedFileOutputCommitter
+                || committer instanceof IsolatedParquetOutputCommitter) {
+            WriteOutcome.committerSetUp();  // counted on the driver's thread only
+        }
+        return committer;
+    }
+
+    /** This job's staging, in the conf every committer of the job reads its paths from. */
+    private void stage(Configuration conf) {
+        conf.setInt(ATTEMPT_ID, attempt);
+        conf.setBoolean(SKIP_CLEANUP, true);  // zklock's committers remove their own
+    }
+}

@@ -1,0 +1,125 @@
+package zklock;
+
+import java.io.IOException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocalFileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.OutputCommitter;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.parquet.hadoop.ParquetOutputCommitter;
+
+/**
+ * A write job's staging directory, {@code _temporary/<its attempt id>} (StagedCommitProtocol),
+ * and its removal: what zklock's committers do instead of Hadoop's removal of the whole
+ * {@code _temporary}, which holds the staging of every other job writing the table.
+ */
+final class Staging {
+    /** How long after a failed job its directory is removed again: Spark reports a job
+     *  failed while its other tasks are still being cancelled, and such a task may create
+     *  its directories after the first removal (no other job ever reads them). */
+    static final long SETTLE_MS = Long.getLong("zklock.staging.settleMs", 2000L);
+    private static final ScheduledExecutorService LATER =
+        Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "zklock-staging-removal");
+            t.setDaemon(true);
+            return t;
+        });
+
+    private Staging() {
+    }
+
+    /** zklock's committer in place of Hadoop's FileOutputCommitter or Parquet's: the same,
+     *  but removing only its own job's staging. Any other committer is kept as it is (it
+     *  stages under the job's own attempt all the same, but may clean up more than its own:
+     *  docs/spark.md). */
+    static OutputCommitter isolated(OutputCommitter committer, TaskAttemptContext context)
+            throws IOException {
+        if (committer == null) {
+            return null;
+        }
+        Class<?> kind = committer.getClass();
+        if (kind == FileOutputCommitter.class) {
+            return new IsolatedFileOutputCommitter(
+                ((FileOutputCommitter) committer).getOutputPath(), context);
+        }
+        if (kind == ParquetOutputCommitter.class) {
+            return new IsolatedParquetOutputCommitter(
+                ((FileOutputCommitter) committer).getOutputPath(), context);
+        }
+        return committer;
+    }
+
+    /** Hadoop's job set-up (make the job's directory), robust to another job of the table
+     *  removing an empty {@code _temporary} (see {@link #remove}) between the creation of
+     *  {@code _temporary} and of the job's directory in it: made again until it exists. */
+    static void setUp(FileOutputCommitter committer, JobContext context) throws IOException {
+        Path mine = committer.getJobAttemptPath(context);
+        FileSystem fs = mine.getFileSystem(context.getConfiguration());
+        IOException last = null;
+        for (int i = 0; i < 5; i++) {
+            try {
+                fs.mkdirs(mine);
+            } catch (IOException raced) {  // made, then its parent removed before its chmod
+                last = raced;
+            }
+            if (fs.exists(mine)) {
+                return;
+            }
+        }
+        throw last != null ? last : new IOException("zklock: cannot create " + mine);
+    }
+
+    /** Remove the job's own staging, then {@code _temporary} itself if no other job stages
+     *  there (a non-recursive delete, which fails on a directory that is not empty). */
+    static void remove(FileOutputCommitter committer, JobContext context) throws IOException {
+        remove(committer.getJobAttemptPath(context), context.getConfiguration());
+    }
+
+    /** {@link #remove} now and again {@link #SETTLE_MS} later (a failed job). */
+    static void removeNowAndLater(FileOutputCommitter committer, JobContext context)
+            throws IOException {
+        Path mine = committer.getJobAttemptPath(context);
+        Configuration conf = context.getConfiguration();
+        remove(mine, conf);
+        LATER.schedule(() -> {
+            try {
+                remove(mine, conf);
+            } catch (IOException | RuntimeException e) {
+                // clutter no job reads (a stopped file system, a dropped table)
+            }
+        }, SETTLE_MS, TimeUnit.MILLISECONDS);
+    }
+
+    private static void remove(Path mine, Configuration conf) throws IOException {
+        FileSystem fs = mine.getFileSystem(conf);
+        fs.delete(mine, true);
+        removeIfEmpty(fs, mine.getParent());
+    }
+
+    /** Remove {@code dir} only if it is empty, atomically: another job may create its own
+     *  directory in it at any moment. HDFS's non-recursive delete is atomic in the NameNode;
+     *  Hadoop's local file system checks and then deletes recursively (a race that removed
+     *  another job's fresh directory, seen on local-cluster), so there the directory is
+     *  removed with the system's rmdir, which refuses a directory that is not empty. */
+    private static void removeIfEmpty(FileSystem fs, Path dir) {
+        try {
+            if (fs instanceof LocalFileSystem) {
+                ((LocalFileSystem) fs).pathToFile(dir).delete();
+            } else if (fs instanceof RawLocalFileSystem) {
+                ((RawLocalFileSystem) fs).pathToFile(dir).delete();
+            } else {
+                fs.delete(dir, false);
+            }
+        } catch (IOException othersStaging) {
+            // another job stages there: it removes its own, and then this directory
+        }
+    }
+}

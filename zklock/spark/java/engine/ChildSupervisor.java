@@ -1,0 +1,126 @@
+// The child lock client of this JVM over its life (ChildLockClient.java): started when a
+// statement first needs it, started anew by the next statement after it dies, and backed
+// off when it keeps dying. HDFS's NameNode and Hive's lock manager have no such child; the
+// nearest is YARN's restart of a failed ApplicationMaster, which also counts failures and
+// stops retrying in a tight loop.
+//
+// A child that served a statement and then died (killed, out of memory) is replaced at once
+// by the next statement: one crash must not refuse every later statement of a Thrift server.
+// A child that fails to start, or dies before it granted anything, is a strike: the next
+// start waits 2 s, then 4, 8, 16 ... up to 60 s, and statements meanwhile are refused in
+// one line naming the last error. Each death and each refusal to restart is logged in one
+// line on the JVM's stderr, and, when spark.zklock.lockClient.statusFile names a file, the
+// child's state is written there as JSON for `zklock spark thrift-server status`.
+package zklock;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import org.apache.spark.SparkContext;
+
+final class ChildSupervisor {
+    /** Spark conf: where to keep the child's state as JSON (unset: nowhere). */
+    static final String STATUS_FILE = Protocol.LOCK_CLIENT_STATUS_FILE;
+    private static final long FIRST_BACKOFF_MS = 2_000L;
+    private static final long MAX_BACKOFF_MS = 60_000L;
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private ChildLockClient child;
+    private int started;
+    private int strikes;
+    private long nextStartMs;
+    private String lastError;
+
+    /** The live child, starting one when there is none; EngineRefusal when it cannot start
+     *  now (its own error, or the back-off after repeated failures). */
+    synchronized ChildLockClient current(SparkContext sc) {
+        if (child != null && child.alive()) {
+            return child;
+        }
+        long now = System.currentTimeMillis();
+        if (child != null) {  // it died
+            lastError = child.death();
+            if (child.served()) {
+                strikes = 0;
+            } else {
+                strike(now);
+            }
+            System.err.println("zklock: the lock client " + child.command() + " (pid "
+                + child.pid() + ") died: " + lastError + "; the statements it held failed,"
+                + (strikes == 0 ? " and the next statement starts a new one"
+                    : " and the next start waits " + (nextStartMs - now) + " ms"));
+            child = null;
+            writeStatus(sc);
+        }
+        if (strikes > 0 && now < nextStartMs) {
+            throw EngineRefusal.raise(EngineRefusal.of("unavailable", "zklock: the lock client"
+                + " failed " + strikes + " time(s) in a row (last: " + lastError + "); the next"
+                + " start is in " + (nextStartMs - now) + " ms; the statement did not run",
+                null));
+        }
+        try {
+            child = ChildLockClient.start(sc);
+        } catch (RuntimeException e) {
+            lastError = e.getMessage();
+            strike(now);
+            System.err.println("zklock: " + lastError + " (failure " + strikes + " in a row;"
+                + " the next start waits " + (nextStartMs - now) + " ms)");
+            writeStatus(sc);
+            throw e;
+        }
+        started++;
+        writeStatus(sc);
+        return child;
+    }
+
+    private void strike(long now) {
+        strikes++;
+        long backoff = FIRST_BACKOFF_MS << Math.min(strikes - 1, 20);
+        nextStartMs = now + Math.min(backoff, MAX_BACKOFF_MS);
+    }
+
+    /** The child if it runs now, else null (never starts one). */
+    synchronized ChildLockClient running() {
+        return child != null && child.alive() ? child : null;
+    }
+
+    /** The child's state, for operators: up, pid, starts after the first (restarts), the
+     *  failures in a row and the last error. */
+    synchronized Map<String, Object> status() {
+        Map<String, Object> doc = new LinkedHashMap<>();
+        doc.put("version", Protocol.ENGINE_VERSION);
+        boolean up = child != null && child.alive();
+        doc.put("up", up);
+        doc.put("pid", up ? child.pid() : null);
+        doc.put("restarts", Math.max(0, started - 1));
+        doc.put("failures_in_a_row", strikes);
+        doc.put("last_error", lastError);
+        doc.put("updated_ms", System.currentTimeMillis());
+        return doc;
+    }
+
+    private void writeStatus(SparkContext sc) {
+        String file = sc.getConf().get(STATUS_FILE, "").trim();
+        if (file.isEmpty()) {
+            return;
+        }
+        try {
+            Path target = Paths.get(file);
+            Path tmp = target.resolveSibling(target.getFileName() + ".tmp");
+            Files.write(tmp, JSON.writeValueAsString(status()).getBytes(StandardCharsets.UTF_8));
+            Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING,
+                StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException | RuntimeException e) {
+            System.err.println("zklock: could not write the lock client's status to " + file
+                + ": " + e.getMessage());
+        }
+    }
+}
