@@ -98,8 +98,11 @@ class ThriftServer(LocalService):
                 **self.locks, **self.conf}
         if self.warehouse:
             conf["spark.sql.warehouse.dir"] = str(Path(self.warehouse).resolve())
+        # the jar on the driver's own class path too, not only Spark's loader of spark.jars:
+        # Hive's JDBC sessions run on threads whose class loader is Hive's, which a
+        # session's close may close (docs/deploy.md)
         cmd = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
-               "--name", "zklock Thrift server"]
+               "--name", "zklock Thrift server", "--driver-class-path", str(jar)]
         for key, value in conf.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += ["spark-internal", "--hiveconf", f"hive.server2.thrift.port={self.port}",

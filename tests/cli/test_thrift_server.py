@@ -149,3 +149,57 @@ def test_the_lock_client_comes_back_and_status_says_so(thrift):
     text = cli("--state-dir", state, "spark", "thrift-server", "status").stdout
     assert f"lock client up, pid {after['pid']}, restarted" in text, text
     assert rows(url, "SELECT id FROM jdbc_back") == ["1"]
+
+
+def test_pyhive_sessions_open_write_read_and_close_then_later_ones_still_work(thrift):
+    """JDBC sessions as dbt's ``thrift`` method opens them (PyHive), one after another and
+    two at once: each opens, writes its partition, reads, and closes. Every later session
+    still reads and writes, and no zklock class fails to load (Hive closes a session's class
+    loader when it closes; zklock's classes are on the driver's own class path)."""
+    from pyhive import hive
+
+    host, port = thrift["url"].split("//", 1)[1].split("/", 1)[0].split(":")
+
+    def session(user: str, sql: list[str]) -> list:
+        conn = hive.connect(host=host, port=int(port), username=user)
+        try:
+            cursor = conn.cursor()
+            out = []
+            for statement in sql:
+                cursor.execute(statement)
+                if statement.startswith("SELECT"):
+                    out.append(cursor.fetchall())
+            cursor.close()
+            return out
+        finally:
+            conn.close()
+
+    def write_and_read(user: str) -> list:
+        return session(user, [f"INSERT INTO pyhive_t PARTITION (ds='{user}')"
+                              f" SELECT id FROM range(0, 100, 1, 2)",
+                              "SELECT count(*) FROM pyhive_t"])
+
+    session("alice", ["CREATE TABLE pyhive_t (id BIGINT, ds STRING) USING parquet"
+                      " PARTITIONED BY (ds)"])
+    for user in ("u1", "u2", "u3"):  # one after another
+        write_and_read(user)
+    errors: list[BaseException] = []
+
+    def many(user: str) -> None:
+        try:
+            for n in range(3):
+                write_and_read(f"{user}{n}")
+        except BaseException as exc:  # handed to the test thread
+            errors.append(exc)
+    both = [threading.Thread(target=many, args=(u,)) for u in ("a", "b")]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join(300)
+    assert errors == []
+    counts = dict(session("later", ["SELECT ds, count(*) FROM pyhive_t GROUP BY ds"])[0])
+    assert counts == {u: 100 for u in ("u1", "u2", "u3", "a0", "a1", "a2", "b0", "b1", "b2")}
+    assert rows(thrift["url"], "SELECT count(*) FROM pyhive_t") == ["900"]  # beeline too
+    log = (thrift["state"] / "thrift-server" / "thrift-server.log").read_text(errors="replace")
+    assert "ClassNotFoundException: zklock" not in log and "NoClassDefFoundError: zklock" \
+        not in log

@@ -169,7 +169,6 @@ RESTART_APP = """
 import json, os, signal, sys, threading, time
 from pyspark.sql import SparkSession
 from zklock import LockManager
-from zklock.spark.jvm import module_class
 
 hosts, root = sys.argv[1:3]
 spark = SparkSession.builder.getOrCreate()  # zklock comes from spark-submit's conf only
@@ -181,7 +180,7 @@ for n in range(3):
 
     def slow():
         try:
-            spark.sql(%r)
+            spark.sql(SLOW_INSERT)
             outcome["error"] = None
         except Exception as exc:
             outcome["error"] = str(exc).strip().splitlines()[0][:300]
@@ -195,12 +194,12 @@ for n in range(3):
     os.kill(child, signal.SIGKILL)
     writer.join(300)
     spark.sql(f"INSERT INTO t VALUES ({n})")  # the next statement: a new child locks it
-    status = json.loads(str(module_class(spark, "EngineLocks").childStatus()))
+    status = json.loads(str(spark._jvm.zklock.EngineLocks.childStatus()))
     rounds.append({"killed": child, "error": outcome["error"], "status": status})
 rows = sorted(r.id for r in spark.table("t").collect())
 watcher.close()
 print(json.dumps({"rounds": rounds, "rows": rows}))
-""" % SLOW_INSERT
+""".replace("SLOW_INSERT", repr(SLOW_INSERT))
 
 
 def test_the_child_lock_client_comes_back_after_each_death(spark, tmp_path, zk_hosts,

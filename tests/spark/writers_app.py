@@ -115,7 +115,7 @@ def run_case(session, case: Case, prefix: str) -> dict:
             try:
                 case.write(session, table, me, i)
                 outcomes[me].append("ok")
-            except Exception as exc:  # noqa: BLE001: the outcome is what the test reads
+            except Exception as exc:  # noqa: BLE001 (the outcome is what the test reads)
                 error = lock_error(exc)
                 outcomes[me].append({"type": type(error).__name__,
                                      "raised": type(exc).__name__,

@@ -46,7 +46,7 @@ from ..manager import LockManager
 from ..mode import Mode
 from ..objects import LockObject
 from . import answer, protocol
-from .jvm import JvmModuleError, module_class
+from .jvm import JvmModuleError
 from .locked_statement import fence_refusal, new_query_id
 
 log = logging.getLogger(__name__)
@@ -311,8 +311,7 @@ class EngineLockClient:
         """Cancel the lost statement's jobs, now and as they start (LostJobs.java: a loss
         before its first job must reach that job too)."""
         try:
-            module_class(self.spark, "LostJobs").cancel(self.spark.sparkContext._jsc.sc(),
-                                                        query_id)
+            self.spark._jvm.zklock.LostJobs.cancel(self.spark.sparkContext._jsc.sc(), query_id)
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
 

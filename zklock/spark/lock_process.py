@@ -26,6 +26,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
+from ..locknode import LockNodeName
 from ..manager import LockManager
 from .engine import VERSION, EngineLockClient, settings_from
 
@@ -59,10 +60,22 @@ class LockProcess:
         # it connects: a ZooKeeper that cannot be reached fails the start
         self.manager = LockManager(settings=settings)
         self.manager.application = str(hello.get("application") or "")
+        self._delete_abandoned([str(n) for n in hello.get("abandoned") or ()])
         self.client = EngineLockClient(None, self.manager, settings=lambda: settings,
                                        on_lost=lambda query_id: self.send(
                                            {"event": "lost", "query_id": query_id}))
         self.send({"event": "ready", "pid": os.getpid()})
+
+    def _delete_abandoned(self, nodes: list[str]) -> None:
+        """Delete the lock nodes a child before this one held when it died: the JVM failed
+        their statements and refuses their commits, and ZooKeeper would keep them until that
+        child's session expires. Only lock nodes under this client's root are deleted."""
+        assert self.manager is not None
+        root = self.manager.root.rstrip("/") + "/"
+        mine = [n for n in nodes if n.startswith(root)
+                and LockNodeName.parse(n.rsplit("/", 1)[-1]) is not None]
+        if mine:
+            self.manager.delete_nodes(mine)
 
     def answer(self, message: dict[str, Any]) -> None:
         assert self.client is not None

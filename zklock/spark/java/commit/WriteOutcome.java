@@ -46,27 +46,48 @@ final class WriteOutcome {
         }
     }
 
-    /** What became of the writes of the statement that ran on this thread, as the end of a
-     *  sentence ("... failed: <this>"); then forgets it. */
-    static String describe() {
+    /** The counts of the statement that ran on this thread, which it then forgets. */
+    static Summary end() {
         int[] counts = COUNTS.get();
         COUNTS.remove();
-        if (counts == null) {
-            return "zklock cannot tell how much of it was written";
+        return new Summary(counts);
+    }
+
+    /** How far a finished statement's writes got. */
+    static final class Summary {
+        private final int[] counts;
+
+        private Summary(int[] counts) {
+            this.counts = counts;
         }
-        if (counts[JOBS] == 0) {
-            return "it failed before any file write job of it started";
+
+        /** Did every write job of it commit, each through zklock's fence (its locks checked
+         *  in ZooKeeper as the last thing before its files became visible)? */
+        boolean committedThroughFence() {
+            return counts != null && counts[JOBS] > 0 && counts[OURS] == counts[JOBS]
+                && counts[DONE] == counts[JOBS];
         }
-        if (counts[OURS] < counts[JOBS]) {
-            return "a committer zklock does not know ran its job, so zklock cannot tell how much"
-                + " of it is in the table";
+
+        /** What became of its writes, as the end of a sentence ("... failed: <this>"). */
+        String describe() {
+            if (counts == null) {
+                return "zklock cannot tell how much of it was written";
+            }
+            if (counts[JOBS] == 0) {
+                return "it failed before any file write job of it started";
+            }
+            if (counts[OURS] < counts[JOBS]) {
+                return "a committer zklock does not know ran its job, so zklock cannot tell how"
+                    + " much of it is in the table";
+            }
+            if (counts[BEGUN] == 0) {
+                return "no write job of it committed: nothing it wrote is in the table";
+            }
+            if (counts[DONE] < counts[BEGUN]) {
+                return "its job commit failed part-way: the table may hold part of what it"
+                    + " wrote";
+            }
+            return "its write jobs committed, then it failed: the table may hold what it wrote";
         }
-        if (counts[BEGUN] == 0) {
-            return "no write job of it committed: nothing it wrote is in the table";
-        }
-        if (counts[DONE] < counts[BEGUN]) {
-            return "its job commit failed part-way: the table may hold part of what it wrote";
-        }
-        return "its write jobs committed, then it failed: the table may hold what it wrote";
     }
 }

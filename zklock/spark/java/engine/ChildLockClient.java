@@ -7,7 +7,8 @@
 // process; here the process asks its child.
 //
 // The pipe carries one JSON document per line:
-//   JVM -> child: {"version": 1, "conf": {...}, "application": "..."}       (first, once)
+//   JVM -> child: {"version": 1, "conf": {...}, "application": "...",       (first, once)
+//                  "abandoned": [the lock nodes of the children that died before it]}
 //                 {"version": 1, "id": n, "call": "acquire" | "verify", "request": {...}}
 //                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
 //   child -> JVM: {"version": 1, "event": "ready", "pid": n}                (first, once)
@@ -17,7 +18,9 @@
 // Lifetimes: the child lives as long as this JVM (it exits when its stdin closes, and the
 // JVM's shutdown closes it). Its death is the loss of every lock it holds: the statements'
 // jobs are cancelled, their commits refused (CommitFence.abandon), their release says lost,
-// and the next statement starts a new child.
+// and the next statement starts a new child (ChildSupervisor.java), which deletes the dead
+// one's lock nodes at once: nothing can use them any more, and ZooKeeper would keep them
+// until the dead child's session expires, holding up every statement that needs them.
 package zklock;
 
 import java.io.BufferedReader;
@@ -69,7 +72,10 @@ final class ChildLockClient implements EngineLockClient {
     /** Whether it granted a set: a child that dies before it ever did is a failed start. */
     private volatile boolean served;
     private volatile long pid = -1;
+    /** The lock nodes it held when it died: deleted by the child after it. */
+    private final List<String> abandoned = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
+    private final Thread replies = new Thread(this::readReplies, "zklock-lock-client-replies");
 
     /** A set the child granted: its statement's job tag and its lock nodes. */
     private static final class Granted {
@@ -101,7 +107,7 @@ final class ChildLockClient implements EngineLockClient {
 
     /** Start the child for {@code sc}'s application and wait until it is ready; a refusal
      *  (EngineRefusal, one line) when it cannot start, naming why. */
-    static ChildLockClient start(SparkContext sc) {
+    static ChildLockClient start(SparkContext sc, List<String> abandoned) {
         String python = python(sc.getConf());
         List<String> argv = new ArrayList<>();
         argv.add(python);
@@ -118,7 +124,7 @@ final class ChildLockClient implements EngineLockClient {
                 + " it");
         }
         ChildLockClient child = new ChildLockClient(sc, process, command);
-        child.begin();
+        child.begin(abandoned);
         return child;
     }
 
@@ -142,8 +148,7 @@ final class ChildLockClient implements EngineLockClient {
         return "python3";
     }
 
-    private void begin() {
-        Thread replies = new Thread(this::readReplies, "zklock-lock-client-replies");
+    private void begin(List<String> abandonedBefore) {
         replies.setDaemon(true);
         replies.start();
         errors.setDaemon(true);
@@ -160,6 +165,7 @@ final class ChildLockClient implements EngineLockClient {
         }
         hello.put("conf", conf);
         hello.put("application", sc.applicationId());
+        hello.put("abandoned", abandonedBefore);
         try {
             send(JSON.writeValueAsString(hello));
             pid = ready.get(READY_MS, TimeUnit.MILLISECONDS).path("pid").asLong(-1);
@@ -182,6 +188,17 @@ final class ChildLockClient implements EngineLockClient {
     /** Is the child still there to answer? */
     boolean alive() {
         return death == null && process.isAlive();
+    }
+
+    /** The lock nodes it held when it died (none while it lives), once its reader has
+     *  seen the death (at most a few seconds after the process ended). */
+    List<String> abandoned() {
+        try {
+            replies.join(5000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return new ArrayList<>(abandoned);
     }
 
     /** Why it died (its last words on stderr, else how its output ended). */
@@ -332,6 +349,7 @@ final class ChildLockClient implements EngineLockClient {
             return;
         }
         CommitFence.abandon(set.nodes, "the lock client " + command + " died");
+        abandoned.addAll(set.nodes);
         cancel(set.queryId);
     }
 

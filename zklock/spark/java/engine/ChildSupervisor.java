@@ -38,6 +38,8 @@ final class ChildSupervisor {
     private int strikes;
     private long nextStartMs;
     private String lastError;
+    /** The lock nodes of children that died, for the next one to delete. */
+    private final java.util.List<String> abandoned = new java.util.ArrayList<>();
 
     /** The live child, starting one when there is none; EngineRefusal when it cannot start
      *  now (its own error, or the back-off after repeated failures). */
@@ -48,6 +50,7 @@ final class ChildSupervisor {
         long now = System.currentTimeMillis();
         if (child != null) {  // it died
             lastError = child.death();
+            abandoned.addAll(child.abandoned());
             if (child.served()) {
                 strikes = 0;
             } else {
@@ -67,14 +70,15 @@ final class ChildSupervisor {
                 null));
         }
         try {
-            child = ChildLockClient.start(sc);
-        } catch (RuntimeException e) {
+            child = ChildLockClient.start(sc, new java.util.ArrayList<>(abandoned));
+            abandoned.clear();
+        } catch (Exception e) {  // its refusal (EngineRefusal is a checked exception to Java)
             lastError = e.getMessage();
             strike(now);
             System.err.println("zklock: " + lastError + " (failure " + strikes + " in a row;"
                 + " the next start waits " + (nextStartMs - now) + " ms)");
             writeStatus(sc);
-            throw e;
+            throw LockedExec.<RuntimeException>rethrow(e);
         }
         started++;
         writeStatus(sc);

@@ -418,6 +418,7 @@ final class EngineGuard {
         if (client == null) {
             return null;
         }
+        WriteOutcome.Summary written = WriteOutcome.end();
         sc.removeJobTag(jobTag);
         sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
@@ -444,7 +445,17 @@ final class EngineGuard {
                 + " was refused, nothing it wrote became visible", failure, parameters);
         }
         if (!"lost".equals(released.path("outcome").asText())) {
-            return failure == null ? null : writeFailed(command, failure);
+            return failure == null ? null : writeFailed(command, failure, written);
+        }
+        if (failure == null && writes != null && written.committedThroughFence()) {
+            // Every job committed after the fence found its locks in ZooKeeper: the write was
+            // made under them, and its rows are in the table. Raising now would tell the
+            // caller it failed (a retry would duplicate it), so it returns, and the loss,
+            // which came after, is logged. A query's loss is raised: its rows may mix states.
+            System.err.println("zklock: locks lost after " + command + " writing " + writes
+                + " committed through the fence (" + released.path("message").asText("session"
+                + " lost") + "); the statement returns: its write is complete");
+            return null;
         }
         String why = "zklock: locks lost while " + command + " ran ("
             + released.path("message").asText("session lost") + "): "
@@ -456,8 +467,9 @@ final class EngineGuard {
     /** A write that failed under its locks, typed (ZKLOCK_WRITE_FAILED), naming what it
      *  wrote and what became of it (WriteOutcome), with Spark's error as its cause; null
      *  for a statement that wrote nothing or failed with zklock's own refusal. */
-    private EngineRefusal writeFailed(String command, Throwable failure) {
-        String outcome = WriteOutcome.describe();
+    private EngineRefusal writeFailed(String command, Throwable failure,
+                                      WriteOutcome.Summary written) {
+        String outcome = written.describe();
         if (writes == null || failure instanceof EngineRefusal) {
             return null;
         }

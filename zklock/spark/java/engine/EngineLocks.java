@@ -73,12 +73,38 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
      *  own (StagedCommitProtocol), whatever client sent it: the protocol becomes the
      *  application's default (its SparkConf, which each new session's SQL conf starts
      *  from), unless the application names another. Spark applies extensions with the
-     *  application's SparkContext active, before it builds the session's state. */
+     *  application's SparkContext active, before it builds the session's state.
+     *
+     *  Spark checks that each new session can load the class named there, with its thread's
+     *  class loader. A Thrift server's JDBC sessions run with Hive's session class loader,
+     *  whose parent is the JVM's own class path, not Spark's loader of spark.jars: there
+     *  zklock's jar must be on the driver's class path (spark.driver.extraClassPath, as
+     *  `zklock spark thrift-server start` puts it), or every JDBC session would fail to
+     *  open. Without it, the default is not set, and the server says why in one line. */
     private static void stagePerJob() {
         org.apache.spark.SparkContext sc =
             org.apache.spark.SparkContext$.MODULE$.getActive().getOrElse(() -> null);
-        if (sc != null) {
-            sc.conf().setIfMissing(Protocol.COMMIT_PROTOCOL, Protocol.COMMIT_PROTOCOL_CLASS);
+        if (sc == null) {
+            return;
+        }
+        boolean thriftServer = String.valueOf(System.getProperty("sun.java.command"))
+            .contains("thriftserver.HiveThriftServer2");
+        if (thriftServer && !onDriverClassPath()) {
+            System.err.println("zklock: zklock's jar is not on this Thrift server's driver class"
+                + " path (spark.driver.extraClassPath): its JDBC sessions cannot load zklock's"
+                + " classes, and their writes do not stage per job (docs/deploy.md)");
+            return;
+        }
+        sc.conf().setIfMissing(Protocol.COMMIT_PROTOCOL, Protocol.COMMIT_PROTOCOL_CLASS);
+    }
+
+    private static boolean onDriverClassPath() {
+        try {
+            Class.forName(Protocol.COMMIT_PROTOCOL_CLASS, false,
+                ClassLoader.getSystemClassLoader());
+            return true;
+        } catch (ClassNotFoundException e) {
+            return false;
         }
     }
 

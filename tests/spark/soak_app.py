@@ -1,0 +1,186 @@
+"""One Spark application of the Spark chaos suite (tests/spark/test_spark_chaos.py), in a
+process of its own: it runs its role until its deadline and records every statement's
+outcome, one JSON line each, flushed before and after the statement (a SIGKILL leaves a
+start without an end: an outcome nobody was told). The checker judges by the data.
+
+Roles (each a separate application; tables are shared by location, each application has
+its own catalog over them):
+- ``writer``: two LockingSessions, one overwriting ``soak.gen`` with numbered generations
+  (four files each), one appending batches with unique ids to ``soak.batches``;
+- ``parts``: two threads of one LockingSession appending batches to their own partitions
+  of ``soak.parts``;
+- ``reader``: the plain session under ``enforce()``, reading both tables;
+- ``child``: run by spark-submit with zklock in its conf only (never calls ``enforce()``):
+  the engine's child lock client locks its plain session's appends and reads.
+
+    python soak_app.py ROLE HOSTS ROOT WORK SECONDS NAME
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+#: Rows of a generation (four files) and of a batch (two files).
+GEN_ROWS = 400
+BATCH_ROWS = 100
+SESSION_TIMEOUT = 4.0
+
+
+def tables(work: Path) -> dict[str, str]:
+    data = work / "data"
+    return {
+        "gen": f"(g BIGINT, id BIGINT) USING parquet LOCATION '{data / 'gen'}'",
+        "batches": f"(batch STRING, id BIGINT) USING parquet LOCATION '{data / 'batches'}'",
+        "parts": f"(batch STRING, id BIGINT, p STRING) USING parquet PARTITIONED BY (p)"
+                 f" LOCATION '{data / 'parts'}'",
+    }
+
+
+class Recorder:
+    """Appends this application's statement outcomes to ``out``, one line each."""
+
+    def __init__(self, out: Path, app: str) -> None:
+        self.file = out.open("a", buffering=1)
+        self.app = app
+        self.lock = threading.Lock()
+
+    def write(self, **fields) -> None:
+        line = json.dumps({"app": self.app, "pid": os.getpid(), "t": time.time(), **fields})
+        with self.lock:
+            self.file.write(line + "\n")
+            self.file.flush()
+            os.fsync(self.file.fileno())
+
+    def run(self, what: str, key: str, statement) -> object:
+        """Run ``statement()``, recorded before (start) and after (end, with its outcome);
+        its result, or False when it raised."""
+        self.write(kind="start", what=what, key=key)
+        try:
+            out = statement()
+        except Exception as exc:  # noqa: BLE001 (the outcome is what the checker reads)
+            from zklock.spark import lock_error
+
+            error = lock_error(exc)
+            self.write(kind="end", what=what, key=key, ok=False,
+                       error=type(error).__name__,
+                       message=str(error).strip().splitlines()[0][:300])
+            return False
+        self.write(kind="end", what=what, key=key, ok=True,
+                   seen=out if isinstance(out, (list, dict)) else None)
+        return out
+
+
+def build(master: str, work: Path, name: str, zklock_conf: bool = True):
+    from pyspark.sql import SparkSession
+
+    from zklock.spark import configure
+
+    builder = (SparkSession.builder.master(master).appName(f"soak-{name}")
+               .config("spark.sql.warehouse.dir", str(work / f"catalog-{name}"))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.hive.manageFilesourcePartitions", "false")
+               .config("spark.driver.memory", "512m"))
+    spark = (configure(builder) if zklock_conf else builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def do(session, sql: str) -> None:
+    """Run a statement whose result is its effect."""
+    session.sql(sql)
+
+
+def ensure_tables(session, rec: Recorder, work: Path, deadline: float) -> None:
+    """The database and tables in this application's catalog, over the shared files,
+    tried until they are there (faults may refuse a try)."""
+    wanted = [("db", "CREATE DATABASE IF NOT EXISTS soak")] + [
+        (t, f"CREATE TABLE IF NOT EXISTS soak.{t} {spec}") for t, spec in tables(work).items()]
+    for key, sql in wanted:
+        while time.monotonic() < deadline:
+            if rec.run("ddl", key, lambda q=sql: do(session, q)) is not False:
+                break
+            time.sleep(0.5)
+
+
+def gen_loop(session, rec: Recorder, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        g = time.time_ns() // 1000  # increasing across restarts of the application
+        sql = f"INSERT OVERWRITE soak.gen SELECT {g} AS g, id FROM range(0, {GEN_ROWS}, 1, 4)"
+        rec.run("gen", str(g), lambda q=sql: do(session, q))
+
+
+def append_loop(session, rec: Recorder, deadline: float, table: str, tag: str,
+                partition: str | None = None) -> None:
+    n = 0
+    while time.monotonic() < deadline:
+        batch = f"{tag}-{os.getpid()}-{n}"
+        n += 1
+        into = f"soak.{table}" + (f" PARTITION (p='{partition}')" if partition else "")
+        sql = f"INSERT INTO {into} SELECT '{batch}', id FROM range(0, {BATCH_ROWS}, 1, 2)"
+        rec.run(table, batch, lambda q=sql: do(session, q))
+
+
+def read_loop(session, rec: Recorder, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        rec.run("read-gen", "", lambda: [[r[0], r[1]] for r in session.sql(
+            "SELECT g, count(*) FROM soak.gen GROUP BY g").collect()])
+        rec.run("read-batches", "", lambda: {r[0]: r[1] for r in session.sql(
+            "SELECT batch, count(*) FROM soak.batches GROUP BY batch").collect()})
+
+
+def main(argv: list[str]) -> int:
+    role, hosts, root, work_dir, seconds, name = argv[1:7]
+    work = Path(work_dir)
+    rec = Recorder(work / "out" / f"{name}.jsonl", name)
+    deadline = time.monotonic() + float(seconds)
+    locks = dict(hosts=hosts, root=root, session_timeout=SESSION_TIMEOUT, timeout=60,
+                 retry_interval=0.1, connect_timeout=30, job=name)
+    if role == "child":  # zklock from spark-submit's conf only: the child lock client
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        ensure_tables(spark, rec, work, deadline)
+        threads = [threading.Thread(target=append_loop,
+                                    args=(spark, rec, deadline, "batches", name)),
+                   threading.Thread(target=read_loop, args=(spark, rec, deadline))]
+    else:
+        from zklock import LockManager
+        from zklock.config import Settings
+        from zklock.spark import LockingSession, enforce
+
+        spark = build("local[2]", work, name)
+        enforce(spark, LockManager(settings=Settings.resolve(locks)))
+        ensure_tables(spark, rec, work, deadline)
+        if role == "writer":
+            gen = LockingSession(spark.newSession(), **locks)
+            append = LockingSession(spark.newSession(), **locks)
+            threads = [threading.Thread(target=gen_loop, args=(gen, rec, deadline)),
+                       threading.Thread(target=append_loop,
+                                        args=(append, rec, deadline, "batches", name))]
+        elif role == "parts":
+            both = LockingSession(spark.newSession(), **locks)
+            threads = [threading.Thread(target=append_loop,
+                                        args=(both, rec, deadline, "parts", f"{name}{k}",
+                                              f"{name}{k}")) for k in range(2)]
+        elif role == "reader":
+            threads = [threading.Thread(target=read_loop, args=(spark, rec, deadline))]
+        else:
+            raise SystemExit(f"no role {role}")
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rec.write(kind="done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
