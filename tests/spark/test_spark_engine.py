@@ -453,6 +453,41 @@ def test_a_failing_command_releases_its_locks(spark, db, make_manager, zk, root)
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
 
 
+def test_a_failed_write_is_typed_on_every_api(spark, db, make_manager, make_locking):
+    """A write whose job fails in a task, through SQL, insertInto and saveAsTable: a
+    LockingSession raises WriteFailed, a plain session ZKLOCK_WRITE_FAILED (Spark's error
+    kept as the cause, never a raw Py4JJavaError), each naming the table and saying that
+    nothing it wrote is in it; and nothing is."""
+    from pyspark.errors import QueryExecutionException
+
+    from zklock.errors import WriteFailed
+
+    locking = make_locking()
+    failing = "SELECT CAST(IF(id = 3, raise_error('a task fails'), id) AS INT) AS id," \
+              " 'f' AS name FROM range(0, 8, 1, 2)"
+    before = spark.table(f"{db}.dim").count()
+    writes = {
+        "sql": lambda s: s.sql(f"INSERT INTO {db}.dim {failing}"),
+        "insertInto": lambda s: s.sql(failing).write.insertInto(f"{db}.dim"),
+        "saveAsTable": lambda s: s.sql(failing).write.mode("append").saveAsTable(f"{db}.dim"),
+    }
+    # LockingSession.sql raises zklock's own; PySpark's writers raise PySpark's exception
+    # with the condition (Spark 3.5 and 4.0's saveAsTable, locked whole from Python, zklock's)
+    for api, write in writes.items():
+        for session in (locking, spark):
+            with enforce(spark, make_manager()), pytest.raises(
+                    (QueryExecutionException, WriteFailed)) as caught:
+                write(session)
+            error = caught.value
+            if isinstance(error, QueryExecutionException):
+                condition = getattr(error, "getCondition", None) or error.getErrorClass
+                assert condition() == "ZKLOCK_WRITE_FAILED", api
+            assert isinstance(lock_error(error), WriteFailed), api
+            assert f"{db}.dim" in str(error) and "a task fails" in str(error), api
+            assert "nothing it wrote is in the table" in str(error), api
+    assert spark.table(f"{db}.dim").count() == before
+
+
 # ---- a LockingSession's own writes: PySpark's writers, locked in the engine as the session
 def test_a_locking_sessions_writes_lock_with_its_own_manager(spark, db, make_locking,
                                                             make_manager, root, zk):

@@ -37,10 +37,11 @@ def configure(builder: Any) -> Any:
 
     Also puts zklock's JVM module on the application's class path (appended to the
     builder's ``spark.jars``, unless that names a zklock jar already or Spark's ``jars/``
-    has one): its output committers, which Spark loads by name, keep a failing write from
-    removing the staged files of other applications writing the same table (see
-    zklock/spark/commit.py). Raises JvmModuleError when the module cannot be had (a source
-    install without a JDK) or ``spark.jars`` names a zklock jar of another build.
+    has one): its engine extension, and its commit protocol and committers, which Spark
+    loads by name, give every write job staging of its own (see
+    zklock/spark/java/commit/StagedCommitProtocol.java). Raises JvmModuleError when the
+    module cannot be had (a source install without a JDK) or ``spark.jars`` names a zklock
+    jar of another build.
 
     A builder of a local Spark Connect session (``spark.api.mode=connect`` with a local
     master, or ``remote("local")``), whose Connect server PySpark starts itself, also gets

@@ -10,7 +10,7 @@ callback server (what ``foreachBatch`` uses). So the one lock client zklock has,
 lock protocol in the JVM to keep equal to this one.
 
 Which client: a LockingSession binds one to the SparkSession it wraps (:meth:`bind`: its
-manager, settings, SET and commit staging apply to every statement that session runs, from
+manager, settings and SET apply to every statement that session runs, from
 any API); every other session's statements go to the process's client (:func:`enforce`, or
 the first LockingSession's). Without either, the extension refuses every statement that
 needs locks, in one line (reads: ``spark.zklock.engine.reads``); so does

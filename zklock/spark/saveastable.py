@@ -18,7 +18,8 @@ import functools
 import threading
 from typing import Any
 
-from .engine import engine_of, save_as_table_drops_first
+from ..errors import LockLost
+from .engine import CONDITIONS, engine_of, save_as_table_drops_first
 from .jvm import JvmModuleError
 
 _installed = False
@@ -59,10 +60,17 @@ def locked_save(writer: Any, table: str, save: Any, options: dict[str, Any]) -> 
                                   writer._df._jdf)
     try:
         out = save()
+    except Exception as exc:
+        instead = held.close(str(exc).strip().split("\n", 1)[0] or type(exc).__name__)
+        if instead is None:
+            raise
+        condition, message = str(instead).split("\n", 1)
+        raise CONDITIONS[condition](*([[table], message] if CONDITIONS[condition] is LockLost
+                                      else [message])) from exc
     except BaseException:
-        held.close(True)
+        held.close("interrupted")
         raise
-    held.close(False)  # raises the loss, as a statement's
+    held.close(None)  # raises the loss, as a statement's
     return out
 
 

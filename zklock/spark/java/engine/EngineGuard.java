@@ -413,8 +413,6 @@ final class EngineGuard {
      *  the refusal to fail the command with, caused by {@code failure} (its own error, or
      *  null when it completed); else null. */
     EngineRefusal exit(String command, Throwable failure) {
-        // (release is told about the failure: the commit staging of a failed write is removed
-        // once more later, after its cancelled tasks stop)
         if (client == null) {
             return null;
         }

@@ -180,14 +180,18 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
             this.statement = statement;
         }
 
-        /** Release them; {@code failed}: the call failed. A loss while it ran is thrown
-         *  (EngineRefusal, ZKLOCK_LOCK_LOST), unless the call failed: its own error first. */
-        public void close(boolean failed) {
-            EngineRefusal lost = guard.exit(statement,
-                failed ? new IllegalStateException("the call failed") : null);
-            if (lost != null && !failed) {
-                throw EngineRefusal.raise(lost);
+        /** Release them; {@code failure}: the call's error, as its first line (null: it
+         *  succeeded). A loss while a successful call ran is thrown (EngineRefusal,
+         *  ZKLOCK_LOCK_LOST). For a failed call, what to raise instead of its error: the
+         *  loss, or the failed write (ZKLOCK_WRITE_FAILED) naming the table and what became
+         *  of it, as a message; null to raise the call's own error. */
+        public String close(String failure) {
+            EngineRefusal refusal = guard.exit(statement,
+                failure == null ? null : new IllegalStateException(failure));
+            if (refusal != null && failure == null) {
+                throw EngineRefusal.raise(refusal);
             }
+            return refusal == null ? null : refusal.getCondition() + "\n" + refusal.getMessage();
         }
     }
 
