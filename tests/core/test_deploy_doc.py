@@ -39,7 +39,11 @@ def test_every_zklock_key_is_a_setting_and_parses():
 def test_the_committers_it_names_are_in_the_jvm_module():
     conf = spark_defaults()
     sources = {p.stem for p in (DOC.parents[1] / "zklock" / "spark" / "java").rglob("*.java")}
-    for key in ("spark.sql.parquet.output.committer.class",
-                "spark.sql.sources.outputCommitterClass",
-                "spark.hadoop.mapred.output.committer.class", "spark.sql.extensions"):
+    for key in ("spark.hadoop.mapred.output.committer.class", "spark.sql.extensions"):
         assert conf[key].split(".")[-1] in sources
+    # the commit protocol the engine extension makes the default (staging per write job)
+    from zklock.spark.protocol import COMMIT_PROTOCOL, COMMIT_PROTOCOL_CLASS
+
+    text = DOC.read_text()
+    assert f"{COMMIT_PROTOCOL}={COMMIT_PROTOCOL_CLASS}" in text
+    assert COMMIT_PROTOCOL_CLASS.split(".")[-1] in sources

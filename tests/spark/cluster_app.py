@@ -140,6 +140,25 @@ def cancelled_tasks(spark, hosts: str, root: str, zk: KazooClient) -> dict:
             "rows": spark.table("slow").count(), "executors": executors}
 
 
+def threads_of_one_application(spark, hosts: str, root: str, where: Path) -> dict:
+    """Two threads of one LockingSession, then two of the plain session (the child lock
+    client's), each writing its own partition of one table twelve times, beside a writer
+    whose every job fails: what tests/spark/writers_app.py runs on local[4]."""
+    from writers_app import cases, leftovers, run_case
+
+    spark.sql("CREATE DATABASE IF NOT EXISTS w")
+    chosen = [c for c in cases() if c.name in ("ds_static", "failing")]
+    locking = LockingSession(spark.newSession(), **locks(hosts, root))
+    try:
+        seen = {client: {c.name: run_case(session, c, client) for c in chosen}
+                for client, session in (("locking", locking), ("plain", spark))}
+    finally:
+        locking.close()
+    warehouse = where / "warehouse"
+    wait_for(lambda: not leftovers(warehouse), STATE_S)  # a failed job's second removal
+    return {**seen, "leftovers": leftovers(warehouse)}
+
+
 def main(hosts: str, root: str, work: str) -> dict:
     where = Path(work)
     spark = configure(SparkSession.builder.master("local-cluster[2,1,1024]")
@@ -157,6 +176,7 @@ def main(hosts: str, root: str, work: str) -> dict:
     LockManager(hosts=hosts, root=root).close()  # the root exists before anyone lists it
     try:
         return {"two_writers": two_writers(spark, hosts, root),
+                "threads": threads_of_one_application(spark, hosts, root, where),
                 "fenced_commit": fenced_commit(spark, hosts, root, where, zk),
                 "cancelled_tasks": cancelled_tasks(spark, hosts, root, zk),
                 "jars": [str(j) for j in spark.sparkContext._jsc.jars()]}

@@ -8,10 +8,15 @@ its own catalog over them):
 - ``writer``: two LockingSessions, one overwriting ``soak.gen`` with numbered generations
   (four files each), one appending batches with unique ids to ``soak.batches``;
 - ``parts``: two threads of one LockingSession appending batches to their own partitions
-  of ``soak.parts``;
+  of ``soak.parts``, on ``local-cluster`` (executors in JVMs of their own, which the suite
+  kills);
 - ``reader``: the plain session under ``enforce()``, reading both tables;
 - ``child``: run by spark-submit with zklock in its conf only (never calls ``enforce()``):
-  the engine's child lock client locks its plain session's appends and reads.
+  the engine's child lock client locks its plain session's appends and reads;
+- ``connect``: a plain Spark Connect client of zklock's Connect server (HOSTS is its
+  ``sc://`` URL), appending and reading: the server's lock client locks it;
+- ``jdbc``: a JDBC client of zklock's Thrift server (HOSTS is its ``host:port``), connected
+  as dbt's ``thrift`` method connects (PyHive), appending and reading.
 
     python soak_app.py ROLE HOSTS ROOT WORK SECONDS NAME
 """
@@ -63,16 +68,60 @@ class Recorder:
         try:
             out = statement()
         except Exception as exc:  # noqa: BLE001 (the outcome is what the checker reads)
-            from zklock.spark import lock_error
-
-            error = lock_error(exc)
-            self.write(kind="end", what=what, key=key, ok=False,
-                       error=type(error).__name__,
-                       message=str(error).strip().splitlines()[0][:300])
+            self.write(kind="end", what=what, key=key, ok=False, error=kind_of(exc),
+                       message=str(exc).strip().splitlines()[0][:300] if str(exc) else "")
             return False
         self.write(kind="end", what=what, key=key, ok=True,
                    seen=out if isinstance(out, (list, dict)) else None)
         return out
+
+
+def kind_of(exc: BaseException) -> str:
+    """zklock's exception for ``exc`` by name; a JDBC client's error by the condition its
+    message carries (ZKLOCK_LOCK_LOST ...); else the exception's own class."""
+    import re
+
+    from zklock.spark import lock_error
+    from zklock.spark.engine import CONDITIONS
+
+    error = lock_error(exc)
+    if error is exc:
+        found = re.search(r"ZKLOCK_[A-Z_]+", str(exc))
+        if found and found.group(0) in CONDITIONS:
+            return CONDITIONS[found.group(0)].__name__
+    return type(error).__name__
+
+
+class JdbcSession:
+    """A Thrift server's JDBC client as PyHive connects (one connection per thread), with the
+    small part of a SparkSession's surface the loops use."""
+
+    def __init__(self, address: str) -> None:
+        host, port = address.split(":")
+        self.host, self.port = host, int(port)
+        self.local = threading.local()
+
+    def sql(self, statement: str):
+        from pyhive import hive
+
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = hive.connect(host=self.host, port=self.port,
+                                                  username="soak")
+        cursor = conn.cursor()
+        try:
+            cursor.execute(statement)
+            rows = cursor.fetchall() if statement.startswith("SELECT") else []
+        except Exception:
+            cursor.close()
+            raise
+        cursor.close()
+        return Rows(rows)
+
+
+class Rows(list):
+    def collect(self) -> list:
+        return list(self)
 
 
 def build(master: str, work: Path, name: str, zklock_conf: bool = True):
@@ -142,7 +191,18 @@ def main(argv: list[str]) -> int:
     deadline = time.monotonic() + float(seconds)
     locks = dict(hosts=hosts, root=root, session_timeout=SESSION_TIMEOUT, timeout=60,
                  retry_interval=0.1, connect_timeout=30, job=name)
-    if role == "child":  # zklock from spark-submit's conf only: the child lock client
+    if role in ("connect", "jdbc"):  # clients of zklock's servers: they lock for them
+        if role == "connect":
+            from pyspark.sql.connect.session import SparkSession
+
+            session = SparkSession.builder.remote(hosts).create()
+        else:
+            session = JdbcSession(hosts)
+        ensure_tables(session, rec, work, deadline)
+        threads = [threading.Thread(target=append_loop,
+                                    args=(session, rec, deadline, "batches", name)),
+                   threading.Thread(target=read_loop, args=(session, rec, deadline))]
+    elif role == "child":  # zklock from spark-submit's conf only: the child lock client
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.getOrCreate()
@@ -156,7 +216,8 @@ def main(argv: list[str]) -> int:
         from zklock.config import Settings
         from zklock.spark import LockingSession, enforce
 
-        spark = build("local[2]", work, name)
+        # the partition writers' tasks run in executor JVMs of their own (killed by the suite)
+        spark = build("local-cluster[2,1,768]" if role == "parts" else "local[2]", work, name)
         enforce(spark, LockManager(settings=Settings.resolve(locks)))
         ensure_tables(spark, rec, work, deadline)
         if role == "writer":

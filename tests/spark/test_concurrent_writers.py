@@ -7,8 +7,8 @@ its own), two threads write their own partitions (or tables) of one table at onc
 one LockingSession and through the plain session under ``enforce()``: datasource and
 Hive-format tables; static, dynamic and mixed partitions; append and overwrite; CTAS;
 ``df.write`` with insertInto and saveAsTable; and a writer whose every job fails in a task
-beside one that commits. On ``local[4]``, and the core of it on ``local-cluster`` (tasks
-and their commits in executor JVMs of their own).
+beside one that commits. On ``local[4]`` here; on ``local-cluster`` (tasks and their
+commits in executor JVMs of their own) in tests/spark/test_local_cluster.py.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 
 import pytest
 from conftest import PROJECT, PYTHON
+from writers_app import check
 
 COUNT = 5
 
@@ -29,27 +30,6 @@ def run_app(work, zk_hosts: str, root: str, master: str, cases: str) -> dict:
                          capture_output=True, text=True, timeout=900, cwd=work)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def check(seen: dict) -> None:
-    """What every case must show, for both clients."""
-    assert seen["leftovers"] == [], seen["leftovers"]
-    for client in ("locking", "plain"):
-        for case, writers in seen[client].items():
-            for me, got in writers.items():
-                where = f"{client} {case} writer {me}: {got}"
-                assert got["rows"] == got["expected"], where
-                failed = [o for o in got["outcomes"] if o != "ok"]
-                if case == "failing" and me == "b":  # every job fails in a task
-                    assert len(failed) == len(got["outcomes"]), where
-                    for error in failed:  # typed, naming the table and what became of it
-                        assert error["type"] == "WriteFailed", where
-                        assert error["raised"] != "Py4JJavaError", where
-                        assert f"{client}_failing" in error["message"], where
-                        assert "nothing it wrote is in the table" in error["message"], where
-                        assert "injected task failure" in error["message"], where
-                else:
-                    assert failed == [], where
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +45,6 @@ def test_every_kind_of_write_by_two_threads_at_once_is_all_or_nothing(local4) ->
         "df_save_as_table", "df_overwrite_table", "failing"}
     assert len(local4["locking"]["ds_static"]["a"]["outcomes"]) == 12
     check(local4)
-
-
-def test_two_threads_at_once_on_executors_of_their_own(tmp_path, zk_hosts) -> None:
-    seen = run_app(tmp_path, zk_hosts, "/zklock-tests-writers-cluster",
-                   "local-cluster[2,1,1024]", "ds_static,hive_static,failing")
-    check(seen)
 
 
 def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(

@@ -34,6 +34,13 @@ def test_two_partition_writers_of_one_table_at_once(cluster) -> None:
     assert cluster["two_writers"] == {"errors": [], "counts": {"a": 2000, "b": 2000}}
 
 
+def test_two_threads_of_one_application_at_once_all_or_nothing(cluster) -> None:
+    """tests/spark/test_concurrent_writers.py's threads, with tasks in executor JVMs."""
+    from writers_app import check
+
+    check(cluster["threads"])
+
+
 def test_the_fenced_commit_refuses_a_write_whose_locks_were_lost(cluster) -> None:
     seen = cluster["fenced_commit"]
     assert seen["reached_commit"] and seen["deleted"] == 1, seen

@@ -259,7 +259,8 @@ def test_a_new_session_locks_as_its_parent_each_value_at_its_level(build):
                                                      "retry_interval", "timeout")} == {
             "retries": Level.MANAGER, "isolate_commits": Level.SESSION,
             "retry_interval": Level.SESSION_SET, "timeout": Level.DEFAULT}
-        assert child.execution.commits is None  # isolate_commits=False reached it
+        # isolate_commits=False reached its session's conf, which its write jobs read
+        assert child.spark.conf.get("spark.zklock.isolateCommits") == "false"
         assert child.settings.wait().retries == 1
     finally:
         child.close()

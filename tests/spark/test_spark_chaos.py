@@ -5,13 +5,17 @@ application and records every statement's outcome).
 
 Applications: a writer (a LockingSession overwriting numbered generations, another
 appending batches with unique ids), two threads of one LockingSession appending to their
-own partitions, a plain-session reader under ``enforce()``, and a spark-submit application
-locked by the engine's child lock client (appending and reading).
+own partitions (on ``local-cluster``: executors in JVMs of their own), a plain-session
+reader under ``enforce()``, a spark-submit application locked by the engine's child lock
+client, a plain Spark Connect client of ``zklock spark connect-server``, and a JDBC client
+(PyHive, as dbt's ``thrift`` method connects) of ``zklock spark thrift-server`` (each
+appending and reading).
 
 Faults, one at a time: the ensemble's leader or a follower SIGKILLed (restarted 2 s later)
 or paused past the session timeout; an application cut off from ZooKeeper past its session
-timeout (blackhole); a lock node deleted by another client; the child lock client
-SIGKILLed; the writer's driver SIGKILLed in the middle of its writes (and started again).
+timeout (blackhole; a server's connection for the Connect and JDBC clients); a lock node
+deleted by another client; the child lock client SIGKILLed; the writer's driver SIGKILLed in
+the middle of its writes (and started again); an executor JVM SIGKILLed.
 
 Checked from the data: every acknowledged append is present exactly once; no batch whose
 statement raised is present; no reader sees a mixed or partial generation, a file that is
@@ -50,7 +54,10 @@ SESSION_TIMEOUT = 4.0
 #: driver's includes starting a new Spark application on a loaded machine).
 RECOVERY_S = 120.0
 APP = PROJECT / "tests" / "spark" / "soak_app.py"
-ROLES = {"writer": "writer", "parts": "parts", "reader": "reader", "child": "child"}
+ROLES = {"writer": "writer", "parts": "parts", "reader": "reader", "child": "child",
+         "connect": "connect", "jdbc": "jdbc"}
+#: The servers the Connect and JDBC clients go through, by role: the `zklock spark` group.
+SERVERS = {"connect": "connect-server", "jdbc": "thrift-server"}
 #: Errors a statement may meet under faults; anything else (a missing file above all) fails.
 EXPECTED = {"LockNotAcquired", "LockLost", "ZooKeeperUnavailable", "UnsupportedStatement"}
 
@@ -63,6 +70,7 @@ class Apps:
         self.proxies = {n: [FaultProxy(("127.0.0.1", m.port)) for m in ens.members]
                         for n in ROLES}
         self.procs: dict[str, subprocess.Popen] = {}
+        self.servers: dict[str, Path] = {}  # role -> the state dir of its server
         self.started = time.monotonic()
         (work / "out").mkdir(parents=True, exist_ok=True)
 
@@ -74,6 +82,8 @@ class Apps:
         log = (self.work / f"{name}.log").open("a")
         env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
         args = [ROLES[name], self.hosts(name), self.root, str(self.work), left, name]
+        if name in SERVERS:  # its server first, its ZooKeeper through the role's proxies
+            args[1] = self.start_server(name)
         if name == "child":
             from zklock.cli.connect_server import pyspark_home
 
@@ -94,6 +104,40 @@ class Apps:
             cmd = [PYTHON, str(APP), *args]
         self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=self.work,
                                             env=env)
+
+    def start_server(self, name: str) -> str:
+        """Start the role's zklock server; its address for the client."""
+        from zklock.ports import free_port
+
+        state, port = self.work / f"{name}-server", free_port()
+        self.servers[name] = state
+        out = subprocess.run(
+            [PYTHON, "-m", "zklock.cli.main", "--zk", self.hosts(name), "--root", self.root,
+             "--state-dir", str(state), "spark", SERVERS[name], "start", "--port", str(port),
+             "--warehouse", str(self.work / f"catalog-{name}"),
+             "--conf", f"spark.zklock.session.timeout={SESSION_TIMEOUT}",
+             "--conf", "spark.zklock.lock.timeout=60",
+             "--conf", "spark.zklock.lock.retryInterval=0.1",
+             "--conf", "spark.sql.hive.manageFilesourcePartitions=false",
+             "--conf", "spark.driver.memory=768m"],
+            capture_output=True, text=True, timeout=300, cwd=self.work)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.strip() if name == "connect" else f"127.0.0.1:{port}"
+
+    def executor(self) -> int | None:
+        """The pid of an executor JVM of the partition writers' application."""
+        app = self.procs["parts"].pid
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if "CoarseGrainedExecutorBackend" not in cmdline.read_text():
+                    continue
+                pid = int(cmdline.parent.name)
+                parent = ppid(pid)
+                if app in (parent, ppid(parent)):
+                    return pid
+            except (OSError, ValueError):
+                continue
+        return None
 
     def writing(self, name: str) -> bool:
         """Is a write of the running process of ``name`` in flight (started, not ended)?"""
@@ -122,9 +166,16 @@ class Apps:
             if p.poll() is None:
                 p.kill()
             p.wait(30)
+        for name, state in self.servers.items():
+            subprocess.run([PYTHON, "-m", "zklock.cli.main", "--state-dir", str(state),
+                            "spark", SERVERS[name], "stop"], capture_output=True, timeout=120)
         for ps in self.proxies.values():
             for p in ps:
                 p.close()
+
+
+def ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def records(work: Path) -> list[dict]:
@@ -170,7 +221,7 @@ def test_spark_under_chaos(ensemble, tmp_path):
     operator = KazooClient(hosts=ens.connect)
     operator.start(timeout=30)
     kinds = ["kill-leader", "kill-follower", "pause-member", "blackhole-app", "delete-node",
-             "kill-child", "kill-driver"]
+             "kill-child", "kill-driver", "kill-executor"]
     try:
         # the faults start once every application has run a statement (Spark is up)
         assert wait_for(lambda: {r["app"] for r in records(tmp_path)
@@ -217,6 +268,12 @@ def test_spark_under_chaos(ensemble, tmp_path):
                     continue
                 os.kill(pid, signal.SIGKILL)
                 fault["app"] = "child"
+            elif kind == "kill-executor":  # Spark runs its tasks again elsewhere
+                pid = apps.executor()
+                if pid is None:
+                    continue
+                os.kill(pid, signal.SIGKILL)
+                fault["app"] = "parts"
             elif kind == "kill-driver":  # in the middle of a write
                 if not wait_for(lambda: apps.writing("writer"), timeout=30, step=0.02):
                     continue

@@ -489,7 +489,10 @@ def test_a_connect_locking_sessions_reads_list_the_files_again(make_connect_lock
     part = next(p for p in Path(urlparse(location).path).iterdir()
                 if p.name.startswith("part-"))
     shutil.copy(part, part.with_name("part-99999-another-application.parquet"))
-    assert ccount(locking, f"{cdb}.listed") == 4
+    import pyarrow.parquet
+
+    added = pyarrow.parquet.read_metadata(str(part)).num_rows
+    assert added >= 1 and ccount(locking, f"{cdb}.listed") == 2 + added
 
 
 def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cdb, zk, root):

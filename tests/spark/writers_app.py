@@ -142,6 +142,27 @@ def _condition(exc: BaseException) -> str | None:
         return None
 
 
+def check(seen: dict) -> None:
+    """What every case must show, for both clients (the tests assert with it)."""
+    assert seen["leftovers"] == [], seen["leftovers"]
+    for client in ("locking", "plain"):
+        for case, writers in seen[client].items():
+            for me, got in writers.items():
+                where = f"{client} {case} writer {me}: {got}"
+                assert got["rows"] == got["expected"], where
+                failed = [o for o in got["outcomes"] if o != "ok"]
+                if case == "failing" and me == "b":  # every job fails in a task
+                    assert len(failed) == len(got["outcomes"]), where
+                    for error in failed:  # typed, naming the table and what became of it
+                        assert error["type"] == "WriteFailed", where
+                        assert error["raised"] != "Py4JJavaError", where
+                        assert f"{client}_failing" in error["message"], where
+                        assert "nothing it wrote is in the table" in error["message"], where
+                        assert "injected task failure" in error["message"], where
+                else:
+                    assert failed == [], where
+
+
 def leftovers(warehouse: Path) -> list[str]:
     """Staging that a write left under the tables: a _temporary with anything in it,
     Spark's .spark-staging-<job>, Hive's .hive-staging_*."""

@@ -93,6 +93,7 @@ class LockingSession:
         self._manager_lock = threading.Lock()
         self._require_engine()
         self._planner = self._make_planner(spark)
+        self._isolation_before = self._spark.conf.get(ISOLATE_COMMITS, None)
         self._publish_policy()
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
                                          self._settings)
@@ -155,7 +156,7 @@ class LockingSession:
     def _publish_policy(self) -> None:
         """The settings the JVM reads, in the wrapped session's conf: the planner's policy
         for unknown statements, and whether its file writes stage per job
-        (StagedCommitProtocol.java reads it from each job's conf)."""
+        (StagedCommitProtocol.java reads it from each job's conf; put back at close)."""
         self._spark.conf.set(UNKNOWN_STATEMENTS, self.settings.unknown_statements)
         self._spark.conf.set(ISOLATE_COMMITS, str(self.settings.isolate_commits).lower())
 
@@ -230,6 +231,13 @@ class LockingSession:
             if client is not None:
                 client.close()
         self._engine = self._process = None
+        try:  # the wrapped session's writes stage as they did before this session
+            if self._isolation_before is None:
+                self._spark.conf.unset(ISOLATE_COMMITS)
+            else:
+                self._spark.conf.set(ISOLATE_COMMITS, self._isolation_before)
+        except Exception:  # Spark stopped: nothing left to put back
+            pass
         with self._manager_lock:
             if self._own_manager and self._manager is not None:
                 self._manager.close()

@@ -33,6 +33,17 @@ final class Staging {
             return t;
         });
 
+    static {
+        // Removals still waiting when the JVM stops run then: its tasks are gone by then.
+        // Hadoop's hook manager, before it closes the file systems (a higher priority runs
+        // first), after Spark's stop (higher still).
+        org.apache.hadoop.util.ShutdownHookManager.get().addShutdownHook(() -> {
+            for (Runnable pending : LATER.shutdownNow()) {
+                pending.run();
+            }
+        }, FileSystem.SHUTDOWN_HOOK_PRIORITY + 1);
+    }
+
     private Staging() {
     }
 

@@ -77,8 +77,9 @@ final class WriteOutcome {
                 return "it failed before any file write job of it started";
             }
             if (counts[OURS] < counts[JOBS]) {
-                return "a committer zklock does not know ran its job, so zklock cannot tell how"
-                    + " much of it is in the table";
+                return "zklock's committers did not run its job (spark.zklock.isolateCommits is"
+                    + " off, or the application names another committer), so zklock cannot tell"
+                    + " how much of it is in the table";
             }
             if (counts[BEGUN] == 0) {
                 return "no write job of it committed: nothing it wrote is in the table";
