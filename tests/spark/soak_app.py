@@ -135,7 +135,8 @@ def build(master: str, work: Path, name: str, zklock_conf: bool = True):
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.hive.manageFilesourcePartitions", "false")
-               .config("spark.driver.memory", "512m"))
+               .config("spark.driver.memory", "512m")
+               .config("spark.executor.memory", "512m"))  # local-cluster's executors
     spark = (configure(builder) if zklock_conf else builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -22,10 +22,11 @@ import org.apache.parquet.hadoop.ParquetOutputCommitter;
  * {@code _temporary}, which holds the staging of every other job writing the table.
  */
 final class Staging {
-    /** How long after a failed job its directory is removed again: Spark reports a job
-     *  failed while its other tasks are still being cancelled, and such a task may create
-     *  its directories after the first removal (no other job ever reads them). */
-    static final long SETTLE_MS = Long.getLong("zklock.staging.settleMs", 2000L);
+    /** When, after a failed job, its directory is removed again: Spark reports a job failed
+     *  while its other tasks are still being cancelled, and such a task (in an executor JVM
+     *  that may be slow to stop it) may create its directories after the first removal. No
+     *  other job ever reads them; these removals leave nothing behind. */
+    static final long[] SETTLE_MS = {2_000L, 10_000L, 60_000L};
     private static final ScheduledExecutorService LATER =
         Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "zklock-staging-removal");
@@ -94,19 +95,21 @@ final class Staging {
         remove(committer.getJobAttemptPath(context), context.getConfiguration());
     }
 
-    /** {@link #remove} now and again {@link #SETTLE_MS} later (a failed job). */
+    /** {@link #remove} now and again after each of {@link #SETTLE_MS} (a failed job). */
     static void removeNowAndLater(FileOutputCommitter committer, JobContext context)
             throws IOException {
         Path mine = committer.getJobAttemptPath(context);
         Configuration conf = context.getConfiguration();
         remove(mine, conf);
-        LATER.schedule(() -> {
-            try {
-                remove(mine, conf);
-            } catch (IOException | RuntimeException e) {
-                // clutter no job reads (a stopped file system, a dropped table)
-            }
-        }, SETTLE_MS, TimeUnit.MILLISECONDS);
+        for (long delay : SETTLE_MS) {
+            LATER.schedule(() -> {
+                try {
+                    remove(mine, conf);
+                } catch (IOException | RuntimeException e) {
+                    // clutter no job reads (a stopped file system, a dropped table)
+                }
+            }, delay, TimeUnit.MILLISECONDS);
+        }
     }
 
     private static void remove(Path mine, Configuration conf) throws IOException {
