@@ -365,10 +365,14 @@ def judge(lines: list[dict], faults: list[dict], work: Path) -> dict:
                 unexpected.append(f"{r['app']} {r['what']}: {r['error']}: {r['message']}")
     out["errors"] = errors
     out["unexpected_errors"] = unexpected[:10]
+    # a driver SIGKILLed in the middle of a write leaves that write's staging (the writer's
+    # tables); nothing else may be left
     killed_in_flight = sum(1 for f in faults if f["kind"] == "kill-driver")
     left = staging(data) if data.exists() else []
     out["staging_left"] = left
-    out["unexplained_staging"] = left if len(left) > killed_in_flight else []
+    writers = [p for p in left if p.split("/")[0] in ("gen", "batches")]
+    out["unexplained_staging"] = ([p for p in left if p not in writers]
+                                  + (writers if len(writers) > killed_in_flight else []))
     recovery = []
     unrecovered = []
     oks = sorted((r["t"], r["app"]) for r in lines if r.get("kind") == "end" and r.get("ok"))
