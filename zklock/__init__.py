@@ -14,6 +14,7 @@ from .errors import (
     LockLost,
     LockNotAcquired,
     NotLeaseHolder,
+    WriteFailed,
     ZkLockError,
     ZooKeeperUnavailable,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "Mode",
     "NotLeaseHolder",
     "Settings",
+    "WriteFailed",
     "ZkLockError",
     "ZooKeeperUnavailable",
     "normalize",

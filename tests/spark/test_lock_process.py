@@ -32,19 +32,43 @@ def spark_sql(tmp_path: Path, zk_hosts: str, root: str, sql: str, python: str = 
     runs its child lock client. ``retries`` (0.05 s apart) let a statement wait for the set
     of the one before it, which the engine releases in the background."""
     return subprocess.Popen(
-        [str(pyspark_home() / "bin" / "spark-sql"), "--jars", str(module_jar()),
-         "--conf", "spark.sql.extensions=zklock.EngineLocks",
-         "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
-         "--conf", f"spark.zklock.root={root}", "--conf", f"spark.zklock.lock.retries={retries}",
-         "--conf", "spark.zklock.lock.retryInterval=0.05",
+        [*spark_command("spark-sql", tmp_path, zk_hosts, root, retries),
          "--conf", f"spark.zklock.lockClient.python={python}",
-         "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=768m",
+         "--conf", "spark.driver.memory=768m",
          # a failed statement does not end the session: the next one runs
          "--hiveconf", "hive.cli.errors.ignore=true",
          "-e", sql],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
         env={k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"})
+
+
+def spark_command(tool: str, tmp_path: Path, zk_hosts: str, root: str,
+                  retries: int) -> list[str]:
+    """Spark's ``tool`` (spark-sql, spark-submit) with zklock's jar, extension and lock
+    settings in its conf, as spark-defaults.conf would give them."""
+    return [str(pyspark_home() / "bin" / tool), "--jars", str(module_jar()),
+            "--conf", "spark.sql.extensions=zklock.EngineLocks",
+            "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
+            "--conf", f"spark.zklock.root={root}",
+            "--conf", f"spark.zklock.lock.retries={retries}",
+            "--conf", "spark.zklock.lock.retryInterval=0.05",
+            "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
+            "--conf", "spark.ui.enabled=false"]
+
+
+def spark_submit(tmp_path: Path, zk_hosts: str, root: str, app: str, *args: str,
+                 retries: int) -> subprocess.CompletedProcess:
+    """spark-submit of the PySpark application ``app`` (its text) with zklock in its conf
+    only, as spark-defaults.conf gives it: its statements are locked by the child lock
+    client, run by the driver's own Python (PYSPARK_PYTHON: no setting names it)."""
+    script = tmp_path / "app.py"
+    script.write_text(app)
+    return subprocess.run(
+        [*spark_command("spark-submit", tmp_path, zk_hosts, root, retries), str(script),
+         *args],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env={**{k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"},
+             "PYSPARK_PYTHON": PYTHON})
 
 
 def finished(proc: subprocess.Popen) -> tuple[int, str]:
@@ -122,22 +146,10 @@ def test_a_submitted_python_app_that_never_calls_enforce_is_locked(
     """spark-submit of a PySpark app that knows nothing of zklock, with zklock in its conf (as
     spark-defaults.conf gives it): its statements are locked by the child lock client, run
     by the driver's own Python (PYSPARK_PYTHON: no setting names it)."""
-    app = tmp_path / "app.py"
-    app.write_text(SUBMITTED_APP)
     holder = LockManager(hosts=zk_hosts, root=root)
     try:
         with holder.acquire([("default.blocked", "X")], query_id="holder"):
-            out = subprocess.run(
-                [str(pyspark_home() / "bin" / "spark-submit"), "--jars", str(module_jar()),
-                 "--conf", "spark.sql.extensions=zklock.EngineLocks",
-                 "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
-                 "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=20",
-                 "--conf", "spark.zklock.lock.retryInterval=0.05",
-                 "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
-                 "--conf", "spark.ui.enabled=false", str(app)],
-                capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                env={**{k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"},
-                     "PYSPARK_PYTHON": PYTHON})
+            out = spark_submit(tmp_path, zk_hosts, root, SUBMITTED_APP, retries=20)
     finally:
         holder.close()
     assert out.returncode == 0, out.stderr[-3000:]
@@ -207,19 +219,7 @@ def test_the_child_lock_client_comes_back_after_each_death(spark, tmp_path, zk_h
     """In one JVM the child is SIGKILLed three times while a statement holds its locks:
     each time that statement fails, and the next statement runs under locks taken by a new
     child (the one the next round finds holding X, and kills)."""
-    app = tmp_path / "app.py"
-    app.write_text(RESTART_APP)
-    out = subprocess.run(
-        [str(pyspark_home() / "bin" / "spark-submit"), "--jars", str(module_jar()),
-         "--conf", "spark.sql.extensions=zklock.EngineLocks",
-         "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
-         "--conf", f"spark.zklock.root={root}", "--conf", "spark.zklock.lock.retries=400",
-         "--conf", "spark.zklock.lock.retryInterval=0.05",
-         "--conf", f"spark.sql.warehouse.dir={tmp_path / 'wh'}",
-         "--conf", "spark.ui.enabled=false", str(app), zk_hosts, root],
-        capture_output=True, text=True, cwd=tmp_path, timeout=600,
-        env={**{k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"},
-             "PYSPARK_PYTHON": PYTHON})
+    out = spark_submit(tmp_path, zk_hosts, root, RESTART_APP, zk_hosts, root, retries=400)
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     killed = [r["killed"] for r in seen["rounds"]]

@@ -262,18 +262,15 @@ def test_spark_under_chaos(ensemble, tmp_path):
                 except Exception:  # released meanwhile: no fault
                     continue
                 fault["node"] = node
-            elif kind == "kill-child":
-                pid = apps.child_lock_client()
+            elif kind in ("kill-child", "kill-executor"):
+                # the child lock client (the next statement starts another), or an executor
+                # JVM of the partition writers (Spark runs its tasks again elsewhere)
+                app, pid = (("child", apps.child_lock_client()) if kind == "kill-child"
+                            else ("parts", apps.executor()))
                 if pid is None:
                     continue
                 os.kill(pid, signal.SIGKILL)
-                fault["app"] = "child"
-            elif kind == "kill-executor":  # Spark runs its tasks again elsewhere
-                pid = apps.executor()
-                if pid is None:
-                    continue
-                os.kill(pid, signal.SIGKILL)
-                fault["app"] = "parts"
+                fault["app"] = app
             elif kind == "kill-driver":  # in the middle of a write
                 if not wait_for(lambda: apps.writing("writer"), timeout=30, step=0.02):
                     continue
