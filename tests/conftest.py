@@ -23,8 +23,8 @@ from typing import Any, Optional
 import diagnostics
 import pytest
 from kazoo.client import KazooClient
+from ordering import pytest_collection_modifyitems  # noqa: F401  (longest files first)
 from polling import lock_nodes, wait_for  # noqa: F401  (tests import them from here)
-from shuffle import pytest_collection_modifyitems  # noqa: F401  (make flake-hunt's order)
 
 from zklock import LockManager
 from zklock.ports import free_port
@@ -78,23 +78,6 @@ def pytest_runtest_makereport(item, call):
 
 _STARTED = pytest.StashKey[int]()
 
-#: The suite's longest files, each a few minutes of one worker (Spark applications of their
-#: own, servers, chaos): run first, so that `make test`'s workers, which take a file at a
-#: time (--dist loadfile), do not end with one of them running alone.
-LONGEST_FIRST = ("spark/test_concurrent_writers.py", "spark/test_lock_process.py",
-                 "cli/test_thrift_server.py", "spark/test_local_cluster.py",
-                 "spark/test_spark_connect_server.py", "core/test_chaos.py",
-                 "spark/test_shared_metastore.py", "scripts/test_build_dist.py",
-                 "scheduler/test_scheduler_processes.py", "spark/test_settings_precedence.py")
-
-
-def pytest_collection_modifyitems(items):
-    """Longest files first (LONGEST_FIRST), every file's tests in their own order."""
-    def rank(item) -> int:
-        path = item.nodeid.split("::", 1)[0]
-        return next((i for i, name in enumerate(LONGEST_FIRST) if path.endswith(name)),
-                    len(LONGEST_FIRST))
-    items.sort(key=rank)  # stable: the order within a file stays
 
 
 @pytest.hookimpl(tryfirst=True)
