@@ -141,19 +141,24 @@ def cancelled_tasks(spark, hosts: str, root: str, zk: KazooClient) -> dict:
 
 
 def threads_of_one_application(spark, hosts: str, root: str, where: Path) -> dict:
-    """Two threads of one LockingSession, then two of the plain session (the child lock
-    client's), each writing its own partition of one table twelve times, beside a writer
-    whose every job fails: what tests/spark/writers_app.py runs on local[4]."""
+    """Two threads of one LockingSession, then two of the plain session under enforce(),
+    each writing its own partition of one table twelve times, beside a writer whose every
+    job fails: what tests/spark/writers_app.py runs on local[4]."""
     from writers_app import cases, leftovers, run_case
+
+    from zklock.spark import enforce
 
     spark.sql("CREATE DATABASE IF NOT EXISTS w")
     chosen = [c for c in cases() if c.name in ("ds_static", "failing")]
     locking = LockingSession(spark.newSession(), **locks(hosts, root))
+    manager = LockManager(**locks(hosts, root))
     try:
-        seen = {client: {c.name: run_case(session, c, client) for c in chosen}
-                for client, session in (("locking", locking), ("plain", spark))}
+        seen = {"locking": {c.name: run_case(locking, c, "locking") for c in chosen}}
+        with enforce(spark, manager):
+            seen["plain"] = {c.name: run_case(spark, c, "plain") for c in chosen}
     finally:
         locking.close()
+        manager.close()
     warehouse = where / "warehouse"
     wait_for(lambda: not leftovers(warehouse), STATE_S)  # a failed job's second removal
     return {**seen, "leftovers": leftovers(warehouse)}

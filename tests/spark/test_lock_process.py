@@ -230,3 +230,43 @@ def test_the_child_lock_client_comes_back_after_each_death(spark, tmp_path, zk_h
         assert r["status"]["pid"] not in killed[:n + 1], r
     assert seen["rows"] == [0, 1, 2]  # the failed writes left nothing
     assert out.stderr.count("zklock: the lock client") >= 3  # each death, in one line
+
+
+DEAD_CALLBACK_APP = """
+import json, sys
+from pyspark.sql import SparkSession
+from zklock import LockManager
+from zklock.spark import enforce
+
+hosts, root = sys.argv[1:3]
+spark = SparkSession.builder.getOrCreate()  # zklock's extension from spark-submit's conf
+client = enforce(spark, LockManager(hosts=hosts, root=root, retries=400, retry_interval=0.05))
+spark.sql("CREATE TABLE t (id INT) USING parquet")
+spark.sparkContext._gateway.shutdown_callback_server()  # this Python's lock client is gone
+outcomes = []
+for n in range(2):
+    try:
+        spark.sql(f"INSERT INTO t VALUES ({n})")
+        outcomes.append("ok")
+    except Exception as exc:
+        outcomes.append(str(exc).strip().splitlines()[0][:300])
+status = json.loads(str(spark._jvm.zklock.EngineLocks.childStatus()))
+print(json.dumps({"outcomes": outcomes, "rows": sorted(r.id for r in spark.table("t").collect()),
+                  "child": status}))
+"""
+
+
+def test_a_dead_py4j_lock_client_is_dropped_and_the_next_statement_is_locked(
+        tmp_path, zk_hosts, root) -> None:
+    """The application's Python lock client stops answering (its py4j callback server shut
+    down): the statement that asked fails in one line, and the next one goes to the next
+    lock client, the engine's child, under locks, instead of failing on the dead one."""
+    out = spark_submit(tmp_path, zk_hosts, root, DEAD_CALLBACK_APP, zk_hosts, root,
+                       retries=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    first, second = seen["outcomes"]
+    assert "lock client in this application's Python did not answer" in first, seen
+    assert second == "ok" and seen["rows"] == [1], seen
+    assert seen["child"]["up"] and seen["child"]["restarts"] == 0, seen
+    assert "stopped answering" in out.stderr

@@ -61,7 +61,7 @@ def locked_save(writer: Any, table: str, save: Any, options: dict[str, Any]) -> 
     try:
         out = save()
     except Exception as exc:
-        instead = held.close(str(exc).strip().split("\n", 1)[0] or type(exc).__name__)
+        instead = held.close(first_line(exc))
         if instead is None:
             raise
         condition, message = str(instead).split("\n", 1)
@@ -72,6 +72,22 @@ def locked_save(writer: Any, table: str, save: Any, options: dict[str, Any]) -> 
         raise
     held.close(None)  # raises the loss, as a statement's
     return out
+
+
+def first_line(exc: BaseException) -> str:
+    """What Spark said, in one line: the first line of its Java exception, and of the root
+    cause under it where that says something else (a task's own error); else Python's."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return str(exc).strip().split("\n", 1)[0] or type(exc).__name__
+    root = java
+    while root.getCause() is not None:
+        root = root.getCause()
+
+    def line(e: Any) -> str:
+        return str(e.getMessage() or e.getClass().getName()).strip().split("\n", 1)[0]
+    outer, inner = line(java), line(root)
+    return outer if inner in outer else f"{outer} (caused by: {inner})"
 
 
 def path_option(writer: Any) -> list[str]:

@@ -471,11 +471,22 @@ final class EngineGuard {
         if (writes == null || failure instanceof EngineRefusal) {
             return null;
         }
-        String cause = failure.getMessage() == null ? failure.getClass().getName()
-            : failure.getMessage().trim().split("\n", 2)[0];
+        Throwable root = failure;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        String cause = firstLine(failure);
+        if (root != failure && !cause.contains(firstLine(root))) {  // the task's own error
+            cause += " (caused by: " + firstLine(root) + ")";
+        }
         return EngineRefusal.of("write_failed", "zklock: " + command + " writing " + writes
             + " failed; " + outcome + ". Spark's error: " + cause, failure,
             Collections.singletonMap("table", writes));
+    }
+
+    private static String firstLine(Throwable e) {
+        return e.getMessage() == null || e.getMessage().trim().isEmpty()
+            ? e.getClass().getName() : e.getMessage().trim().split("\n", 2)[0];
     }
 
     /** The objects {@code answer} locks in X, as a person names them; null for none. */

@@ -167,7 +167,7 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
             EngineGuard.answer(planner.planDataFrame(ds)));
         String statement = "saveAsTable " + table;
         return new Held(EngineGuard.enterCall(session, answer, "saveAsTable", statement),
-            statement);
+            "saveAsTable");
     }
 
     /** Locks a call holds (lockSaveAsTable), released by close. */
