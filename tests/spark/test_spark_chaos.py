@@ -298,7 +298,9 @@ def test_spark_under_chaos(ensemble, tmp_path):
     summary["orphans"] = [] if orphans is True else orphans
     print("SPARK-CHAOS", json.dumps(summary))
     if os.environ.get("ZKLOCK_CHAOS_REPORT"):
-        Path(os.environ["ZKLOCK_CHAOS_REPORT"]).write_text(json.dumps(summary, indent=2))
+        report = Path(os.environ["ZKLOCK_CHAOS_REPORT"])
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(summary, indent=2))
     # (every application ran a statement before the faults began; most of a short run on two
     # cores goes to starting seven Spark JVMs and two servers)
     assert summary["statements"] > 20, summary
