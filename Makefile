@@ -25,7 +25,8 @@ install: $(STAMP)
 zookeeper:
 	@scripts/ensure-zookeeper.sh
 
-# (the Spark chaos suite, marked soak, runs apart: `make soak-spark`, which .ci/run runs after)
+# (the Spark chaos suite and the writers' matrix, marked soak, run apart: `make soak-spark`,
+# which .ci/run runs after; the writers' core cases run here, on local-cluster)
 test: install zookeeper imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not soak"
 
@@ -66,10 +67,11 @@ soak: install zookeeper
 		$(PY) -m pytest -q -s tests/core/test_chaos.py
 
 # Spark applications under ensemble, connection, lock-node, lock-client and driver faults,
-# judged by the data (tests/spark/test_spark_chaos.py): 150 s unless ZKLOCK_CHAOS_SECONDS
+# judged by the data (tests/spark/test_spark_chaos.py): 150 s unless ZKLOCK_CHAOS_SECONDS;
+# and every kind of write by two threads at once (tests/spark/test_concurrent_writers.py)
 soak-spark: install zookeeper
 	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-150} ZKLOCK_CHAOS_REPORT=.zklock/soak-spark.json \
-		$(PY) -m pytest -q -s -m soak tests/spark/test_spark_chaos.py
+		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py
 
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py

@@ -14,7 +14,7 @@ import pytest
 
 #: The suite's longest files, each minutes of one worker (Spark applications of their own,
 #: servers, chaos).
-LONGEST_FIRST = ("spark/test_concurrent_writers.py", "spark/test_lock_process.py",
+LONGEST_FIRST = ("spark/test_lock_process.py", "spark/test_concurrent_writers.py",
                  "cli/test_thrift_server.py", "spark/test_local_cluster.py",
                  "spark/test_spark_connect_server.py", "core/test_chaos.py",
                  "spark/test_shared_metastore.py", "scripts/test_build_dist.py",

@@ -38,6 +38,7 @@ def local4(tmp_path_factory, zk_hosts) -> dict:
                    "local[4]", "all")
 
 
+@pytest.mark.soak  # a Spark application of its own for 90 s: run with `make soak-spark`
 def test_every_kind_of_write_by_two_threads_at_once_is_all_or_nothing(local4) -> None:
     assert set(local4["plain"]) >= {
         "ds_static", "ds_dynamic", "ds_mixed", "ds_overwrite", "ds_overwrite_dynamic",
