@@ -2,7 +2,7 @@
 
 Each run uses more pytest workers than the machine has cores, a CPU burner beside it (one
 busy process per core: Debian's stress-ng when installed, else Python), and a random order
-of the tests within each file (tests/ordering.py, seeded per run; ``--keep-order`` turns it
+of the tests within each file (tests/shuffle.py, seeded per run; ``--keep-order`` turns it
 off). Each failure is printed with its test id and the run it came from; the last line is
 the summary: runs, tests, failures. Exit 1 when any run had a failure.
 
