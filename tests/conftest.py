@@ -23,8 +23,8 @@ from typing import Any, Optional
 import diagnostics
 import pytest
 from kazoo.client import KazooClient
-from shuffle import pytest_collection_modifyitems  # noqa: F401  (make flake-hunt's order)
 from polling import lock_nodes, wait_for  # noqa: F401  (tests import them from here)
+from shuffle import pytest_collection_modifyitems  # noqa: F401  (make flake-hunt's order)
 
 from zklock import LockManager
 from zklock.ports import free_port
