@@ -79,7 +79,6 @@ def pytest_runtest_makereport(item, call):
 _STARTED = pytest.StashKey[int]()
 
 
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     item.stash[_STARTED] = diagnostics.now_ms()
