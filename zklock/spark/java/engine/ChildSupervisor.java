@@ -91,11 +91,6 @@ final class ChildSupervisor {
         nextStartMs = now + Math.min(backoff, MAX_BACKOFF_MS);
     }
 
-    /** The child if it runs now, else null (never starts one). */
-    synchronized ChildLockClient running() {
-        return child != null && child.alive() ? child : null;
-    }
-
     /** The child's state, for operators: up, pid, starts after the first (restarts), the
      *  failures in a row and the last error. */
     synchronized Map<String, Object> status() {
