@@ -578,3 +578,11 @@ class Settings:
             return serverinfo.read_here_or_last(self.state_dir).connect
         except serverinfo.NoServerInfo:
             return "127.0.0.1:2181"
+
+    def lock_space(self) -> str:
+        """Where these settings take locks, as one comparable text: the ZooKeeper servers
+        (sorted), the chroot and the root. Two lock clients lock the same objects against
+        each other only when theirs are equal."""
+        parsed = ConnectString.parse(self.connect_string())
+        servers = ",".join(sorted(f"{host}:{port}" for host, port in parsed.servers))
+        return f"{servers}{parsed.chroot}{self.root.rstrip('/') or '/'}"

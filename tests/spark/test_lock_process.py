@@ -231,3 +231,119 @@ def test_the_child_lock_client_comes_back_after_each_death(spark, tmp_path, zk_h
     assert seen["rows"] == [0, 1, 2]  # the failed writes left nothing
     assert out.stderr.count("zklock: the lock client") >= 3  # each death, in one line
 
+
+
+ATTACHED = """
+import os, sys, time
+from pyspark import SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import SparkSession
+import zklock.spark
+
+gateway = launch_gateway()  # the JVM of the process that started this one (its env names it)
+jvm = gateway.jvm
+jsc = jvm.org.apache.spark.api.java.JavaSparkContext.fromSparkContext(
+    jvm.org.apache.spark.SparkContext.getOrCreate())
+spark = SparkSession(SparkContext(gateway=gateway, jsc=jsc))
+zklock.spark.enforce(spark, hosts=sys.argv[1], root=sys.argv[2])
+print("enforced", flush=True)
+time.sleep(600)
+"""
+
+ATTACHING_APP = """
+import json, os, signal, subprocess, sys, threading, time
+from pyspark.sql import SparkSession
+from zklock import LockManager
+
+hosts, root, attached = sys.argv[1:4]
+spark = SparkSession.builder.getOrCreate()  # zklock comes from spark-submit's conf only
+spark.sql("CREATE TABLE t (id INT) USING parquet")
+watcher = LockManager(hosts=hosts, root=root)
+
+
+def attach(lock_root):
+    # a second Python on this JVM, as a notebook server's kernels share one, enforce()s
+    proc = subprocess.Popen([sys.executable, attached, hosts, lock_root],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "enforced"
+    return proc
+
+
+def kill(proc):
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def insert(n):
+    try:
+        spark.sql(f"INSERT INTO t VALUES ({n})")
+        return None
+    except Exception as exc:
+        return " | ".join(str(exc).strip().splitlines()[:3])[:600]
+
+
+outcome, go, connected = {}, threading.Event(), threading.Event()
+
+
+def slow():
+    spark._jvm.java.lang.System.nanoTime()  # py4j connects this thread before others attach
+    connected.set()
+    go.wait()
+    try:
+        spark.sql(SLOW_INSERT)
+        outcome["error"] = None
+    except Exception as exc:
+        outcome["error"] = str(exc).strip().splitlines()[0][:300]
+
+
+writer = threading.Thread(target=slow)
+writer.start()
+connected.wait()
+same = attach(root)
+go.set()
+held, deadline = [], time.monotonic() + 120
+while not held and time.monotonic() < deadline:
+    held = [r for r in watcher.show("default.t", extended=True) if r.mode.value == "X"]
+    time.sleep(0.05)
+holder = held[0].data.pid
+kill(same)  # while the slow insert holds X through it
+writer.join(300)
+after = insert(1)  # goes to the child, which locks where the dead client did
+elsewhere = attach(root + "/elsewhere")
+kill(elsewhere)
+found_dead = insert(2)  # the statement that finds it dead does not run
+refused = insert(4)  # the child would lock elsewhere than the dead client did: refused
+rows = sorted(r.id for r in spark.read.parquet("wh/t").collect())
+watcher.close()
+print(json.dumps({"attached": same.pid, "holder": holder, "inflight": outcome["error"],
+                  "after": after, "found_dead": found_dead, "refused": refused, "rows": rows}))
+""".replace("SLOW_INSERT", repr(SLOW_INSERT))
+
+
+def test_a_dead_python_lock_client_hands_over_to_the_child(spark, tmp_path, zk_hosts,
+                                                          root) -> None:
+    """A Python process attached to the application's JVM enforce()s, and is SIGKILLed
+    while a statement holds its locks: that statement is all or nothing (it raised and
+    wrote none, or returned and wrote all), and later statements run under locks taken by
+    the child, but only where it locks where the dead client did. (A later enforce() in
+    the JVM's first Python is not shown: after other Pythons had attached, py4j answered
+    some of its callbacks with "Object ID unknown", a limit of sharing one JVM.)"""
+    attached = tmp_path / "attached.py"
+    attached.write_text(ATTACHED)
+    out = spark_submit(tmp_path, zk_hosts, root, ATTACHING_APP, zk_hosts, root,
+                       str(attached), retries=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["holder"] == seen["attached"], seen  # the slow insert was locked through it
+    slow_rows = list(range(10, 60))
+    if seen["inflight"] is None:  # it committed while the dead Python's locks still held
+        assert set(slow_rows) <= set(seen["rows"]), seen
+    else:
+        assert "lost" in seen["inflight"], seen
+        assert not set(slow_rows) & set(seen["rows"]), seen
+    assert seen["after"] is None, seen
+    assert seen["found_dead"] and "did not answer" in seen["found_dead"], seen
+    assert seen["refused"] and "call enforce() again" in seen["refused"], seen
+    assert f"locked in {zk_hosts.split('/')[0]}{root}" in seen["refused"], seen
+    assert [r for r in seen["rows"] if r < 10] == [1], seen
+    assert "stopped answering" in out.stderr

@@ -34,11 +34,11 @@ def no_lock_client(spark):
     """The application's JVM without a lock client for the block (as one that never called
     enforce() and made no LockingSession)."""
     engine = spark._jvm.zklock.EngineLocks
-    previous = engine.install(None)
+    previous = engine.install(None, None)
     try:
         yield
     finally:
-        engine.install(previous)
+        engine.install(previous, None)
 
 
 def count(spark, table: str) -> int:

@@ -269,7 +269,7 @@ class EngineLockClient:
 
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
-        self._previous = engine.install(self)
+        self._previous = engine.install(self, self.manager.settings.lock_space())
         self._installed = True
         return self
 
@@ -282,7 +282,8 @@ class EngineLockClient:
 
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
-        if not engine.bind(self.spark._jsparkSession, self):
+        if not engine.bind(self.spark._jsparkSession, self,
+                           self.manager.settings.lock_space()):
             raise InvalidArguments(
                 "this SparkSession is wrapped by a LockingSession already (the lock client of"
                 " its statements): close that one, or wrap another SparkSession"
@@ -294,9 +295,9 @@ class EngineLockClient:
         """Stop being a lock client (the previous one, if any, is again)."""
         try:
             if self._bound is not None:
-                engine_of(self.spark).bind(self._bound, None)
+                engine_of(self.spark).bind(self._bound, None, None)
             elif self._installed:
-                engine_of(self.spark).install(self._previous)
+                engine_of(self.spark).install(self._previous, None)
         except Exception:  # Spark stopped: nothing left to uninstall
             pass
         self._bound, self._installed = None, False

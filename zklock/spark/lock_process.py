@@ -64,7 +64,7 @@ class LockProcess:
         self.client = EngineLockClient(None, self.manager, settings=lambda: settings,
                                        on_lost=lambda query_id: self.send(
                                            {"event": "lost", "query_id": query_id}))
-        self.send({"event": "ready", "pid": os.getpid()})
+        self.send({"event": "ready", "pid": os.getpid(), "space": settings.lock_space()})
 
     def _delete_abandoned(self, nodes: list[str]) -> None:
         """Delete the lock nodes a child before this one held when it died: the JVM failed

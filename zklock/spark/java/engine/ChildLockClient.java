@@ -11,7 +11,8 @@
 //                  "abandoned": [the lock nodes of the children that died before it]}
 //                 {"version": 1, "id": n, "call": "acquire" | "verify", "request": {...}}
 //                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
-//   child -> JVM: {"version": 1, "event": "ready", "pid": n}                (first, once)
+//   child -> JVM: {"version": 1, "event": "ready", "pid": n,               (first, once)
+//                  "space": "<where it locks: Settings.lock_space>"}
 //                 {"version": 1, "id": n, "reply": {...}}                   (any order)
 //                 {"version": 1, "event": "lost", "query_id": "..."}       (a set was lost)
 //
@@ -72,6 +73,7 @@ final class ChildLockClient implements EngineLockClient {
     /** Whether it granted a set: a child that dies before it ever did is a failed start. */
     private volatile boolean served;
     private volatile long pid = -1;
+    private volatile String space;
     /** The lock nodes it held when it died: deleted by the child after it. */
     private final List<String> abandoned = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
@@ -168,7 +170,9 @@ final class ChildLockClient implements EngineLockClient {
         hello.put("abandoned", abandonedBefore);
         try {
             send(JSON.writeValueAsString(hello));
-            pid = ready.get(READY_MS, TimeUnit.MILLISECONDS).path("pid").asLong(-1);
+            JsonNode said = ready.get(READY_MS, TimeUnit.MILLISECONDS);
+            pid = said.path("pid").asLong(-1);
+            space = said.path("space").asText("");
         } catch (IOException | ExecutionException | TimeoutException e) {
             close();
             try {
@@ -212,6 +216,11 @@ final class ChildLockClient implements EngineLockClient {
 
     long pid() {
         return pid;
+    }
+
+    /** Where it locks, as it said when ready (zklock/config.py, Settings.lock_space). */
+    String space() {
+        return space;
     }
 
     String command() {

@@ -38,6 +38,9 @@ final class ChildSupervisor {
     private int strikes;
     private long nextStartMs;
     private String lastError;
+    /** Where a py4j lock client that died locked: the child that stands in for it must
+     *  lock there too, else its statements are refused (null: anywhere). */
+    private String space;
     /** The lock nodes of children that died, for the next one to delete. */
     private final java.util.List<String> abandoned = new java.util.ArrayList<>();
 
@@ -45,7 +48,7 @@ final class ChildSupervisor {
      *  now (its own error, or the back-off after repeated failures). */
     synchronized ChildLockClient current(SparkContext sc) {
         if (child != null && child.alive()) {
-            return child;
+            return inPlace(child);
         }
         long now = System.currentTimeMillis();
         if (child != null) {  // it died
@@ -82,7 +85,32 @@ final class ChildSupervisor {
         }
         started++;
         writeStatus(sc);
-        return child;
+        return inPlace(child);
+    }
+
+    /** {@code live}, when it locks where the py4j lock client it stands in for locked (any
+     *  child, when none died); else the statement is refused: with the Spark conf's settings
+     *  where enforce() was given others, it would lock where the application's other
+     *  clients do not look. */
+    private ChildLockClient inPlace(ChildLockClient live) {
+        if (space != null && !space.equals(live.space())) {
+            throw EngineRefusal.refused("zklock: this application's"
+                + " Python lock client, now gone, locked in " + space + "; its lock client "
+                + live.command() + " locks in " + live.space() + " (the Spark conf's"
+                + " settings): call enforce() again, or make spark.zklock.zookeeper.quorum and"
+                + " spark.zklock.root match; the statement did not run");
+        }
+        return live;
+    }
+
+    /** A py4j lock client that locked in {@code where} (null: not known) died holding
+     *  {@code nodes}: the child must lock there too, and the next one started deletes the
+     *  nodes (EngineLocks.gone). */
+    synchronized void inherit(String where, java.util.List<String> nodes) {
+        if (where != null) {
+            space = where;
+        }
+        abandoned.addAll(nodes);
     }
 
     private void strike(long now) {

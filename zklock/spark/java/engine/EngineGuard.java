@@ -52,7 +52,8 @@ final class EngineGuard {
     /** Job tags this thread left on its later jobs (detach): removed at its next statement. */
     private static final ThreadLocal<List<String>> LEFT_TAGS =
         ThreadLocal.withInitial(ArrayList::new);
-    private static final EngineGuard COVERED = new EngineGuard(null, null, null, null, null);
+    private static final EngineGuard COVERED =
+        new EngineGuard(null, null, null, null, null, Collections.emptyList());
 
     private final EngineLockClient client;
     private final String handle;
@@ -60,17 +61,20 @@ final class EngineGuard {
     private final SparkContext sc;
     /** The objects it holds in X, as a person names them; null when it holds none. */
     private final String writes;
+    /** Its lock nodes, as granted. */
+    private final List<String> nodes;
     /** Whether a detached guard's set was released (releaseDetached runs once). */
     private final java.util.concurrent.atomic.AtomicBoolean released =
         new java.util.concurrent.atomic.AtomicBoolean();
 
     private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc,
-                        String writes) {
+                        String writes, List<String> nodes) {
         this.client = client;
         this.handle = handle;
         this.jobTag = jobTag;
         this.sc = sc;
         this.writes = writes;
+        this.nodes = nodes;
     }
 
     /** The locks {@code command} needs, held from now until {@link #exit}. Without a lock
@@ -187,7 +191,7 @@ final class EngineGuard {
             grant = read(client.acquire(write(request)), VERSION);
         } catch (RuntimeException e) {  // the grant may have happened: release it, if any
             if (callbackGone(e)) {
-                EngineLocks.gone(client);
+                EngineLocks.gone(client, Collections.emptyList());
                 throw EngineRefusal.raise(EngineRefusal.of("unavailable", "zklock: the lock"
                     + " client in this application's Python did not answer (" + e.getMessage()
                     + "); the statement did not run", e));
@@ -216,7 +220,7 @@ final class EngineGuard {
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
         sc.setLocalProperty(ENGINE_HELD, handle);
         WriteOutcome.begin();
-        return new Grant(new EngineGuard(client, handle, jobTag, sc, exclusive(answer)),
+        return new Grant(new EngineGuard(client, handle, jobTag, sc, exclusive(answer), nodes),
             grant.path("attempts").asInt(1));
     }
 
@@ -429,10 +433,9 @@ final class EngineGuard {
             if (!callbackGone(e)) {
                 throw e;
             }
-            EngineLocks.gone(client);  // its Python is gone, and with it the set's session
-            return EngineRefusal.of("lost", "zklock: the lock client in this application's"
-                + " Python stopped answering while " + command + " ran: its locks are lost",
-                failure != null ? failure : e);
+            EngineLocks.gone(client, nodes);  // its Python is gone, and with it the set's session
+            released = JSON.createObjectNode().put("outcome", "lost").put("message",
+                "the lock client in this application's Python stopped answering");
         }
         List<String> objects = new ArrayList<>();
         released.path("objects").forEach(o -> objects.add(o.asText()));
@@ -500,14 +503,19 @@ final class EngineGuard {
     }
 
     /** Is {@code e} py4j's failure to reach a Python lock client (its callback server gone:
-     *  no channel to it, or the connection broken), not an error the client raised? */
+     *  no channel to it, or the connection broken), not an error the client raised? py4j
+     *  says so with its network exception, an I/O cause, or, where Python's end of a pinned
+     *  thread's connection closed (ClientServerConnection), "Received empty command". */
     private static boolean callbackGone(Throwable e) {
         boolean py4j = false;
         boolean io = false;
         for (Throwable t = e; t != null; t = t.getCause()) {
-            py4j |= t.getClass().getName().startsWith("py4j.");
-            io |= t instanceof IOException || (t.getMessage() != null
-                && t.getMessage().contains("communication channel"));
+            String name = t.getClass().getName();
+            String message = String.valueOf(t.getMessage());
+            py4j |= name.startsWith("py4j.");
+            io |= t instanceof IOException || name.equals("py4j.Py4JNetworkException")
+                || message.contains("communication channel")
+                || message.contains("Received empty command");
         }
         return py4j && io;
     }

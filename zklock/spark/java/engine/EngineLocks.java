@@ -108,23 +108,58 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         }
     }
 
-    /** Make {@code next} the process's lock client (null: none); returns the previous one. */
-    public static synchronized EngineLockClient install(EngineLockClient next) {
+    /** Make {@code next} the process's lock client (null: none), locking in {@code space}
+     *  (its settings' lock_space(); null for a client this returned before); returns the
+     *  previous one. */
+    public static synchronized EngineLockClient install(EngineLockClient next, String space) {
         EngineLockClient previous = client;
-        client = next;
+        client = located(next, space);
         return previous;
     }
 
     /** Make {@code next} the lock client of every statement {@code session} runs (null: the
-     *  process's again). One per session: false, and nothing changed, when {@code session}
-     *  has one already (a second LockingSession would silently take the first one's
-     *  statements). */
-    public static synchronized boolean bind(SparkSession session, EngineLockClient next) {
+     *  process's again), locking in {@code space}. One per session: false, and nothing
+     *  changed, when {@code session} has one already (a second LockingSession would
+     *  silently take the first one's statements). */
+    public static synchronized boolean bind(SparkSession session, EngineLockClient next,
+                                            String space) {
         if (next == null) {
             BOUND.remove(session);
             return true;
         }
-        return BOUND.putIfAbsent(session, next) == null;
+        return BOUND.putIfAbsent(session, located(next, space)) == null;
+    }
+
+    private static EngineLockClient located(EngineLockClient next, String space) {
+        return next == null || space == null ? next : new Located(next, space);
+    }
+
+    /** A py4j lock client with where it locks (Settings.lock_space in zklock/config.py),
+     *  known while it lives: a dead one cannot be asked. Kept beside it, as a proxy's
+     *  hashCode and equals would call into its Python. */
+    private static final class Located implements EngineLockClient {
+        final EngineLockClient client;
+        final String space;
+
+        Located(EngineLockClient client, String space) {
+            this.client = client;
+            this.space = space;
+        }
+
+        @Override
+        public String acquire(String request) {
+            return client.acquire(request);
+        }
+
+        @Override
+        public String release(String handle, boolean failed) {
+            return client.release(handle, failed);
+        }
+
+        @Override
+        public String verify(String request) {
+            return client.verify(request);
+        }
     }
 
     /** The policy for a command without a lock rule, as {@code session} sets it. */
@@ -218,15 +253,21 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
 
     /** {@code dead}, a py4j lock client, failed to answer (its Python's callback server is
      *  gone): it is no longer asked, so the next statement goes to the process's next lock
-     *  client (the child, where one may start) instead of failing on it forever. */
-    static synchronized void gone(EngineLockClient dead) {
+     *  client instead of failing on it forever. A child started after it must lock where
+     *  it locked (ChildSupervisor.requireSpace): a child with other settings (the Spark
+     *  conf's, where enforce() was given its own) would lock where no one else looks.
+     *  {@code nodes}: the lock nodes of a statement it held, which the JVM now counts as
+     *  lost, for the next child to delete rather than wait out the dead Python's session. */
+    static synchronized void gone(EngineLockClient dead, List<String> nodes) {
         if (client == dead) {
             client = null;
         }
         BOUND.values().removeIf(c -> c == dead);
+        String space = dead instanceof Located ? ((Located) dead).space : null;
+        CHILD.inherit(space, nodes);
         System.err.println("zklock: a lock client in this application's Python stopped"
             + " answering; the statements it held failed, and later statements go to the"
-            + " next lock client");
+            + " next lock client" + (space == null ? "" : ", which must lock in " + space));
     }
 
     /** The child lock client's state (ChildSupervisor.status), as JSON. */
