@@ -184,12 +184,17 @@ def locking_session(obj: Context, conf: Sequence[str], init_sql: Optional[str]) 
     if obj.verbose:
         click.echo(f"zklock: Spark's log: {log.resolve()}", err=True)
     spark = local_session(parse_conf(conf), log=log)
-    # PySpark logs a failed statement's query context from Python too: to the same file
-    from pyspark.logger import PySparkLogger
-
+    # PySpark logs a failed statement's query context from Python too (from 4.0 on, through
+    # pyspark.logger, which 3.5 lacks): to the same file
     handler = logging.FileHandler(log)
-    for logger in (PySparkLogger.getLogger("SQLQueryContextLogger"),
-                   logging.getLogger("py4j")):
+    loggers = [logging.getLogger("py4j")]
+    try:
+        from pyspark.logger import PySparkLogger
+
+        loggers.append(PySparkLogger.getLogger("SQLQueryContextLogger"))
+    except ImportError:
+        pass
+    for logger in loggers:
         logger.handlers = [handler]
         logger.propagate = False
     session = LockingSession(spark, **{k: v for k, v in obj.overrides.items() if v})

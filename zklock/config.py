@@ -183,6 +183,12 @@ HIVE_ALIASES: dict[str, str] = {
 }
 
 
+#: Spark's prefix for Hadoop conf keys in its own conf (``spark.hadoop.hive.lock.numretries``
+#: reaches the Hadoop conf as ``hive.lock.numretries``): where spark-submit users put Hive's
+#: names, as it drops ``--conf`` keys outside ``spark.``.
+HADOOP_PREFIX = "spark.hadoop."
+
+
 def hive_value(alias: str, value: Any) -> Any:
     """A Hive setting's value in zklock's terms (the namespace becomes a root path)."""
     if HIVE_ALIASES[alias] == "root":

@@ -277,3 +277,23 @@ def test_a_running_session_changes_how_it_locks_never_where(build):
         with pytest.raises(InvalidArguments, match="zklock.lock.retries"):
             locking.sql(f"SET zklock.lock.retries={bad}")
     assert locking.sql("SET zklock.lock.retries=2").collect()[0].value == "2"
+
+
+def test_hive_names_are_read_where_spark_users_keep_them(spark):
+    """Hive's names reach zklock from Spark's Hadoop conf (hive-site.xml, which Spark loads
+    into it) and as ``spark.hadoop.hive.*`` (what spark-submit passes on; it drops a bare
+    ``--conf hive.*``); a session's own ``SET hive.*`` comes first."""
+    from zklock.spark.engine import settings_of
+
+    hadoop = spark._jsc.hadoopConfiguration()
+    hadoop.set("hive.zookeeper.namespace", "from_hive_site")
+    spark.conf.set("spark.hadoop.hive.lock.numretries", "4")
+    try:
+        settings = settings_of(spark, {})
+        assert (settings.root, settings.retries) == ("/from_hive_site", 4)
+        spark.conf.set("hive.lock.numretries", "5")
+        assert settings_of(spark, {}).retries == 5
+    finally:
+        hadoop.unset("hive.zookeeper.namespace")
+        spark.conf.unset("spark.hadoop.hive.lock.numretries")
+        spark.conf.unset("hive.lock.numretries")

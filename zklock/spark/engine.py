@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
-from ..config import HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
+from ..config import HADOOP_PREFIX, HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
 from ..errors import (
     InvalidArguments,
     LockLost,
@@ -320,15 +320,33 @@ class EngineLockClient:
 def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:
     """zklock's settings for an application: ``overrides`` (a LockingSession's or
     enforce()'s keyword arguments, at Level.SESSION), then its Spark conf (``spark.zklock.*``
-    and the Hive names zklock honours), then the environment."""
-    return settings_from(lambda key: spark.conf.get(key, None), overrides)
+    and the Hive names zklock honours), then the environment. Hive's names are also read
+    where Spark users keep them: ``spark.hadoop.hive.*`` and, in a classic session, Spark's
+    Hadoop conf (hive-site.xml)."""
+    jsc = getattr(spark, "_jsc", None)  # a classic session's; a Connect client has none
+    hadoop = jsc.hadoopConfiguration() if jsc is not None else None
+    return settings_from(lambda key: spark.conf.get(key, None), overrides,
+                         hadoop=hadoop.get if hadoop is not None else None)
 
 
-def settings_from(conf: Callable[[str], Optional[str]], overrides: dict[str, Any]) -> Settings:
-    """:func:`settings_of` for a Spark conf read through ``conf(key)`` (None: unset)."""
+def settings_from(conf: Callable[[str], Optional[str]], overrides: dict[str, Any],
+                  hadoop: Optional[Callable[[str], Optional[str]]] = None) -> Settings:
+    """:func:`settings_of` for a Spark conf read through ``conf(key)`` (None: unset), and
+    Spark's Hadoop conf through ``hadoop(key)``. A Hive name is taken from the Spark conf
+    as written (``SET hive.lock.numretries=3``), else as ``spark.hadoop.<name>`` (which
+    spark-submit passes, where it drops a bare ``--conf hive.*``), else from the Hadoop
+    conf."""
     found = {}
-    for key in [key for s in SETTINGS for key in s.spark_keys] + list(HIVE_ALIASES):
+    for key in [key for s in SETTINGS for key in s.spark_keys]:
         value = conf(key)
+        if value is not None:
+            found[key] = value
+    for key in HIVE_ALIASES:
+        value = conf(key)
+        if value is None:
+            value = conf(HADOOP_PREFIX + key)
+        if value is None and hadoop is not None:
+            value = hadoop(key)
         if value is not None:
             found[key] = value
     return Settings.resolve(overrides, spark_conf=found, level=Level.SESSION)

@@ -29,8 +29,9 @@ copy of the newest line not newer than the installed Spark (:func:`sources`). Th
 Connect plugin is compiled where the installed Spark has its Connect server (PySpark 3.5's
 pip package does not).
 
-Without a JDK the Spark layer refuses to run, in one line (:class:`JvmModuleError`): there
-is no second planner to fall back to, and falling back to fewer locks is never an option.
+Where no jar can be had (a source install without a JDK), the Spark layer refuses to run,
+in one line (:class:`JvmModuleError`): there is no second planner to fall back to, and
+falling back to fewer locks is never an option.
 
 In a classic session the jar is loaded by one class loader per JVM (:func:`module_class`);
 where :func:`zklock.spark.configure` already put it on the application's class path (the

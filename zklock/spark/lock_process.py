@@ -56,7 +56,8 @@ class LockProcess:
             raise SystemExit(f"zklock lock client: the JVM speaks format {hello.get('version')},"
                              f" this zklock {VERSION}: install the same zklock on both")
         conf = {str(k): str(v) for k, v in (hello.get("conf") or {}).items()}
-        settings = settings_from(conf.get, {})
+        hadoop = {str(k): str(v) for k, v in (hello.get("hadoop") or {}).items()}
+        settings = settings_from(conf.get, {}, hadoop=hadoop.get)
         # it connects: a ZooKeeper that cannot be reached fails the start
         self.manager = LockManager(settings=settings)
         self.manager.application = str(hello.get("application") or "")

@@ -7,7 +7,8 @@
 // process; here the process asks its child.
 //
 // The pipe carries one JSON document per line:
-//   JVM -> child: {"version": 1, "conf": {...}, "application": "...",       (first, once)
+//   JVM -> child: {"version": 1, "conf": {...}, "hadoop": {hive.* of Spark's Hadoop conf},
+//                  "application": "...",                                     (first, once)
 //                  "abandoned": [the lock nodes of the children that died before it]}
 //                 {"version": 1, "id": n, "call": "acquire" | "verify", "request": {...}}
 //                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
@@ -166,6 +167,13 @@ final class ChildLockClient implements EngineLockClient {
             }
         }
         hello.put("conf", conf);
+        Map<String, String> hadoop = new LinkedHashMap<>();  // hive-site.xml's, among others
+        for (Map.Entry<String, String> kv : sc.hadoopConfiguration()) {
+            if (kv.getKey().startsWith("hive.")) {
+                hadoop.put(kv.getKey(), kv.getValue());
+            }
+        }
+        hello.put("hadoop", hadoop);
         hello.put("application", sc.applicationId());
         hello.put("abandoned", abandonedBefore);
         try {
