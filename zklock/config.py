@@ -164,10 +164,23 @@ class Setting:
     doc: str
     #: more Spark conf keys read as this one, after ``spark`` (which wins when both are set)
     spark_aliases: tuple[str, ...] = ()
+    #: may a running session change it (``SET zklock.<key>``)? How a session locks may
+    #: change; where it locks (the ensemble, the root, the ZooKeeper session) may not.
+    settable: bool = False
+    #: read by zklock's engine in the JVM from the session's Spark conf: a LockingSession
+    #: publishes its value there, and enforce()'s client and the child tell the engine
+    #: theirs (ClientProfile.java), which counts at its level of the precedence.
+    engine: bool = False
 
     @property
     def spark_keys(self) -> tuple[str, ...]:
         return ((self.spark,) if self.spark else ()) + self.spark_aliases
+
+    @property
+    def set_keys(self) -> tuple[str, ...]:
+        """Its names in ``SET``: each Spark conf key without ``spark.``, lower-case (SET
+        also takes them with ``spark.``)."""
+        return tuple(k[len("spark."):].lower() for k in self.spark_keys)
 
 
 #: Hive's own setting names, accepted as aliases of zklock's keys in Spark conf and in
@@ -210,15 +223,18 @@ SETTINGS: list[Setting] = [
             "How long a request may wait in all before LockNotAcquired (while lock.retries is"
             " unset). Attempts start retry_interval apart and back off, doubling up to"
             " 5 s apart (never past the timeout); a waiting request's intents keep its place,"
-            " so the backoff lets no later conflicting request pass it."),
+            " so the backoff lets no later conflicting request pass it.",
+            settable=True),
     Setting("retries", None, _int, "ZKLOCK_RETRIES", "spark.zklock.lock.retries",
             "Hive's count instead of a timeout (hive.lock.numretries): extra attempts after a"
             " denied one, retry_interval apart; 0 means a single attempt. Unset: the request"
-            " waits up to lock.timeout."),
+            " waits up to lock.timeout.",
+            settable=True),
     Setting("retry_interval", 1.0, parse_duration, "ZKLOCK_RETRY_INTERVAL",
             "spark.zklock.lock.retryInterval",
             "Sleep between attempts (jittered +-25% so contenders do not retry in lockstep);"
-            " the first of a backoff under lock.timeout."),
+            " the first of a backoff under lock.timeout.",
+            settable=True),
     Setting("intents", True, parse_bool, "ZKLOCK_INTENTS", "spark.zklock.lock.intents",
             "A denied request that will retry leaves intents (ephemeral, ordered by its first"
             " denial) on the objects it wants, so later conflicting requests are denied until"
@@ -226,7 +242,8 @@ SETTINGS: list[Setting] = [
             " deny-and-retry (other requests' intents are still honoured)."),
     Setting("support_concurrency", True, parse_bool, "ZKLOCK_SUPPORT_CONCURRENCY",
             "spark.zklock.support.concurrency",
-            "Like hive.support.concurrency: false makes acquire a no-op returning an empty set."),
+            "Like hive.support.concurrency: false makes acquire a no-op returning an empty set.",
+            settable=True),
     Setting("session_timeout", 10.0, parse_duration, "ZKLOCK_SESSION_TIMEOUT",
             "spark.zklock.session.timeout",
             "ZooKeeper session timeout: how long a dead holder's implicit locks survive."),
@@ -251,12 +268,14 @@ SETTINGS: list[Setting] = [
             "spark.zklock.isolateCommits",
             "Give each write job its own staging directory under a table (_temporary/<id>),"
             " so that concurrent writers of different partitions, which the locks let run"
-            " together, do not publish or delete each other's staged files."),
+            " together, do not publish or delete each other's staged files.",
+            settable=True, engine=True),
     Setting("unknown_statements", "refuse", _unknown_policy, "ZKLOCK_UNKNOWN_STATEMENTS",
             "spark.zklock.unknown.statements",
             "What a LockingSession does with a statement holding a command or write it has no"
             " lock rule for: refuse (it does not run) or lock (X on every table it names, S on"
-            " their databases). Never runs it unlocked."),
+            " their databases). Never runs it unlocked.",
+            settable=True, engine=True),
     Setting("engine_mode", "lock", engine_mode, "ZKLOCK_ENGINE_MODE",
             "spark.zklock.engine.mode",
             "What zklock's engine extension does with a command that no LockingSession locked:"
@@ -264,17 +283,25 @@ SETTINGS: list[Setting] = [
             " The Spark conf of the session running the command counts at the Spark conf"
             " level (a lock client's own arguments are stronger); without a lock client"
             " in the process such a command is refused either way."),
+    Setting("engine_reads", "lock", _choice("engine_reads", "lock", "warn", "off"),
+            "ZKLOCK_ENGINE_READS", "spark.zklock.engine.reads",
+            "Whether zklock's engine locks the queries Spark executes, and what a query gets"
+            " where no lock client runs: lock (refused), warn (runs, logged) or off (no read"
+            " locks in the engine).",
+            settable=True, engine=True),
     Setting("node_naming", "recipe", _node_naming, "ZKLOCK_NODE_NAMING",
             "spark.zklock.lock.nodeNaming",
             "How zklock names its lock nodes: recipe (ZooKeeper's read-/write- recipe names)"
             " or hive (Hive's LOCK-SHARED-/LOCK-EXCLUSIVE- names and lock data, so that Hive's"
             " own lock manager on the same namespace honours them: docs/hive.md). Hive's lock"
-            " nodes are read as locks in either mode."),
+            " nodes are read as locks in either mode.",
+            settable=True),
     Setting("show_locks_format", "zklock", _show_format, "ZKLOCK_SHOW_LOCKS_FORMAT",
             "spark.zklock.showLocks.format",
             "How SHOW LOCKS prints in a LockingSession: zklock (columns object, mode, ...) or"
             " hive (Hive's db@table@part with SHARED/EXCLUSIVE, and with EXTENDED its"
-            " LOCK_QUERYID, LOCK_TIME, LOCK_MODE, LOCK_QUERYSTRING lines)."),
+            " LOCK_QUERYID, LOCK_TIME, LOCK_MODE, LOCK_QUERYSTRING lines).",
+            settable=True),
     Setting("user", None, str, "ZKLOCK_USER", "spark.zklock.user",
             "User recorded in lock nodes; default: the OS user."),
     Setting("max_lease_s", 86400.0, parse_duration, "ZKLOCK_MAX_LEASE", "spark.zklock.lease.max",
@@ -363,6 +390,22 @@ SETTINGS: list[Setting] = [
 
 _DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+#: Every name ``SET`` knows, lower-case, to the setting it names: zklock's Spark conf keys
+#: without ``spark.`` (``zklock.lock.retries``), and Hive's names.
+SET_KEYS: dict[str, str] = {**{k: s.name for s in SETTINGS for k in s.set_keys},
+                            **HIVE_ALIASES}
+def spark_key(name: str) -> str:
+    """The Spark conf key of the setting ``name``."""
+    key = _BY_NAME[name].spark
+    if key is None:
+        raise KeyError(f"{name} has no Spark conf key")
+    return key
+
+
+#: The settings a running session may change (``SET``).
+SETTABLE: frozenset[str] = frozenset(s.name for s in SETTINGS if s.settable)
+#: The settings zklock's engine reads from a session's Spark conf (Setting.engine).
+ENGINE_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.engine)
 
 
 def _refuse_unknown(names: Iterable[str]) -> None:
@@ -429,6 +472,7 @@ class Settings:
     unknown_statements: str = _default("unknown_statements")
     node_naming: str = _default("node_naming")
     engine_mode: str = _default("engine_mode")
+    engine_reads: str = _default("engine_reads")
     show_locks_format: str = _default("show_locks_format")
     user: Optional[str] = _default("user")
     max_lease_s: float = _default("max_lease_s")

@@ -17,12 +17,6 @@ from .config import HIVE_ALIASES
 from .errors import InvalidArguments
 from .sqltext import Cursor, tokenize
 
-#: ``SET spark.zklock.<key>`` is captured only for these; other spark.zklock.* keys go to Spark.
-SESSION_SET_KEYS = frozenset({"zklock.support.concurrency", "zklock.lock.timeout",
-                              "zklock.lock.retries",
-                              "zklock.lock.retryinterval", "zklock.unknown.statements",
-                              "zklock.showlocks.format"})
-
 
 @dataclass
 class ExplainLocks:
@@ -153,8 +147,9 @@ def parse_extension(sql: str) -> Optional[Extension]:
         return ExplainLocks(rest.rstrip(";").strip())
     rest = sql[head[0].end:].strip().rstrip(";").strip()
     key_text = rest.partition("=")[0].strip().lower()
-    if first == "SET" and (key_text.startswith("zklock.") or key_text in HIVE_ALIASES
-                           or key_text[len("spark."):] in SESSION_SET_KEYS):
+    # every zklock key is zklock's to set or refuse: none goes to Spark unread
+    if first == "SET" and (key_text.startswith(("zklock.", "spark.zklock."))
+                           or key_text in HIVE_ALIASES):
         key, eq, value = rest.partition("=")
         key = key.strip().lower()
         if key.startswith("spark."):

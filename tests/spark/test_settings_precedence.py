@@ -270,7 +270,7 @@ def test_a_running_session_changes_how_it_locks_never_where(build):
     from zklock.errors import InvalidArguments
 
     locking, _, _ = build(manager=FAST)
-    for fixed in ({"root": "/elsewhere"}, {"hosts": "127.0.0.1:1"}, {"isolate_commits": False}):
+    for fixed in ({"root": "/elsewhere"}, {"hosts": "127.0.0.1:1"}, {"session_timeout": 1}):
         with pytest.raises(InvalidArguments, match="cannot change"):
             locking.set(**fixed)
     for bad in ("-1", "1.5", "many"):

@@ -155,6 +155,33 @@ def test_unknown_command_is_refused_by_default_and_locked_when_asked(
     assert count(spark, f"{db}.staging") == 0
 
 
+def test_unknown_statements_reaches_a_plain_sessions_statements_by_the_precedence(
+        without_nodes, db, spark, zk_hosts, root, monkeypatch):
+    """enforce()'s unknown_statements is stronger than the Spark conf's, and the
+    environment's weaker (docs/configuration.md, "Precedence"), for the statements of a
+    plain session too, which the engine plans in the JVM."""
+    from test_spark_engine import no_lock_client
+
+    from zklock.spark import enforce
+
+    without_nodes("TruncateTable", "TruncateTableCommand")
+    truncate = f"TRUNCATE TABLE {db}.staging"
+    spark.conf.set("spark.zklock.unknown.statements", "refuse")
+    try:
+        with no_lock_client(spark):
+            with enforce(spark, hosts=zk_hosts, root=root, unknown_statements="lock"):
+                spark.sql(truncate)  # the argument beats the conf: locked, and run
+                assert count(spark, f"{db}.staging") == 0
+            monkeypatch.setenv("ZKLOCK_UNKNOWN_STATEMENTS", "lock")
+            with enforce(spark, hosts=zk_hosts, root=root):
+                with raises_lock_error(UnsupportedStatement, match="TruncateTable"):
+                    spark.sql(truncate)  # the conf beats the environment: refused
+                spark.conf.unset("spark.zklock.unknown.statements")
+                spark.sql(truncate)  # the environment, where the conf says nothing
+    finally:
+        spark.conf.unset("spark.zklock.unknown.statements")
+
+
 @pytest.mark.parametrize("sql", [
     "CALL system.noop()",
 ])

@@ -126,3 +126,39 @@ def test_an_insert_into_a_partition_hive_holds_is_denied(locking, spark, db, zk_
         hive.release(held)
     locking.sql(f"INSERT INTO {db}.orders PARTITION (ds='2024-01-01', hr=1) VALUES (5, 5.0)")
     assert count(spark, f"{db}.orders") == before + 1
+
+
+#: A value each setting a running session may change accepts, unlike its default.
+SET_VALUES = {"timeout": ("5m", 300.0), "retries": ("3", 3), "retry_interval": ("2s", 2.0),
+              "support_concurrency": ("false", False), "isolate_commits": ("false", False),
+              "unknown_statements": ("lock", "lock"), "node_naming": ("hive", "hive"),
+              "show_locks_format": ("hive", "hive")}
+
+
+def test_set_knows_every_setting_from_the_one_table(locking, spark):
+    """Every zklock key of the settings table, by each of its names (with and without
+    ``spark.``), and Hive's: a key a running session may change is applied; any other, and
+    a zklock key no setting has, is refused in one line; none reaches Spark's conf but what
+    the session itself publishes for the engine, put back when it closes."""
+    from zklock.config import HIVE_ALIASES, SETTABLE, SETTINGS
+
+    assert set(SET_VALUES) == SETTABLE
+    keys = [k for s in SETTINGS for k in s.set_keys] + list(HIVE_ALIASES)
+    before = {k: spark.conf.get("spark." + k, None) for k in keys}
+    for setting in SETTINGS:
+        for key in setting.set_keys:
+            for written in (key, "spark." + key):
+                if setting.name in SETTABLE:
+                    text, value = SET_VALUES[setting.name]
+                    locking.sql(f"SET {written}={text}")
+                    assert getattr(locking.settings, setting.name) == value, written
+                else:
+                    with pytest.raises(InvalidArguments, match="cannot change in a running"):
+                        locking.sql(f"SET {written}=x")
+                    (row,) = locking.sql(f"SET {written}").collect()  # shown, not changed
+                    assert row.key == key, row
+    with pytest.raises(InvalidArguments, match="unknown zklock setting"):
+        locking.sql("SET spark.zklock.lock.retrys=3")
+    locking.close()
+    assert {k: spark.conf.get("spark." + k, None) for k in keys} == before
+    assert spark.conf.get("spark.zklock.lock.retrys", None) is None

@@ -206,9 +206,9 @@ def test_identifier_expression_is_refused_not_unlocked(locking, shared_db):
 
 def test_spark_statements_zklock_does_not_own_pass_through(locking, spark):
     assert locking.sql(r"SELECT r'C:\' AS p").collect()[0].p == "C:\\"
-    (row,) = locking.sql("SET spark.zklock.user=someone").collect()
-    assert (row.key, row.value) == ("spark.zklock.user", "someone")
-    spark.conf.unset("spark.zklock.user")
+    (row,) = locking.sql("SET spark.sql.shuffle.partitions=3").collect()
+    assert (row.key, row.value) == ("spark.sql.shuffle.partitions", "3")
+    spark.conf.unset("spark.sql.shuffle.partitions")
 
 
 def dataframes(spark, d: str) -> list:

@@ -99,7 +99,7 @@ def enforce(spark: Any, manager: Optional[LockManager] = None,
     if manager is None:
         manager = LockManager(settings=own)
     layered = own.over(manager.settings)
-    return EngineLockClient(spark, manager, settings=lambda: layered).install()
+    return EngineLockClient(spark, manager, settings=lambda: layered).install(own_policy=True)
 
 
 def _local_connect(options: dict, local_master: bool) -> bool:

@@ -30,7 +30,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
-from ..config import HADOOP_PREFIX, HIVE_ALIASES, SETTINGS, Level, Settings, engine_mode
+from ..config import (
+    ENGINE_SETTINGS,
+    HADOOP_PREFIX,
+    HIVE_ALIASES,
+    SETTINGS,
+    Level,
+    Settings,
+    engine_mode,
+)
 from ..errors import (
     InvalidArguments,
     LockLost,
@@ -262,14 +270,19 @@ class EngineLockClient:
         """The settings the engine's locks are taken with (docs/configuration.md)."""
         return self._settings()
 
-    def install(self) -> EngineLockClient:
+    def install(self, own_policy: bool = False) -> EngineLockClient:
         """Make this the lock client of the Spark application's JVM (of every session no
-        LockingSession wraps)."""
+        LockingSession wraps). ``own_policy``: the engine plans its statements with this
+        client's unknown_statements (enforce()'s, fixed for its life) by the documented
+        precedence; else with the session's conf, where a LockingSession publishes its
+        own."""
         from pyspark.java_gateway import ensure_callback_server_started
 
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
-        self._previous = engine.install(self, self.manager.settings.lock_space())
+        self._previous = engine.install(self, client_profile(self.manager.settings,
+                                                             self.settings if own_policy
+                                                             else None))
         self._installed = True
         return self
 
@@ -283,7 +296,7 @@ class EngineLockClient:
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
         if not engine.bind(self.spark._jsparkSession, self,
-                           self.manager.settings.lock_space()):
+                           client_profile(self.manager.settings, None)):
             raise InvalidArguments(
                 "this SparkSession is wrapped by a LockingSession already (the lock client of"
                 " its statements): close that one, or wrap another SparkSession"
@@ -350,6 +363,24 @@ def settings_from(conf: Callable[[str], Optional[str]], overrides: dict[str, Any
         if value is not None:
             found[key] = value
     return Settings.resolve(overrides, spark_conf=found, level=Level.SESSION)
+
+
+def client_profile(where: Settings, policy: Optional[Settings]) -> str:
+    """What a lock client tells the engine of itself (ClientProfile.java): where it locks
+    (``where``'s lock space), and, from ``policy`` (None: the session's conf decides), its
+    value of each setting the engine reads from a session's conf (config.ENGINE_SETTINGS):
+    one set above the Spark conf, which beats the session's conf, or else what the
+    environment or the default say, which the session's conf overrides."""
+    settings = {}
+    if policy is not None:
+        below = Settings.resolve(spark_conf={})  # the environment's, else the default
+        for setting in ENGINE_SETTINGS:
+            over = policy.level(setting.name) > Level.SPARK_CONF
+            value = getattr(policy if over else below, setting.name)
+            settings[setting.spark] = {
+                "value": str(value).lower() if isinstance(value, bool) else str(value),
+                "over_spark_conf": over}
+    return json.dumps({"version": VERSION, "space": where.lock_space(), "settings": settings})
 
 
 def local_connect_server(session: Any) -> Optional[Any]:

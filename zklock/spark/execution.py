@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..config import Level, Settings
+from ..config import SETTABLE, Level, Settings
 from ..errors import InvalidArguments
 from ..lockrequest import LockTarget
 from ..lockset import LockSet
@@ -38,14 +38,11 @@ class SessionSettings:
     def __init__(self, settings: Settings) -> None:
         self.current = settings
 
-    #: What a running session may change (``SET zklock.*``): how it locks, not where (the
-    #: ensemble, the root, the ZooKeeper session are its manager's for its whole life).
-    CHANGEABLE = frozenset({"support_concurrency", "timeout", "retries", "retry_interval",
-                            "unknown_statements", "show_locks_format", "node_naming"})
-
     def set(self, **changes: Any) -> Settings:
-        """Change settings as ``SET zklock.*`` does: stronger than every level but a call's."""
-        fixed = sorted(set(changes) - self.CHANGEABLE)
+        """Change settings as ``SET zklock.*`` does: stronger than every level but a call's.
+        Only how it locks may change (config.SETTABLE), not where: the ensemble, the root
+        and the ZooKeeper session are its manager's for its whole life."""
+        fixed = sorted(set(changes) - SETTABLE)
         if fixed:
             raise InvalidArguments(f"a running session cannot change {', '.join(fixed)};"
                                    " set it before the session starts")

@@ -160,8 +160,9 @@ def build_hash(version: str | None = None, connect: bool | None = None) -> str:
     zklock's version (computed once per process: the installed sources do not change
     under a running client)."""
     digest = hashlib.sha256()
-    for src in [*sources(version or spark_version(), connect), protocol.FILE]:
+    for src in sources(version or spark_version(), connect):
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    digest.update(protocol.JAR_ENTRY.encode() + b"\0" + protocol.jar_text().encode())
     digest.update(zklock_version().encode() + b"\0" + java_release(version or spark_version())
                   .encode())
     return digest.hexdigest()[:16]
@@ -338,7 +339,7 @@ def build_jar(version: str, spark_jars: Path, jar: Path, connect: bool) -> Path:
             for f in sorted(classes.rglob("*.class")):
                 z.write(f, f.relative_to(classes).as_posix())
             z.writestr(PROPERTIES, props)
-            z.write(protocol.FILE, protocol.JAR_ENTRY)
+            z.writestr(protocol.JAR_ENTRY, protocol.jar_text())
         tmp.replace(jar)  # atomic: a concurrent builder's copy is the same jar
     finally:
         shutil.rmtree(classes, ignore_errors=True)

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from ..locknode import LockNodeName
 from ..manager import LockManager
-from .engine import VERSION, EngineLockClient, settings_from
+from .engine import VERSION, EngineLockClient, client_profile, settings_from
 
 #: Requests answered at once: each statement of the JVM waits on one.
 WORKERS = 64
@@ -65,7 +65,8 @@ class LockProcess:
         self.client = EngineLockClient(None, self.manager, settings=lambda: settings,
                                        on_lost=lambda query_id: self.send(
                                            {"event": "lost", "query_id": query_id}))
-        self.send({"event": "ready", "pid": os.getpid(), "space": settings.lock_space()})
+        self.send({"event": "ready", "pid": os.getpid(),
+                   "profile": json.loads(client_profile(settings, settings))})
 
     def _delete_abandoned(self, nodes: list[str]) -> None:
         """Delete the lock nodes a child before this one held when it died: the JVM failed

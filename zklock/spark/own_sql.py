@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..config import SET_KEYS, SETTABLE
 from ..errors import InvalidArguments, LeaseNotFound
 from ..listing import LockRecord, hive_rows
 from ..objects import LockObject
@@ -45,23 +46,6 @@ LEASE_COLUMNS = ("lease_id BIGINT, holder STRING, user STRING, objects STRING,"
                  " start_utc TIMESTAMP, end_utc TIMESTAMP")
 #: LOCK TABLE without FOR lasts this long (renew it, or UNLOCK it sooner).
 DEFAULT_LEASE_S = 3600.0
-#: Session-level keys accepted by ``SET zklock.<key>=<value>``.
-SESSION_KEYS = {
-    "zklock.support.concurrency": "support_concurrency",
-    "zklock.lock.timeout": "timeout",
-    "zklock.lock.retries": "retries",
-    "zklock.lock.retryinterval": "retry_interval",
-    "zklock.unknown.statements": "unknown_statements",
-    "zklock.showlocks.format": "show_locks_format",
-    "zklock.lock.nodenaming": "node_naming",
-    # Hive's names for the same session settings
-    "hive.support.concurrency": "support_concurrency",
-    "hive.lock.numretries": "retries",
-    "hive.lock.sleep.between.retries": "retry_interval",
-}
-#: Hive settings that choose the ZooKeeper ensemble: fixed for a session's life.
-STATIC_HIVE_KEYS = frozenset({"hive.zookeeper.quorum", "hive.zookeeper.namespace"})
-
 
 def recognises(sql: str) -> bool:
     return parse_extension(sql) is not None
@@ -144,31 +128,30 @@ def show_lease(session: SessionContext, ext: ShowLease) -> Any:
 
 
 def set_option(session: SessionContext, ext: SetZkLock) -> Any:
-    """SET zklock.<key>[=<value>] (and Hive's names): change or show a session option."""
+    """SET zklock.<key>[=<value>] (and Hive's names): change or show a session setting.
+    A key no setting has, or one a running session cannot change, is refused in one line:
+    none is handed to Spark, where it would change nothing."""
     key = ext.key.lower()
-    attr = SESSION_KEYS.get(key)
-    if key in STATIC_HIVE_KEYS and ext.value is not None:
+    name = SET_KEYS.get(key)
+    if name is None:
         raise InvalidArguments(
-            f"{ext.key} chooses the ZooKeeper ensemble and cannot change in a running"
-            " session; set it (or spark.zklock.zookeeper.quorum / spark.zklock.root) in"
-            " the Spark conf before the session starts")
-    if attr is None and key in STATIC_HIVE_KEYS:
-        value = (session.settings.hosts if key == "hive.zookeeper.quorum"
-                 else session.settings.root)
-        return _key_value(session, ext.key, str(value))
-    if attr is None:
-        raise InvalidArguments(f"unknown zklock session setting {ext.key!r};"
-                               f" known: {', '.join(sorted(SESSION_KEYS))}")
+            f"unknown zklock setting {ext.key!r}; a session can SET"
+            f" {', '.join(sorted(k for k, n in SET_KEYS.items() if n in SETTABLE))}")
+    if ext.value is not None and name not in SETTABLE:
+        raise InvalidArguments(
+            f"{ext.key} cannot change in a running session (it sets {name}: where or as whom"
+            " the session locks); set it in the Spark conf, the environment or the"
+            " LockingSession's arguments before the session starts")
     if ext.value is not None:
         # a timeout SET now governs the wait, a count SET now does: the later SET wins
-        unset = {"timeout": {"retries": None}}.get(attr, {})
+        unset = {"timeout": {"retries": None}}.get(name, {})
         try:
-            session.set(**{attr: ext.value}, **unset)
+            session.set(**{name: ext.value}, **unset)
         except InvalidArguments as exc:
             raise InvalidArguments(f"{ext.key}: {exc}") from None
     settings = session.settings
     current = {"retries": "unset" if settings.retries is None else settings.retries}.get(
-        attr, getattr(settings, attr))
+        name, getattr(settings, name))
     return _key_value(session, ext.key,
                       str(current).lower() if isinstance(current, bool) else str(current))
 

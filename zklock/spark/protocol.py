@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import SETTINGS, spark_key
+
 #: The file, as the jar's build copies it.
 FILE = Path(__file__).with_name("protocol.properties")
 #: Where the jar holds it.
@@ -28,6 +30,13 @@ def _load() -> dict[str, str]:
 
 _VALUES = _load()
 
+
+def jar_text() -> str:
+    """The file as the jar holds it: with the Spark conf key of each of zklock's settings
+    appended (``setting.<name>=<key>``), from the one settings table, for the JVM to read."""
+    rows = "".join(f"setting.{s.name}={s.spark}\n" for s in SETTINGS if s.spark)
+    return FILE.read_text() + "\n# appended by the build from zklock/config.py\n" + rows
+
 ENGINE_VERSION = int(_VALUES["engine.version"])
 ANSWER_VERSION = int(_VALUES["answer.version"])
 CONNECT_PROTOCOL = int(_VALUES["connect.protocol"])
@@ -41,8 +50,8 @@ DENIED = _VALUES["condition.denied"]
 LOST = _VALUES["condition.lost"]
 UNAVAILABLE = _VALUES["condition.unavailable"]
 WRITE_FAILED = _VALUES["condition.write_failed"]
-UNKNOWN_STATEMENTS = _VALUES["conf.unknown_statements"]
-ISOLATE_COMMITS = _VALUES["conf.isolate_commits"]
+UNKNOWN_STATEMENTS = spark_key("unknown_statements")
+ISOLATE_COMMITS = spark_key("isolate_commits")
 LOCK_CLIENT_STATUS_FILE = _VALUES["conf.lock_client_status_file"]
 COMMIT_PROTOCOL = _VALUES["conf.commit_protocol"]
 COMMIT_PROTOCOL_CLASS = _VALUES["class.commit_protocol"]

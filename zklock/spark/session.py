@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..config import Level, Settings
+from ..config import ENGINE_SETTINGS, Level, Settings
 from ..errors import InvalidArguments, UnsupportedStatement, WriteFailed
 from ..manager import LockManager
 from ..objects import LockObject
@@ -48,7 +48,6 @@ from .execution import LockedExecution, SessionSettings
 from .jvm import JvmModuleError
 from .locked_statement import is_connect
 from .planner import ClassicPlanner, LockPlan, Planner
-from .protocol import ISOLATE_COMMITS, UNKNOWN_STATEMENTS
 
 SYSTEM_DATABASE = "sysdb"
 
@@ -93,7 +92,9 @@ class LockingSession:
         self._manager_lock = threading.Lock()
         self._require_engine()
         self._planner = self._make_planner(spark)
-        self._isolation_before = self._spark.conf.get(ISOLATE_COMMITS, None)
+        # what the engine reads from the session's conf, put back when this one closes
+        self._engine_conf_before = {s.spark: self._spark.conf.get(s.spark, None)
+                                    for s in ENGINE_SETTINGS}
         self._publish_policy()
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
                                          self._settings)
@@ -154,11 +155,12 @@ class LockingSession:
         return client
 
     def _publish_policy(self) -> None:
-        """The settings the JVM reads, in the wrapped session's conf: the planner's policy
-        for unknown statements, and whether its file writes stage per job
-        (StagedCommitProtocol.java reads it from each job's conf; put back at close)."""
-        self._spark.conf.set(UNKNOWN_STATEMENTS, self.settings.unknown_statements)
-        self._spark.conf.set(ISOLATE_COMMITS, str(self.settings.isolate_commits).lower())
+        """The settings the engine reads from a session's conf (config.ENGINE_SETTINGS), in
+        the wrapped session's: this session's, which SET may change (put back at close)."""
+        for setting in ENGINE_SETTINGS:
+            value = getattr(self.settings, setting.name)
+            self._spark.conf.set(setting.spark,
+                                 str(value).lower() if isinstance(value, bool) else str(value))
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -231,11 +233,12 @@ class LockingSession:
             if client is not None:
                 client.close()
         self._engine = self._process = None
-        try:  # the wrapped session's writes stage as they did before this session
-            if self._isolation_before is None:
-                self._spark.conf.unset(ISOLATE_COMMITS)
-            else:
-                self._spark.conf.set(ISOLATE_COMMITS, self._isolation_before)
+        try:  # the wrapped session's engine settings, as they were before this session
+            for key, before in self._engine_conf_before.items():
+                if before is None:
+                    self._spark.conf.unset(key)
+                else:
+                    self._spark.conf.set(key, before)
         except Exception:  # Spark stopped: nothing left to put back
             pass
         with self._manager_lock:

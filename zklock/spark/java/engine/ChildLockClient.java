@@ -13,7 +13,7 @@
 //                 {"version": 1, "id": n, "call": "acquire" | "verify", "request": {...}}
 //                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
 //   child -> JVM: {"version": 1, "event": "ready", "pid": n,               (first, once)
-//                  "space": "<where it locks: Settings.lock_space>"}
+//                  "profile": {ClientProfile.java's document}}
 //                 {"version": 1, "id": n, "reply": {...}}                   (any order)
 //                 {"version": 1, "event": "lost", "query_id": "..."}       (a set was lost)
 //
@@ -74,7 +74,7 @@ final class ChildLockClient implements EngineLockClient {
     /** Whether it granted a set: a child that dies before it ever did is a failed start. */
     private volatile boolean served;
     private volatile long pid = -1;
-    private volatile String space;
+    private volatile ClientProfile profile;
     /** The lock nodes it held when it died: deleted by the child after it. */
     private final List<String> abandoned = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
@@ -180,7 +180,7 @@ final class ChildLockClient implements EngineLockClient {
             send(JSON.writeValueAsString(hello));
             JsonNode said = ready.get(READY_MS, TimeUnit.MILLISECONDS);
             pid = said.path("pid").asLong(-1);
-            space = said.path("space").asText("");
+            profile = ClientProfile.read(said.path("profile"));
         } catch (IOException | ExecutionException | TimeoutException e) {
             close();
             try {
@@ -226,9 +226,9 @@ final class ChildLockClient implements EngineLockClient {
         return pid;
     }
 
-    /** Where it locks, as it said when ready (zklock/config.py, Settings.lock_space). */
-    String space() {
-        return space;
+    /** What it said of itself when ready (ClientProfile.java). */
+    ClientProfile profile() {
+        return profile;
     }
 
     String command() {

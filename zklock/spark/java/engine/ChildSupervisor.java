@@ -41,6 +41,8 @@ final class ChildSupervisor {
     /** Where a py4j lock client that died locked: the child that stands in for it must
      *  lock there too, else its statements are refused (null: anywhere). */
     private String space;
+    /** The profile of the last child that started (ClientProfile.java). */
+    private ClientProfile lastProfile;
     /** The lock nodes of children that died, for the next one to delete. */
     private final java.util.List<String> abandoned = new java.util.ArrayList<>();
 
@@ -84,6 +86,7 @@ final class ChildSupervisor {
             throw LockedExec.<RuntimeException>rethrow(e);
         }
         started++;
+        lastProfile = child.profile();
         writeStatus(sc);
         return inPlace(child);
     }
@@ -93,14 +96,19 @@ final class ChildSupervisor {
      *  where enforce() was given others, it would lock where the application's other
      *  clients do not look. */
     private ChildLockClient inPlace(ChildLockClient live) {
-        if (space != null && !space.equals(live.space())) {
+        if (space != null && !space.equals(live.profile().space)) {
             throw EngineRefusal.refused("zklock: this application's"
                 + " Python lock client, now gone, locked in " + space + "; its lock client "
-                + live.command() + " locks in " + live.space() + " (the Spark conf's"
+                + live.command() + " locks in " + live.profile().space + " (the Spark conf's"
                 + " settings): call enforce() again, or make spark.zklock.zookeeper.quorum and"
                 + " spark.zklock.root match; the statement did not run");
         }
         return live;
+    }
+
+    /** The profile of the live child, or of the last one; null before the first start. */
+    synchronized ClientProfile profile() {
+        return child == null ? lastProfile : child.profile();
     }
 
     /** A py4j lock client that locked in {@code where} (null: not known) died holding

@@ -108,42 +108,42 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         }
     }
 
-    /** Make {@code next} the process's lock client (null: none), locking in {@code space}
-     *  (its settings' lock_space(); null for a client this returned before); returns the
-     *  previous one. */
-    public static synchronized EngineLockClient install(EngineLockClient next, String space) {
+    /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
+     *  is (ClientProfile.java; null for a client this returned before); returns the previous
+     *  one. */
+    public static synchronized EngineLockClient install(EngineLockClient next, String profile) {
         EngineLockClient previous = client;
-        client = located(next, space);
+        client = profiled(next, profile);
         return previous;
     }
 
     /** Make {@code next} the lock client of every statement {@code session} runs (null: the
-     *  process's again), locking in {@code space}. One per session: false, and nothing
+     *  process's again), as {@code profile} says it is. One per session: false, and nothing
      *  changed, when {@code session} has one already (a second LockingSession would
      *  silently take the first one's statements). */
     public static synchronized boolean bind(SparkSession session, EngineLockClient next,
-                                            String space) {
+                                            String profile) {
         if (next == null) {
             BOUND.remove(session);
             return true;
         }
-        return BOUND.putIfAbsent(session, located(next, space)) == null;
+        return BOUND.putIfAbsent(session, profiled(next, profile)) == null;
     }
 
-    private static EngineLockClient located(EngineLockClient next, String space) {
-        return next == null || space == null ? next : new Located(next, space);
+    private static EngineLockClient profiled(EngineLockClient next, String profile) {
+        return next == null || profile == null ? next
+            : new Profiled(next, ClientProfile.read(profile));
     }
 
-    /** A py4j lock client with where it locks (Settings.lock_space in zklock/config.py),
-     *  known while it lives: a dead one cannot be asked. Kept beside it, as a proxy's
-     *  hashCode and equals would call into its Python. */
-    private static final class Located implements EngineLockClient {
+    /** A py4j lock client with its profile, known while it lives: a dead one cannot be
+     *  asked. Kept beside it, as a proxy's hashCode and equals would call into its Python. */
+    private static final class Profiled implements EngineLockClient {
         final EngineLockClient client;
-        final String space;
+        final ClientProfile profile;
 
-        Located(EngineLockClient client, String space) {
+        Profiled(EngineLockClient client, ClientProfile profile) {
             this.client = client;
-            this.space = space;
+            this.profile = profile;
         }
 
         @Override
@@ -162,9 +162,32 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         }
     }
 
-    /** The policy for a command without a lock rule, as {@code session} sets it. */
+    /** The policy for a command without a lock rule for {@code session}'s statements
+     *  ({@link #setting}), else "refuse". */
     static String unknownStatements(SparkSession session) {
-        return session.conf().get(UNKNOWN_STATEMENTS, "refuse");
+        String policy = setting(session, UNKNOWN_STATEMENTS);
+        return policy == null ? "refuse" : policy;
+    }
+
+    /** The value of {@code key}, a setting the engine reads (config.py's ENGINE_SETTINGS),
+     *  for {@code session}'s statements: its conf's and its lock client's, by
+     *  docs/configuration.md's precedence (ClientProfile.resolve); null when neither says.
+     *  The child's profile is known once it has started: before, the conf decides. */
+    static String setting(SparkSession session, String key) {
+        String conf = session.conf().get(key, null);
+        ClientProfile profile = profile(session);
+        return profile == null ? conf : profile.resolve(key, conf);
+    }
+
+    /** The profile of {@code session}'s lock client, without starting one; null when none
+     *  is known. */
+    private static ClientProfile profile(SparkSession session) {
+        EngineLockClient bound = BOUND.get(session);
+        EngineLockClient chosen = bound != null ? bound : client;
+        if (chosen != null) {
+            return chosen instanceof Profiled ? ((Profiled) chosen).profile : null;
+        }
+        return CHILD.profile();
     }
 
     /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
@@ -263,7 +286,7 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
             client = null;
         }
         BOUND.values().removeIf(c -> c == dead);
-        String space = dead instanceof Located ? ((Located) dead).space : null;
+        String space = dead instanceof Profiled ? ((Profiled) dead).profile.space : null;
         CHILD.inherit(space, nodes);
         System.err.println("zklock: a lock client in this application's Python stopped"
             + " answering; the statements it held failed, and later statements go to the"

@@ -29,10 +29,11 @@ final class EngineReads {
 
     /** lock, warn or off; EngineRefusal for anything else (a typo must not turn locks off). */
     static String mode(SparkSession session) {
-        String mode = session.conf().get(CONF, "lock").trim().toLowerCase(java.util.Locale.ROOT);
+        String set = EngineLocks.setting(session, CONF);
+        String mode = set == null ? "lock" : set.trim().toLowerCase(java.util.Locale.ROOT);
         if (!mode.equals("lock") && !mode.equals("warn") && !mode.equals("off")) {
             throw EngineRefusal.refused("zklock: " + CONF + " is lock, warn or off, not '"
-                + session.conf().get(CONF, "") + "'");
+                + set + "'");
         }
         return mode;
     }

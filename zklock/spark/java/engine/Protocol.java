@@ -24,13 +24,13 @@ final class Protocol {
     static final String LOST = get("condition.lost");
     static final String UNAVAILABLE = get("condition.unavailable");
     static final String WRITE_FAILED = get("condition.write_failed");
-    static final String UNKNOWN_STATEMENTS = get("conf.unknown_statements");
-    static final String ENGINE_MODE = get("conf.engine_mode");
-    static final String ENGINE_READS = get("conf.engine_reads");
+    static final String UNKNOWN_STATEMENTS = get("setting.unknown_statements");
+    static final String ENGINE_MODE = get("setting.engine_mode");
+    static final String ENGINE_READS = get("setting.engine_reads");
     static final String LOCK_CLIENT = get("conf.lock_client");
     static final String LOCK_CLIENT_PYTHON = get("conf.lock_client_python");
     static final String LOCK_CLIENT_STATUS_FILE = get("conf.lock_client_status_file");
-    static final String ISOLATE_COMMITS = get("conf.isolate_commits");
+    static final String ISOLATE_COMMITS = get("setting.isolate_commits");
     static final String COMMIT_PROTOCOL = get("conf.commit_protocol");
     static final String COMMIT_PROTOCOL_CLASS = get("class.commit_protocol");
 

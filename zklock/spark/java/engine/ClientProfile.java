@@ -1,0 +1,68 @@
+// What a lock client says of itself when it starts serving the engine (a py4j client when
+// installed or bound, the child in its "ready" line), as one versioned JSON document that
+// zklock/spark/engine.py's client_profile writes:
+//   {"version": 1, "space": "<where it locks: Settings.lock_space>",
+//    "settings": {"<Spark conf key>": {"value": "...", "over_spark_conf": true|false}, ...}}
+// "settings" holds its value of each setting the engine reads from a session's conf
+// (config.py's ENGINE_SETTINGS: unknown statements, engine reads, commit isolation), empty
+// where the client publishes its own into the session's conf (a LockingSession, whose SET
+// may change them); "over_spark_conf" says whether it was set above the Spark conf (an
+// enforce() argument, the LockManager's), where the documented precedence puts it before
+// the session's conf; else it is the environment's or the default, which the conf beats.
+package zklock;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+final class ClientProfile {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    final String space;
+    private final Map<String, String> values = new HashMap<>();
+    private final Map<String, Boolean> overSparkConf = new HashMap<>();
+
+    private ClientProfile(JsonNode doc) {
+        space = doc.path("space").asText("");
+        java.util.Iterator<Map.Entry<String, JsonNode>> settings = doc.path("settings").fields();
+        while (settings.hasNext()) {
+            Map.Entry<String, JsonNode> setting = settings.next();
+            values.put(setting.getKey(), setting.getValue().path("value").asText());
+            overSparkConf.put(setting.getKey(),
+                setting.getValue().path("over_spark_conf").asBoolean(false));
+        }
+    }
+
+    /** The profile in {@code doc}; a refusal naming the format when it is not this one. */
+    static ClientProfile read(JsonNode doc) {
+        if (doc.path("version").asInt() != Protocol.ENGINE_VERSION) {
+            throw EngineRefusal.refused("zklock: a lock client's profile in format "
+                + doc.path("version") + ", where this module reads format "
+                + Protocol.ENGINE_VERSION + ": install the same zklock on both sides");
+        }
+        return new ClientProfile(doc);
+    }
+
+    static ClientProfile read(String text) {
+        try {
+            return read(JSON.readTree(text));
+        } catch (java.io.IOException e) {
+            throw EngineRefusal.refused("zklock: an unreadable lock client profile: "
+                + e.getMessage());
+        }
+    }
+
+    /** The value of the setting {@code key} given the session's conf value ({@code conf},
+     *  null: unset), by docs/configuration.md's precedence: the client's when set above the
+     *  Spark conf, else the session's conf, else the client's (environment or default);
+     *  null when neither says. */
+    String resolve(String key, String conf) {
+        String mine = values.get(key);
+        if (mine != null && (overSparkConf.get(key) || conf == null)) {
+            return mine;
+        }
+        return conf;
+    }
+}
