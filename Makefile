@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2
 RUNS ?= 3
 HUNT ?=
 
-.PHONY: dist flake-hunt soak soak-spark install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
+.PHONY: dist flake-hunt soak soak-spark test-docs install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,12 @@ zookeeper:
 # (the Spark chaos suite and the writers' matrix, marked soak, run apart: `make soak-spark`,
 # which .ci/run runs after; the writers' core cases run here, on local-cluster)
 test: install zookeeper imports
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not soak"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not soak and not docs"
+
+# every command README.md and docs/deploy.md show, as written (five Spark starts: apart
+# from make test, which CI runs first)
+test-docs: install zookeeper
+	$(PY) -m pytest -q -m docs tests/cli/test_docs_commands.py
 
 # the Spark-facing tests on PySpark 3.5.0, 4.0.0 and the newest 4.x (COMPAT_VERSIONS chooses)
 test-compat: install zookeeper

@@ -23,6 +23,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -65,8 +66,12 @@ def test_chaos(ensemble, tmp_path):
              "blackhole-client", "sigkill-client", "delay-client", "delete-node"]
     operator = KazooClient(hosts=ens.connect)  # deletes lock nodes, as zkCli or Hive would
     operator.start(timeout=30)
+    def working(out: str) -> bool:  # the client wrote a critical section: it holds locks
+        return any(x.get("kind") == "section" for x in read_lines([out]))
+
     try:
-        time.sleep(3)
+        # faults are for clients at work: every client has connected and held a lock
+        assert wait_for(lambda: all(working(out) for out in outs), timeout=60), outs
         while time.time() - started < SECONDS - 8:
             kind = rng.choice(kinds)
             k = rng.randrange(CLIENTS)
@@ -79,11 +84,11 @@ def test_chaos(ensemble, tmp_path):
                 fault["member"] = i
             if kind in ("kill-leader", "kill-follower"):
                 ens.kill(i)
-                time.sleep(2)
+                time.sleep(2)  # pacing: the fault itself, a member down for 2 s
                 ens.restart(i)
             elif kind in ("pause-leader", "pause-follower"):
                 ens.pause(i)
-                time.sleep(1.5)
+                time.sleep(1.5)  # pacing: the fault itself, a member stalled for 1.5 s
                 ens.resume(i)
                 ens.wait_serving(60)
             elif kind == "drop-client":
@@ -94,7 +99,9 @@ def test_chaos(ensemble, tmp_path):
                 fault["client"] = k
                 for p in proxies[k]:
                     p.blackhole = True
-                time.sleep(SESSION_TIMEOUT + 1.5)  # its session expires on the server
+                # the fault itself: cut off for longer than its session timeout, so that
+                # its session expires on the server (the client sees nothing to wait for)
+                time.sleep(SESSION_TIMEOUT + 1.5)
                 for p in proxies[k]:
                     p.blackhole = False
                     p.drop_all()
@@ -102,7 +109,7 @@ def test_chaos(ensemble, tmp_path):
                 fault["client"] = k
                 for p in proxies[k]:
                     p.delay = 0.3   # a slow network: work goes on, slower
-                time.sleep(2)
+                time.sleep(2)  # pacing: the fault itself, a slow network for 2 s
                 for p in proxies[k]:
                     p.delay = 0.0
             elif kind == "delete-node":
@@ -124,7 +131,7 @@ def test_chaos(ensemble, tmp_path):
                 procs[k].wait()
                 spawn(k)
             faults.append(fault)
-            time.sleep(rng.uniform(1.0, 3.0))
+            time.sleep(rng.uniform(1.0, 3.0))  # pacing: the harness's cadence of faults
         for p in procs.values():
             p.wait(timeout=SECONDS + 120)
     finally:
@@ -217,7 +224,12 @@ def test_losses_are_reported_within_the_session_timeout(ensemble, root):
         try:
             held = mgr.acquire([(f"chaos.{fault.replace('-', '_')}", "X")])
             told: list[float] = []
-            held.on_lost(lambda _s, box=told: box.append(time.monotonic()))
+            lost = threading.Event()
+
+            def tell(_s, box=told, event=lost) -> None:
+                box.append(time.monotonic())
+                event.set()
+            held.on_lost(tell)
             on = mgr.client._connection._socket.getpeername()[1]
             member = next(i for i, p in enumerate(proxies) if p.address[1] == on)
             t0 = time.monotonic()
@@ -229,10 +241,7 @@ def test_losses_are_reported_within_the_session_timeout(ensemble, root):
                 ens.pause(member)
             else:
                 ens.kill(member)
-            deadline = t0 + SESSION_TIMEOUT + 2
-            while not told and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert told, fault
+            assert lost.wait(SESSION_TIMEOUT + 2), fault
             detect[fault] = round(told[0] - t0, 3)
             assert detect[fault] <= SESSION_TIMEOUT, detect
         finally:

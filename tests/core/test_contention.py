@@ -19,7 +19,7 @@ for _ in range(cycles):
     req = [(o, rnd.choice("SX")) for o in rnd.sample(objects, rnd.randint(1, 3))]
     with m.acquire(req) as ls:
         start = time.monotonic_ns()
-        time.sleep(rnd.random() * 0.005)
+        time.sleep(rnd.random() * 0.005)  # pacing: the critical section's length
         ls.check()
         end = time.monotonic_ns()
         for t in ls.targets:
@@ -65,7 +65,7 @@ t0 = time.monotonic()
 with m.acquire([("sales.orders/ds=2024-01-01", "X")], query_id=f"p{hold}") as ls:
     print(f"granted {time.monotonic() - t0:.1f} after {ls.attempts} attempt(s)"
           f" at {time.time():.3f}", flush=True)
-    time.sleep(hold)
+    time.sleep(hold)  # the subject: the first pipeline holds its lock this long
 print(f"released at {time.time():.3f}", flush=True)
 m.close()
 """

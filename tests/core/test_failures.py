@@ -22,7 +22,7 @@ from zklock import LockManager
 m = LockManager(hosts=sys.argv[1], root=sys.argv[2], session_timeout=2, retries=0)
 m.acquire([("db.t/ds=1", "X")], query_id="victim")
 print("held", flush=True)
-time.sleep(600)
+time.sleep(600)  # the subject: holds its lock until the test SIGKILLs it
 """
 
 

@@ -38,7 +38,7 @@ class Looper:
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self) -> None:
-        time.sleep(self.start_after)
+        time.sleep(self.start_after)  # pacing: staggered starts, so that the holds overlap
         while not self.stop.is_set():
             asked = time.monotonic()
             try:
@@ -72,7 +72,7 @@ def test_a_writer_is_not_starved_by_overlapping_readers(make_manager):
         try:
             ls = writer_mgr.acquire([("db.t", "X")], retries=150, retry_interval=0.1)
             outcome.append(ls)
-            time.sleep(0.1)
+            time.sleep(0.1)  # pacing: the writer's critical section
             ls.release()
         except LockNotAcquired as exc:
             outcome.append(exc)
@@ -82,7 +82,9 @@ def test_a_writer_is_not_starved_by_overlapping_readers(make_manager):
     assert wait_for(lambda: intents_of(watcher, "db.t", "X") or outcome, timeout=10)
     intent_seen = time.monotonic()  # the intent was written before this instant
     w.join(30)
-    time.sleep(1.2)  # let every reader come round once more
+    # every reader comes round once more: a grant it asked for after the intent was seen
+    assert wait_for(lambda: all(any(asked > intent_seen for asked, _ in r.grants)
+                                for r in readers), timeout=20), [r.errors for r in readers]
     for r in readers:
         r.stop.set()
     for r in readers:
@@ -149,7 +151,7 @@ def test_a_reader_is_not_starved_by_a_stream_of_writers(make_manager):
     def read() -> None:
         ls = reader_mgr.acquire([("db.t/p=1", "S")], retries=400, retry_interval=0.05)
         outcome.append(ls.fencing_token)
-        time.sleep(0.1)
+        time.sleep(0.1)  # pacing: the reader's critical section
         ls.release()
 
     r = threading.Thread(target=read)
@@ -296,7 +298,7 @@ for _ in range(cycles):
     req = [(o, rnd.choice("SSX")) for o in rnd.sample(objects, rnd.randint(1, 4))]
     with m.acquire(req, retries=5000, retry_interval=0.01) as ls:
         start = time.monotonic_ns()
-        time.sleep(rnd.random() * 0.01)
+        time.sleep(rnd.random() * 0.01)  # pacing: the critical section's length
         ls.check()
         end = time.monotonic_ns()
         for t in ls.targets:

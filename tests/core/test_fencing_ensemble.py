@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -84,15 +83,20 @@ def test_fenced_resource_rules(zk, root):
 
 
 def acquire_eventually(mgr, locks, timeout: float = 40.0):
-    """Acquire, retrying connection loss while the client moves to a live member."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Acquire, retrying connection loss while the client moves to a live member; the last
+    error if it never gets in."""
+    errors: list[Exception] = []
+
+    def attempt():
         try:
             return mgr.acquire(locks)
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+        except Exception as exc:
+            errors.append(exc)
+            return None
+    got = wait_for(attempt, timeout=timeout, step=0.2)
+    if got is None:
+        raise errors[-1]
+    return got
 
 
 def test_ensemble_survives_leader_kill_and_follower_pause(ensemble, root):

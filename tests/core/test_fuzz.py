@@ -19,7 +19,6 @@ from zklock.errors import InvalidArguments, LockNotAcquired, ZkLockError
 from zklock.objects import LockObject
 from zklock.own_sql import parse_extension
 
-TRIED = {"n": 0}
 NASTY = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60)
 SQLISH = st.lists(st.sampled_from([
     "CREATE", "ALTER", "DROP", "SCHEDULED", "QUERY", "q1", "CRON", "EVERY", "AS", "SELECT",
@@ -34,7 +33,6 @@ SQLISH = st.lists(st.sampled_from([
 @settings(max_examples=400, deadline=None)
 @given(NASTY)
 def test_lock_object_names(text):
-    TRIED["n"] += 1
     try:
         obj = LockObject.parse(text)
     except ZkLockError as exc:
@@ -47,7 +45,6 @@ def test_lock_object_names(text):
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(NASTY, NASTY, max_size=3), st.sampled_from(["db.t", "sales.orders"]))
 def test_partition_specs(spec, table):
-    TRIED["n"] += 1
     text = table + "".join(f"/{k}={v}" for k, v in spec.items())
     try:
         obj = LockObject.parse(text)
@@ -59,7 +56,6 @@ def test_partition_specs(spec, table):
 @settings(max_examples=500, deadline=None)
 @given(st.one_of(SQLISH, NASTY))
 def test_sql_extensions_and_scheduled_ddl(text):
-    TRIED["n"] += 1
     for parse in (parse_extension, parse_scheduled_ddl):
         try:
             parse(text)
@@ -74,7 +70,6 @@ def test_sql_extensions_and_scheduled_ddl(text):
              min_size=1, max_size=8).map(" ".join), NASTY),
     st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Mars/Base"]))
 def test_cron_expressions(expr, zone):
-    TRIED["n"] += 1
     try:
         s = cron(expr, zone)
     except InvalidArguments as exc:
@@ -90,7 +85,6 @@ def test_cron_expressions(expr, zone):
 @example(1, "SECOND", "\u00b2")  # a digit to str.isdigit() that int() refuses
 @example(1, "SECOND", "\u0663")  # an Arabic-Indic three
 def test_every_forms(n, unit, offset):
-    TRIED["n"] += 1
     try:
         s = every(n, unit, offset=offset)
     except InvalidArguments as exc:
@@ -107,7 +101,6 @@ def test_every_forms(n, unit, offset):
      "--since", "-o", "force-drop", "--yes", "extend", "-1", "reap", "--hard-limit"])),
     max_size=6))
 def test_cli_arguments(zk_hosts, root, make_manager, tmp_path, monkeypatch, args):
-    TRIED["n"] += 1
     if "server" in args or "completion" in args:
         return
     # in a directory of its own (`timeline` writes timeline.png where it runs), without the
@@ -137,8 +130,3 @@ def test_no_lock_left_on_error_paths(make_manager, zk, root):
             pass
         assert {n.split("/")[-2] for n in lock_nodes(zk, root)} == {"db", "t"}
     assert lock_nodes(zk, root) == []
-
-
-def test_report_fuzz_cases():
-    print(f"FUZZ cases tried in this session: {TRIED['n']}")
-

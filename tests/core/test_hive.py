@@ -9,12 +9,11 @@ import threading
 import time
 
 import pytest
-from conftest import lock_nodes
+from conftest import lock_nodes, wait_for
 from hivelocks import HiveLocks
 
 from zklock import LockNotAcquired
 from zklock.errors import LockLost
-from zklock.testing.chaos import DELETE_DETECT_S
 
 
 @pytest.fixture
@@ -143,20 +142,56 @@ def test_hives_explicit_lock_table_is_a_lock_too(hive, make_manager, zk, root):
     h.unlock(held)
 
 
+class NodeChecks:
+    """Counts the reads of held lock nodes by ``mgr``'s watcher (zklock/watcher.py: one
+    ``children_many`` every NODE_CHECK_S while it holds sets, one at a time), so that a test
+    can wait until a check has judged a change, instead of guessing how long that takes."""
+
+    def __init__(self, mgr, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads: list[bool] = []  # one per read started: True once it returned
+        real, reads = mgr.watcher.ops, self.reads
+
+        class Counting:
+            def __getattr__(self, name: str):
+                return getattr(real, name)
+
+            def children_many(self, paths):
+                i = len(reads)
+                reads.append(False)
+                listing = real.children_many(paths)
+                reads[i] = True
+                return listing
+
+        monkeypatch.setattr(mgr.watcher, "ops", Counting())
+
+    def mark(self) -> int:
+        """Call once the change is made: reads counted after this began after it."""
+        return len(self.reads)
+
+    def judged_since(self, mark: int) -> bool:
+        """A read begun after ``mark`` returned and the checker acted on it: the watcher reads
+        one check at a time, so a later read has begun only once that check was done."""
+        return any(self.reads[mark:-1])
+
+
 @pytest.mark.parametrize("naming", ["recipe", "hive"])
 def test_hives_clean_up_on_close_never_loses_a_lock_silently(hive, make_manager, zk, root,
-                                                              naming):
+                                                              monkeypatch, naming):
     mgr = make_manager(node_naming=naming)
     lockset = mgr.acquire([("db.t/ds=1", "X")])
+    checks = NodeChecks(mgr, monkeypatch)
     h = hive(clean_extra_nodes=True)
     h.close()  # deletes every leaf of the namespace that is not a Hive lock node
     if naming == "hive":
-        time.sleep(DELETE_DETECT_S)  # as long as a loss may take to be told
+        assert len(lock_nodes(zk, root)) == len(lockset.node_paths)  # Hive's nodes: kept
+        # a negative check, made on evidence rather than a pause: wait until the watcher has
+        # read the nodes after the clean-up and acted on what it read (its verdict is what
+        # would tell a loss), then the set must still be held
+        since = checks.mark()
+        assert wait_for(lambda: checks.judged_since(since), timeout=10), checks.reads
         assert lockset.is_valid and len(lock_nodes(zk, root)) == len(lockset.node_paths)
     else:
-        deadline = time.monotonic() + 10
-        while lockset.is_valid and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert wait_for(lambda: not lockset.is_valid, timeout=10)
         with pytest.raises(LockLost, match="deleted by another client"):
             lockset.check()
     lockset.release()
@@ -190,10 +225,10 @@ def test_mixed_contention_never_overlaps_incompatible_holders(spark, zk_hosts, r
             obj, mode = rng.choice(objects), rng.choice("SX")
             held = h.lock_all(hive_set(obj, mode))
             if held is None:
-                time.sleep(0.01)
+                time.sleep(0.01)  # pacing: a denied client backs off before its next try
                 continue
             start = time.monotonic()
-            time.sleep(rng.uniform(0.005, 0.03))
+            time.sleep(rng.uniform(0.005, 0.03))  # pacing: the critical section's length
             end = time.monotonic()
             h.release(held)
             record(f"hive{k}", hive_set(obj, mode), start, end)
@@ -206,10 +241,10 @@ def test_mixed_contention_never_overlaps_incompatible_holders(spark, zk_hosts, r
             try:
                 held = mgr.acquire([(zk_name(obj), mode)])
             except LockNotAcquired:
-                time.sleep(0.01)
+                time.sleep(0.01)  # pacing: a denied client backs off before its next try
                 continue
             start = time.monotonic()
-            time.sleep(rng.uniform(0.005, 0.03))
+            time.sleep(rng.uniform(0.005, 0.03))  # pacing: the critical section's length
             end = time.monotonic()
             held.release()
             record(f"zk{k}", hive_set(obj, mode), start, end)

@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import threading
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -37,6 +36,12 @@ def grab_in_process(zk_hosts, root, obj, duration, renew=False):
     return proc, int(lease_id), holder
 
 
+def end_of(mgr, lease_id: int) -> int:
+    """When the lease ends now (ms, ZooKeeper's clock), renewed or not."""
+    (lease,) = [x for x in mgr.list_lease(include_expired=True) if x.lease_id == lease_id]
+    return lease.end_ms
+
+
 def cli_run(*args: str, input: str | None = None):
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
 
@@ -49,9 +54,11 @@ def test_two_processes_of_one_user_hold_distinct_leases(make_manager, zk_hosts, 
     user = mine.settings.effective_user
     assert their_holder.startswith(f"{user}@") and mine.lease_holder.startswith(f"{user}@")
     own = mine.grab_lease([("db.u", "X")], duration_s=3.0)
+    first_end = end_of(mine, own)
     # the renewer of this process renews this process's lease only
     with LeaseRenewer(mine) as renewer:
-        time.sleep(3.5)  # both leases would have ended without renewal
+        # both leases would have ended without renewal (theirs ends first)
+        assert wait_for(lambda: mine.leases.now_ms() > first_end, 30, step=0.1)
         assert wait_for(lambda: renewer.renewals >= 2, 30), renewer.renewals
         # theirs ended, unrenewed (a renewer that lagged past the end renews it again)
         assert wait_for(lambda: [x.lease_id for x in mine.list_lease()] == [own], 30), \
@@ -71,7 +78,10 @@ def test_a_renewing_process_keeps_its_lease_while_another_cannot_drop_it(make_ma
     proc, theirs, holder = grab_in_process(zk_hosts, root, "db.t", 2.0, renew=True)
     try:
         other = make_manager()
-        time.sleep(3.0)  # past its duration: renewed over there (a lapse is live once renewed)
+        # past the end it has now on ZooKeeper's clock: only renewals over there keep it
+        # (a lapse is live once renewed)
+        first_end = end_of(other, theirs)
+        assert wait_for(lambda: other.leases.now_ms() > first_end, 30, step=0.1)
         assert wait_for(lambda: [x.lease_id for x in other.list_lease()] == [theirs], 5)
         with pytest.raises(NotLeaseHolder):
             other.drop_lease(theirs)
@@ -131,7 +141,8 @@ def test_recover_lease_in_sql_and_the_cli(make_locking, make_manager, db, zk_hos
     assert {r["lease_id"] for r in json.loads(out.output)} == {stale, live}
     assert [r.lease_id for r in session.sql(f"RECOVER LEASE {db}.dim").collect()] == [stale]
     stale2 = mgr.grab_lease([(f"{db}.events", "X")], duration_s=0.3)
-    time.sleep(0.6)
+    # past its soft limit on ZooKeeper's clock, the one leases are judged by
+    assert wait_for(lambda: [x.lease_id for x in mgr.list_lease()] == [live], 30)
     out = cli_run("--zk", zk_hosts, "--root", root, "lease", "recover", f"{db}.events")
     assert out.output.strip() == f"recovered 1 lease(s): {stale2}"
     out = cli_run("--zk", zk_hosts, "--root", root, "lease", "recover", "bad name")

@@ -72,7 +72,8 @@ def test_soft_limit_lets_a_contender_in_and_the_old_lease_cannot_extend(make_man
     old = a.grab_lease([("db.t", "X")], duration_s=3)
     with pytest.raises(LeaseAlreadyExists):
         b.grab_lease([("db.t", "X")], duration_s=30)
-    time.sleep(3.3)
+    # past its soft limit on ZooKeeper's clock, the one leases are judged by
+    assert wait_for(lambda: a.list_lease() == [], 30, step=0.1)
     new = b.grab_lease([("db.t", "X")], duration_s=30)  # past the soft limit: treated as absent
     with pytest.raises(LockLost, match="taken over"):
         a.extend_lease(old)
@@ -86,7 +87,8 @@ def test_recover_lease_drops_only_expired_holders(make_manager):
     stale = a.grab_lease([("db.t", "X")], duration_s=3)
     fresh = a.grab_lease([("db.u", "X")], duration_s=60)
     assert a.recover_lease("db.t") == []  # not expired yet
-    time.sleep(3.3)
+    # past its soft limit on ZooKeeper's clock, the one leases are judged by
+    assert wait_for(lambda: [x.lease_id for x in a.list_lease()] == [fresh], 30, step=0.1)
     assert a.recover_lease("db.t") == [stale]
     assert [x.lease_id for x in a.list_lease()] == [fresh]
 
@@ -131,8 +133,9 @@ def test_extend_within_and_past_the_maximum(make_manager):
         a.grab_lease([("db.t", "X")], duration_s=9)
     lease_id = a.grab_lease([("db.t", "X")], duration_s=2)
     before = a.list_lease()[0]
-    time.sleep(0.3)
-    # ends 2.3 s after the start (up to 8 s: a stall of under 6 s before it still fits)
+    # ZooKeeper's clock (the one an extension reads) has moved on since the grab
+    assert wait_for(lambda: a.leases.now_ms() > before.start_ms, 30)
+    # ends 2 s after now, a little after the start (up to 8 s: a stall of under 6 s fits)
     after = a.extend_lease(lease_id)
     assert after.end_ms > before.end_ms and after.start_ms == before.start_ms
 
@@ -188,7 +191,8 @@ def test_renewer_keeps_leases_alive_then_stops(make_manager):
 def test_renewer_reports_a_lease_taken_over(make_manager):
     a, b = make_manager(), make_manager()
     lease_id = a.grab_lease([("db.t", "X")], duration_s=0.5, holder="slow")
-    time.sleep(0.8)
+    # past its soft limit on ZooKeeper's clock, the one leases are judged by
+    assert wait_for(lambda: a.list_lease() == [], 30)
     b.grab_lease([("db.t", "X")], duration_s=30)
     renewer = LeaseRenewer(a, "slow")
     assert renewer.renew_once() is None or lease_id in renewer.lost
@@ -231,7 +235,7 @@ for i in range(15):
     try:
         lid = m.grab_lease([("db.t/ds=1", "X")], duration_s=30)
         start = time.time()
-        time.sleep(0.01)
+        time.sleep(0.01)  # pacing: the holder keeps its lease a moment
         end = time.time()
         m.drop_lease(lid, ["db.t/ds=1"])
         print(start, end, flush=True)

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from conftest import lock_nodes
+from conftest import lock_nodes, wait_for
 
 from zklock import LockManager, LockNotAcquired, LockSet, Mode
 from zklock.errors import InvalidArguments, InvalidLockObject
@@ -123,10 +123,7 @@ def test_empty_object_nodes_are_removed(make_manager, zk, root):
     a = make_manager()
     with a.acquire([("db.t/p=1", "X")]):
         assert zk.exists(f"{root}/db/t/p=1")
-    deadline = time.monotonic() + 15
-    while zk.exists(f"{root}/db") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not zk.exists(f"{root}/db")
+    assert wait_for(lambda: not zk.exists(f"{root}/db"), timeout=15, step=0.2)
     # and a create racing with that removal still succeeds
     for _ in range(20):
         with a.acquire([("db.t/p=1", "X")]):
@@ -171,17 +168,24 @@ def test_release_is_idempotent_and_check_after_release(make_manager):
         got.check()
 
 
-def test_large_sets_ride_out_the_container_sweep(make_manager):
+def test_large_sets_ride_out_the_container_sweep(make_manager, zk, root):
     """The server (container check every 500 ms here) deletes empty object nodes a few at a
     time; a 400-object set re-acquired while it does so must not give up."""
-    import time
+    from kazoo.exceptions import NoNodeError
 
     mgr = make_manager(retries=0)
     request = [(f"db.sweep/p={i}", "S") for i in range(400)]
+
+    def sweeping() -> bool:  # the sweep has begun removing the empty object nodes
+        try:
+            return len(zk.get_children(f"{root}/db/sweep")) < len(request)
+        except NoNodeError:  # all gone already
+            return True
     for _ in range(5):
         with mgr.acquire(request):
             pass
-        time.sleep(0.6)  # the objects are empty now: the sweep starts removing them
+        # the objects are empty now: re-acquire once the sweep is removing them
+        assert wait_for(sweeping, timeout=15, step=0.02)
 
 
 def test_closing_the_manager_loses_what_it_still_holds(make_manager, zk, root):

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+from conftest import wait_for
+
 from zklock.ports import port_free
 from zklock.process import pid_alive, state, terminate
 
@@ -24,7 +26,8 @@ def test_terminate_kills_a_process_that_ignores_sigterm():
                                  "import signal, sys, time\n"
                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                                  "print('ready', flush=True)\n"
-                                 "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+                                 "time.sleep(60)"],  # the subject: alive until killed
+                                stdout=subprocess.PIPE, text=True)
     assert stubborn.stdout.readline().strip() == "ready"
     terminate(stubborn.pid, 0.5, stubborn)
     assert stubborn.wait(5) == -9
@@ -32,10 +35,8 @@ def test_terminate_kills_a_process_that_ignores_sigterm():
 
 def test_a_gone_or_zombie_process_is_not_alive():
     child = subprocess.Popen(["true"])
-    deadline = time.monotonic() + 5
-    while pid_alive(child.pid) and time.monotonic() < deadline:  # exited, not reaped: a zombie
-        time.sleep(0.01)
-    assert not pid_alive(child.pid)
+    # exited, not reaped: a zombie
+    assert wait_for(lambda: not pid_alive(child.pid), timeout=5, step=0.01)
     child.wait()
 
 
@@ -53,10 +54,7 @@ def test_a_process_whose_first_thread_exited_runs_until_its_last_thread_ends():
                               stdout=subprocess.PIPE, text=True)
     try:
         port = int(holder.stdout.readline())
-        deadline = time.monotonic() + 5
-        while state(holder.pid) != "Z" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert state(holder.pid) == "Z"
+        assert wait_for(lambda: state(holder.pid) == "Z", timeout=5, step=0.01)
         assert pid_alive(holder.pid) and not port_free("127.0.0.1", port)
     finally:
         holder.kill()

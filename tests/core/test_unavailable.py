@@ -132,7 +132,9 @@ def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_lo
         renewer = LeaseRenewer(mgr).start()
         assert wait_for(lambda: len(admin.executions("beat")) >= 2, timeout=30)
         own_server.stop()          # every server down
-        time.sleep(2)
+        # an outage only once every client has seen it: each lost its connection
+        assert wait_for(lambda: not (client.connected or admin_client.connected
+                                     or mgr.client.connected), timeout=30)
         own_server.start(wait=90)  # back on the same port, same data
         back = int(time.time() * 1000)
         # the scheduler runs again without a restart ...
@@ -142,8 +144,10 @@ def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_lo
         assert wait_for(lambda: [x.lease_id for x in mgr.list_lease()] == [lease_id],
                         timeout=20)
         renewed = renewer.renewals
-        time.sleep(4)  # longer than the lease's 3 s: only renewals keep it
-        assert renewer.renewals > renewed and not renewer.lost
+        # past the end the lease has now, on ZooKeeper's clock: only renewals keep it
+        (lease,) = mgr.list_lease(include_expired=True)
+        assert wait_for(lambda: mgr.leases.now_ms() > lease.end_ms, 30, step=0.1)
+        assert wait_for(lambda: renewer.renewals > renewed, 30) and not renewer.lost
         assert wait_for(lambda: [x.lease_id for x in mgr.list_lease()] == [lease_id], 5)
     finally:
         if renewer is not None:

@@ -7,8 +7,6 @@ exactly-once test is in test_scheduler_processes.py.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from conftest import ADMIN, wait_for
 from zklock.scheduler.admin import NotAuthorized
@@ -106,8 +104,11 @@ def test_run_now_and_the_user_is_recorded(admin_session, make_scheduler, make_ma
     s = admin_session
     s.sql("CREATE SCHEDULED QUERY nightly CRON '0 3 * * *' DISABLED"
           " AS LOCK DATABASE sysq SHARED FOR 1 MINUTE")
-    make_scheduler()
-    time.sleep(0.5)
+    service = make_scheduler()
+    # the leader's first pass has read every query and claimed what was due (it claims, and
+    # waits for the claims' results, before it first sets its housekeeping time)
+    assert wait_for(lambda: service.leader is not None
+                    and service.leader._next_housekeeping > 0, timeout=20)
     assert executions(s, "nightly") == []  # disabled and not due
     s.sql("ALTER SCHEDULED QUERY nightly EXECUTE")
     assert wait_for(lambda: states(s, "nightly") == ["FINISHED"], timeout=20)
@@ -143,9 +144,9 @@ def test_connection_loss_at_a_runs_first_progress_write_does_not_fail_it(
     s = admin_session
     s.sql("CREATE SCHEDULED QUERY once CRON '0 3 * * *' DISABLED AS SELECT 1")
     # progress every 20 s: within the test only the run's first progress write has a token
-    make_scheduler(hosts=zk_proxy.connect, scheduler_progress_interval=20,
-                   scheduler_progress_timeout=60)
-    time.sleep(0.5)
+    service = make_scheduler(hosts=zk_proxy.connect, scheduler_progress_interval=20,
+                             scheduler_progress_timeout=60)
+    assert wait_for(lambda: service.is_leader, timeout=20)  # it leads, through the proxy
     # the take writes EXECUTING with no token yet; the first progress write has one
     zk_proxy.cut_when(lambda data: b'"state":"EXECUTING"' in data
                       and re.search(rb'"fencing_token":[0-9]', data) is not None)

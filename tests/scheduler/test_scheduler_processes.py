@@ -46,12 +46,12 @@ def test_exactly_once_under_ensemble_faults(sched_conf, tmp_path_factory, tmp_pa
         if stage == "before-kill":
             leader = ens.leader()
             ens.kill(leader)            # the ZooKeeper leader goes
-            time.sleep(1.5)
+            time.sleep(1.5)             # pacing: the fault itself, down for 1.5 s
             ens.restart(leader)
         elif stage == "after-kill":
             follower = next(i for i in range(3) if i != ens.leader())
             ens.pause(follower)         # a follower stalls
-            time.sleep(2)
+            time.sleep(2)               # pacing: the fault itself, stalled for 2 s
             ens.resume(follower)
             ens.wait_serving(60)
 
