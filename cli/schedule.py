@@ -293,7 +293,7 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
     if metrics_port:
         from zklock import metrics
 
-        metrics.serve(metrics_port)
+        metrics.serve(metrics_port, settings.metrics_bind)
     spark = local_session(parse_conf(conf), app_name="zklock-scheduler")
     engine = enforce(spark, obj.manager())  # locks what the scheduler's Spark runs
     run_init_sql(spark, init_sql)

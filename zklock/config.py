@@ -320,7 +320,11 @@ SETTINGS: list[Setting] = [
             "File to append lock events to, one JSON line each (grant, denial, retry,"
             " release, loss, force-drop); unset: no log."),
     Setting("metrics_port", 0, _int, "ZKLOCK_METRICS_PORT", "spark.zklock.metrics.port",
-            "Serve Prometheus metrics on 127.0.0.1:<port>/metrics from this process (0: off)."),
+            "Serve Prometheus metrics on <metrics_bind>:<port>/metrics from this process (0:"
+            " off). A port already taken is one warning line, not a failure."),
+    Setting("metrics_bind", "127.0.0.1", str, "ZKLOCK_METRICS_BIND", "spark.zklock.metrics.bind",
+            "Address the metrics endpoint binds: 127.0.0.1 (this host only) or 0.0.0.0 (a"
+            " Prometheus on another host can scrape it)."),
     Setting("auth_file", None, str, "ZKLOCK_AUTH_FILE", "spark.zklock.auth.file",
             "File holding user:password for ZooKeeper digest auth (or set ZKLOCK_AUTH);"
             " nodes zklock creates are then readable and writable only by that identity"
@@ -481,6 +485,7 @@ class Settings:
     job: Optional[str] = _default("job")
     event_log: Optional[str] = _default("event_log")
     metrics_port: int = _default("metrics_port")
+    metrics_bind: str = _default("metrics_bind")
     auth_file: Optional[str] = _default("auth_file")
     auth_scheme: str = _default("auth_scheme")
     admin_auth_file: Optional[str] = _default("admin_auth_file")

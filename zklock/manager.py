@@ -195,7 +195,7 @@ class LockManager:
         self.leases = Leases(self)
         self.waits = Waits(self)
         if settings.metrics_port:
-            metrics.serve(settings.metrics_port)
+            metrics.serve(settings.metrics_port, settings.metrics_bind)
         metrics.session_state(self._session_label(), "CONNECTED")
 
     # ---- lifecycle ----------------------------------------------------------

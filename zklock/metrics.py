@@ -9,6 +9,7 @@ Prometheus conventions: a ``zklock_`` prefix, base units (seconds), and
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Optional
 
@@ -36,16 +37,25 @@ TRIGGER_TO_START = Histogram("zklock_scheduled_trigger_to_start_seconds",
                              "Time from a scheduled trigger to its execution's start.",
                              buckets=WAIT_BUCKETS)
 
+log = logging.getLogger("zklock")
 _served: dict[int, object] = {}
 _lock = threading.Lock()
 
 
-def serve(port: int, addr: str = "127.0.0.1") -> int:
-    """Serve /metrics on ``addr:port`` (once per port per process); returns the port."""
+def serve(port: int, addr: str = "127.0.0.1") -> bool:
+    """Serve /metrics on ``addr:port`` (once per port per process): whether this process
+    serves it. A port another process holds (a second driver on the host, given the same
+    spark-defaults) is one warning line, never a failed application: metrics are not worth
+    a pipeline."""
     with _lock:
         if port not in _served:
-            _served[port] = start_http_server(port, addr=addr)
-    return port
+            try:
+                _served[port] = start_http_server(port, addr=addr)
+            except OSError as exc:
+                log.warning("zklock: metrics not served on %s:%s (%s); set metrics_port to"
+                            " a free port, or 0", addr, port, exc.strerror or exc)
+                return False
+    return True
 
 
 def session_state(session: str, state: Optional[str]) -> None:
