@@ -280,9 +280,10 @@ class EngineLockClient:
 
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
-        self._previous = engine.install(self, client_profile(self.manager.settings,
-                                                             self.settings if own_policy
-                                                             else None))
+        # from the settings, not the manager: building it connects, which waits for the
+        # first statement (a ZooKeeper out of reach fails that, not this)
+        self._previous = engine.install(self, client_profile(
+            self.settings, self.settings if own_policy else None))
         self._installed = True
         return self
 
@@ -296,7 +297,7 @@ class EngineLockClient:
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
         if not engine.bind(self.spark._jsparkSession, self,
-                           client_profile(self.manager.settings, None)):
+                           client_profile(self.settings, None)):
             raise InvalidArguments(
                 "this SparkSession is wrapped by a LockingSession already (the lock client of"
                 " its statements): close that one, or wrap another SparkSession"
