@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import lock_nodes, wait_for
+from conftest import NodeChecks, lock_nodes, wait_for
 from hivelocks import HiveLocks
 
 from zklock import LockNotAcquired
@@ -140,38 +140,6 @@ def test_hives_explicit_lock_table_is_a_lock_too(hive, make_manager, zk, root):
     with pytest.raises(LockNotAcquired, match="EXPLICIT"):
         mgr.acquire([("db.t", "S")])
     h.unlock(held)
-
-
-class NodeChecks:
-    """Counts the reads of held lock nodes by ``mgr``'s watcher (zklock/watcher.py: one
-    ``children_many`` every NODE_CHECK_S while it holds sets, one at a time), so that a test
-    can wait until a check has judged a change, instead of guessing how long that takes."""
-
-    def __init__(self, mgr, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.reads: list[bool] = []  # one per read started: True once it returned
-        real, reads = mgr.watcher.ops, self.reads
-
-        class Counting:
-            def __getattr__(self, name: str):
-                return getattr(real, name)
-
-            def children_many(self, paths):
-                i = len(reads)
-                reads.append(False)
-                listing = real.children_many(paths)
-                reads[i] = True
-                return listing
-
-        monkeypatch.setattr(mgr.watcher, "ops", Counting())
-
-    def mark(self) -> int:
-        """Call once the change is made: reads counted after this began after it."""
-        return len(self.reads)
-
-    def judged_since(self, mark: int) -> bool:
-        """A read begun after ``mark`` returned and the checker acted on it: the watcher reads
-        one check at a time, so a later read has begun only once that check was done."""
-        return any(self.reads[mark:-1])
 
 
 @pytest.mark.parametrize("naming", ["recipe", "hive"])
