@@ -300,7 +300,9 @@ def test_spark_under_chaos(ensemble, tmp_path):
     if os.environ.get("ZKLOCK_CHAOS_REPORT"):
         report = Path(os.environ["ZKLOCK_CHAOS_REPORT"])
         report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(summary, indent=2))
+        # with every fault's times, to set beside the applications' records (out/*.jsonl)
+        # when a check fails
+        report.write_text(json.dumps({**summary, "fault_log": faults}, indent=2))
     # (every application ran a statement before the faults began; most of a short run on two
     # cores goes to starting seven Spark JVMs and two servers)
     assert summary["statements"] > 20, summary
