@@ -68,7 +68,7 @@ def spark_submit(tmp_path: Path, zk_hosts: str, root: str, app: str, *args: str,
          *args],
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
         env={**{k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"},
-             "PYSPARK_PYTHON": PYTHON})
+             "PYSPARK_PYTHON": PYTHON, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
 
 
 def finished(proc: subprocess.Popen) -> tuple[int, str]:
@@ -182,7 +182,8 @@ def test_without_zklock_in_the_childs_python_a_statement_is_refused_in_one_line(
 
 
 RESTART_APP = """
-import json, os, signal, sys, threading, time
+import json, os, signal, sys, threading
+from polling import wait_for  # the suite's (spark_submit puts tests/ on the app's path)
 from pyspark.sql import SparkSession
 from zklock import LockManager
 
@@ -202,10 +203,8 @@ for n in range(3):
             outcome["error"] = str(exc).strip().splitlines()[0][:300]
     writer = threading.Thread(target=slow)
     writer.start()
-    held, deadline = [], time.monotonic() + 120
-    while not held and time.monotonic() < deadline:
-        held = [r for r in watcher.show("default.t", extended=True) if r.mode.value == "X"]
-        time.sleep(0.05)
+    held = wait_for(lambda: [r for r in watcher.show("default.t", extended=True)
+                             if r.mode.value == "X"], timeout=120)
     child = held[0].data.pid
     os.kill(child, signal.SIGKILL)
     writer.join(300)
@@ -251,11 +250,12 @@ jsc = jvm.org.apache.spark.api.java.JavaSparkContext.fromSparkContext(
 spark = SparkSession(SparkContext(gateway=gateway, jsc=jsc))
 zklock.spark.enforce(spark, hosts=sys.argv[1], root=sys.argv[2])
 print("enforced", flush=True)
-time.sleep(600)
+time.sleep(600)  # the subject: a lock client alive until the test SIGKILLs it
 """
 
 ATTACHING_APP = """
-import json, os, signal, subprocess, sys, threading, time
+import json, os, signal, subprocess, sys, threading
+from polling import wait_for  # the suite's (spark_submit puts tests/ on the app's path)
 from pyspark.sql import SparkSession
 from zklock import LockManager
 
@@ -305,10 +305,8 @@ writer.start()
 connected.wait()
 same = attach(root)
 go.set()
-held, deadline = [], time.monotonic() + 120
-while not held and time.monotonic() < deadline:
-    held = [r for r in watcher.show("default.t", extended=True) if r.mode.value == "X"]
-    time.sleep(0.05)
+held = wait_for(lambda: [r for r in watcher.show("default.t", extended=True)
+                         if r.mode.value == "X"], timeout=120)
 holder = held[0].data.pid
 kill(same)  # while the slow insert holds X through it
 writer.join(300)

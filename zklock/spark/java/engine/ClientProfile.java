@@ -11,9 +11,6 @@
 // the session's conf; else it is the environment's or the default, which the conf beats.
 package zklock;
 
-import java.util.HashMap;
-import java.util.Map;
-
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
@@ -21,18 +18,12 @@ final class ClientProfile {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     final String space;
-    private final Map<String, String> values = new HashMap<>();
-    private final Map<String, Boolean> overSparkConf = new HashMap<>();
+    /** Its engine settings by Spark conf key: {"value", "over_spark_conf"}. */
+    private final JsonNode settings;
 
     private ClientProfile(JsonNode doc) {
         space = doc.path("space").asText("");
-        java.util.Iterator<Map.Entry<String, JsonNode>> settings = doc.path("settings").fields();
-        while (settings.hasNext()) {
-            Map.Entry<String, JsonNode> setting = settings.next();
-            values.put(setting.getKey(), setting.getValue().path("value").asText());
-            overSparkConf.put(setting.getKey(),
-                setting.getValue().path("over_spark_conf").asBoolean(false));
-        }
+        settings = doc.path("settings");
     }
 
     /** The profile in {@code doc}; a refusal naming the format when it is not this one. */
@@ -59,9 +50,10 @@ final class ClientProfile {
      *  Spark conf, else the session's conf, else the client's (environment or default);
      *  null when neither says. */
     String resolve(String key, String conf) {
-        String mine = values.get(key);
-        if (mine != null && (overSparkConf.get(key) || conf == null)) {
-            return mine;
+        JsonNode mine = settings.path(key);
+        if (mine.path("value").isTextual()
+                && (mine.path("over_spark_conf").asBoolean(false) || conf == null)) {
+            return mine.path("value").asText();
         }
         return conf;
     }
