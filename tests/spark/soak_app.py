@@ -149,7 +149,9 @@ def do(session, sql: str) -> None:
 
 def ensure_tables(session, rec: Recorder, work: Path, deadline: float) -> None:
     """The database and tables in this application's catalog, over the shared files,
-    tried until they are there (faults may refuse a try)."""
+    tried until they are there (faults may refuse a try). Recorded first: the application
+    is ready (Spark, or the client, is up and zklock enforced)."""
+    rec.write(kind="ready")
     wanted = [("db", "CREATE DATABASE IF NOT EXISTS soak")] + [
         (t, f"CREATE TABLE IF NOT EXISTS soak.{t} {spec}") for t, spec in tables(work).items()]
     for key, sql in wanted:
@@ -189,6 +191,7 @@ def main(argv: list[str]) -> int:
     role, hosts, root, work_dir, seconds, name = argv[1:7]
     work = Path(work_dir)
     rec = Recorder(work / "out" / f"{name}.jsonl", name)
+    rec.write(kind="launch")  # the process is up; Spark is not yet
     deadline = time.monotonic() + float(seconds)
     locks = dict(hosts=hosts, root=root, session_timeout=SESSION_TIMEOUT, timeout=60,
                  retry_interval=0.1, connect_timeout=30, job=name)

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: polling.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: polling.py, staging.py
 
 from polling import wait_for  # noqa: E402
+from staging import leftover_staging  # noqa: E402
 
 from zklock import LockManager  # noqa: E402
 from zklock.config import Settings  # noqa: E402
@@ -166,18 +167,6 @@ def check(seen: dict) -> None:
                     assert failed == [], where
 
 
-def leftovers(warehouse: Path) -> list[str]:
-    """Staging that a write left under the tables: a _temporary with anything in it,
-    Spark's .spark-staging-<job>, Hive's .hive-staging_*."""
-    found = []
-    for path in warehouse.rglob("*"):
-        name = path.name
-        if name.startswith((".spark-staging", ".hive-staging")) or (
-                name == "_temporary" and any(path.iterdir())):
-            found.append(str(path.relative_to(warehouse)))
-    return found
-
-
 def main(argv: list[str]) -> int:
     hosts, root, work, master, wanted = argv[1:6]
     warehouse = Path(work) / "warehouse"
@@ -209,8 +198,8 @@ def main(argv: list[str]) -> int:
             c for c in chosen if c.name in LOCKING_CASES]
         seen[client] = {case.name: run_case(session, case, client) for case in mine}
     # a failed job's staging is removed again once its cancelled tasks had time to stop
-    wait_for(lambda: not leftovers(warehouse), 60)
-    seen["leftovers"] = leftovers(warehouse)
+    wait_for(lambda: not leftover_staging(warehouse), 60)
+    seen["leftovers"] = leftover_staging(warehouse)
     locking.close()
     engine.close()
     manager.close()
