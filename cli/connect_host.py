@@ -42,10 +42,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     from pyspark.sql import SparkSession
 
     from zklock.spark import configure, enforce
-    from zklock.spark.connect import PLUGIN_CLASS, PLUGIN_SETTING
+    from zklock.spark.connect import PLUGIN_SETTING
+    from zklock.spark.protocol import JvmClass
 
     builder = (SparkSession.builder.appName("zklock Spark Connect server")
-               .config(PLUGIN_SETTING, PLUGIN_CLASS)
+               .config(PLUGIN_SETTING, JvmClass.CONNECT_PLUGIN)
                .config("spark.connect.grpc.binding.port", str(args.port))
                .config("spark.connect.grpc.binding.address", args.host)
                .config("spark.ui.enabled", "false"))

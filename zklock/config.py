@@ -36,13 +36,19 @@ class Level(enum.IntEnum):
     CALL = 6          # manager.acquire(..., retries=...)
 
 
+#: The words a boolean setting takes, any case (the JVM module reads the same ones:
+#: zklock/spark/protocol.py, jar_text).
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
 def parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
+    if text in TRUE_WORDS:
         return True
-    if text in ("0", "false", "no", "off"):
+    if text in FALSE_WORDS:
         return False
     raise InvalidArguments(f"not a boolean: {value!r}")
 
@@ -132,20 +138,25 @@ def _root(value: Any) -> str:
     return text.rstrip("/") or "/"
 
 
-def _choice(what: str, *options: str) -> Callable[[Any], str]:
-    """A parser of a setting that is one of ``options`` (any case)."""
-    def parse(value: Any) -> str:
+class Choice:
+    """A parser of a setting that is one of ``options`` (any case). The options also reach
+    the JVM module, which checks the same ones (zklock/spark/protocol.py, jar_text)."""
+
+    def __init__(self, what: str, *options: str) -> None:
+        self.what = what
+        self.options = options
+
+    def __call__(self, value: Any) -> str:
         text = str(value).strip().lower()
-        if text not in options:
-            raise InvalidArguments(f"{what} must be {' or '.join(options)}, got {value!r}")
+        if text not in self.options:
+            raise InvalidArguments(f"{self.what} must be {' or '.join(self.options)},"
+                                   f" got {value!r}")
         return text
-    return parse
 
 
-_unknown_policy = _choice("unknown statements policy", "refuse", "lock")
-_show_format = _choice("SHOW LOCKS format", "zklock", "hive")
-_node_naming = _choice("node naming", "recipe", "hive")
-engine_mode = _choice("spark.zklock.engine.mode", "lock", "refuse")
+_unknown_policy = Choice("unknown statements policy", "refuse", "lock")
+_show_format = Choice("SHOW LOCKS format", "zklock", "hive")
+_node_naming = Choice("node naming", "recipe", "hive")
 
 
 def _hosts(value: Any) -> str:
@@ -171,6 +182,10 @@ class Setting:
     #: publishes its value there, and enforce()'s client and the child tell the engine
     #: theirs (ClientProfile.java), which counts at its level of the precedence.
     engine: bool = False
+    #: read only by zklock's JVM module, from the application's Spark conf, else the
+    #: environment, else the default: the child lock client's settings, which the driver's
+    #: JVM needs before any Python runs.
+    jvm: bool = False
 
     @property
     def spark_keys(self) -> tuple[str, ...]:
@@ -276,19 +291,40 @@ SETTINGS: list[Setting] = [
             " lock rule for: refuse (it does not run) or lock (X on every table it names, S on"
             " their databases). Never runs it unlocked.",
             settable=True, engine=True),
-    Setting("engine_mode", "lock", engine_mode, "ZKLOCK_ENGINE_MODE",
+    Setting("engine_mode", "lock", Choice("engine mode", "lock", "refuse"), "ZKLOCK_ENGINE_MODE",
             "spark.zklock.engine.mode",
             "What zklock's engine extension does with a command that no LockingSession locked:"
             " lock (its lock client takes the command's locks) or refuse (it does not run)."
             " The Spark conf of the session running the command counts at the Spark conf"
             " level (a lock client's own arguments are stronger); without a lock client"
-            " in the process such a command is refused either way."),
-    Setting("engine_reads", "lock", _choice("engine_reads", "lock", "warn", "off"),
+            " in the process such a command is refused either way.",
+            engine=True),
+    Setting("engine_reads", "lock", Choice("engine reads", "lock", "warn", "off"),
             "ZKLOCK_ENGINE_READS", "spark.zklock.engine.reads",
             "Whether zklock's engine locks the queries Spark executes, and what a query gets"
             " where no lock client runs: lock (refused), warn (runs, logged) or off (no read"
             " locks in the engine).",
             settable=True, engine=True),
+    Setting("lock_client", "child", Choice("lock client", "child", "none"), "ZKLOCK_LOCK_CLIENT",
+            "spark.zklock.lockClient",
+            "Where no Python lock client runs in a Spark process (Spark's Thrift server,"
+            " spark-sql, a spark-submit that never calls enforce(), start-connect-server.sh):"
+            " child starts zklock's lock client as a child process of the driver's JVM, none"
+            " starts nothing, and a statement that needs locks is then refused in one line."
+            " Read by the driver's JVM.",
+            jvm=True),
+    Setting("lock_client_python", None, str, "ZKLOCK_PYTHON", "spark.zklock.lockClient.python",
+            "The Python that runs the child lock client, with zklock installed. Unset: the"
+            " driver's Python as Spark names it (spark.pyspark.driver.python,"
+            " spark.pyspark.python, PYSPARK_DRIVER_PYTHON, PYSPARK_PYTHON), else python3."
+            " Read by the driver's JVM.",
+            jvm=True),
+    Setting("lock_client_status_file", None, str, "ZKLOCK_LOCK_CLIENT_STATUS_FILE",
+            "spark.zklock.lockClient.statusFile",
+            "A file where the driver's JVM keeps its child lock client's state as JSON (up,"
+            " pid, restarts, failures in a row, last error); unset: none. Read by the"
+            " driver's JVM.",
+            jvm=True),
     Setting("node_naming", "recipe", _node_naming, "ZKLOCK_NODE_NAMING",
             "spark.zklock.lock.nodeNaming",
             "How zklock names its lock nodes: recipe (ZooKeeper's read-/write- recipe names)"
@@ -477,6 +513,9 @@ class Settings:
     node_naming: str = _default("node_naming")
     engine_mode: str = _default("engine_mode")
     engine_reads: str = _default("engine_reads")
+    lock_client: str = _default("lock_client")
+    lock_client_python: Optional[str] = _default("lock_client_python")
+    lock_client_status_file: Optional[str] = _default("lock_client_status_file")
     show_locks_format: str = _default("show_locks_format")
     user: Optional[str] = _default("user")
     max_lease_s: float = _default("max_lease_s")

@@ -20,6 +20,7 @@ check_pyspark()  # before anything imports PySpark's 4.x modules: one clear line
 
 from .engine import EngineLockClient, lock_error, settings_of  # noqa: E402
 from .planner import LockPlan  # noqa: E402
+from .protocol import JvmClass  # noqa: E402
 from .session import LockingSession  # noqa: E402
 
 #: Spark's setting naming session extensions: zklock's puts every command under its locks.
@@ -28,7 +29,7 @@ SPARK_DEFAULTS = {
     # sysdb.locks (and the scheduler's sysdb views) are global temporary views in "sysdb".
     "spark.sql.globalTempDatabase": "sysdb",
     # RDD saves commit through zklock's committer, which refuses one into a table's files
-    "spark.hadoop.mapred.output.committer.class": "zklock.FencedMapredOutputCommitter",
+    "spark.hadoop.mapred.output.committer.class": JvmClass.MAPRED_COMMITTER,
 }
 
 
@@ -50,7 +51,7 @@ def configure(builder: Any) -> Any:
     session it created: the server has it already.) A remote server is started by its
     operator with the plugin: see docs/spark.md.
     """
-    from .connect import PLUGIN_CLASS, PLUGIN_SETTING
+    from .connect import PLUGIN_SETTING
     from .engine import EXTENSION_CLASS
     from .jvm import JvmModuleError, build_hash, in_spark_jars, jar_info, module_jar
 
@@ -65,8 +66,8 @@ def configure(builder: Any) -> Any:
     if _local_connect(options, local):
         plugins = [p.strip() for p in str(options.get(PLUGIN_SETTING, "")).split(",")
                    if p.strip()]
-        if PLUGIN_CLASS not in plugins:
-            builder = builder.config(PLUGIN_SETTING, ",".join([*plugins, PLUGIN_CLASS]))
+        if JvmClass.CONNECT_PLUGIN not in plugins:
+            builder = builder.config(PLUGIN_SETTING, ",".join([*plugins, JvmClass.CONNECT_PLUGIN]))
     extensions = [e.strip() for e in str(options.get(EXTENSIONS, "")).split(",") if e.strip()]
     if EXTENSION_CLASS not in extensions:
         builder = builder.config(EXTENSIONS, ",".join([*extensions, EXTENSION_CLASS]))

@@ -27,7 +27,7 @@ from ..errors import InvalidArguments, SparkConnectError, UnsupportedStatement
 from ..lockrequest import LockTarget, normalize
 from ..mode import Mode
 from ..objects import LockObject
-from .protocol import ANSWER_VERSION
+from .protocol import ANSWER_VERSION, AnswerKind
 
 #: The answer format this zklock reads (LockAnswer.VERSION).
 VERSION = ANSWER_VERSION
@@ -61,11 +61,20 @@ def read(text: str) -> PlannedLocks:
                                 f" zklock reads format {VERSION}: use one zklock version on"
                                 " both sides")
     kind = doc["kind"]
-    if kind == "refused":
+    if kind == AnswerKind.REFUSED:
         raise _refusal(doc["refusal"], doc["message"])
     specs = [(_object(t), Mode(t["mode"])) for t in doc["targets"]]
-    return PlannedLocks(normalize(specs), kind == "command", list(doc.get("notes", [])),
+    return PlannedLocks(normalize(specs), kind == AnswerKind.COMMAND, list(doc.get("notes", [])),
                         whole=bool(doc.get("whole", False)))
+
+
+def write(targets: list[LockTarget]) -> str:
+    """An answer asking for ``targets``, as the planner writes one (:func:`read` reads it
+    back): what a block Python holds asks the engine for (EngineLocks.hold)."""
+    return json.dumps({"version": VERSION, "kind": AnswerKind.QUERY, "targets": [
+        {"db": t.obj.db, "table": t.obj.table,
+         "partition": [[k, v] for k, v in t.obj.partition], "mode": t.mode.value}
+        for t in targets]})
 
 
 def _object(target: dict) -> LockObject:
@@ -74,8 +83,8 @@ def _object(target: dict) -> LockObject:
 
 
 def _refusal(kind: str, message: str) -> Exception:
-    if kind == "unsupported":
+    if kind == AnswerKind.UNSUPPORTED:
         return UnsupportedStatement(message)
-    if kind == "invalid_arguments":
+    if kind == AnswerKind.INVALID_ARGUMENTS:
         return InvalidArguments(message)
-    return SparkConnectError(message)  # "incompatible": another plugin build or Spark
+    return SparkConnectError(message)  # incompatible: another plugin build or Spark

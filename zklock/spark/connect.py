@@ -28,11 +28,9 @@ from ..errors import InvalidArguments, SparkConnectError
 from . import answer
 from .answer import PlannedLocks
 from .jvm import PROTOCOL, build_hash, zklock_version
+from .protocol import CONNECT_TYPE_URL, JvmClass
 
-#: The type URL of zklock's requests (ConnectLockPlugin.TYPE_URL).
-TYPE_URL = "type.googleapis.com/zklock.LockRequest"
-#: The class Spark Connect loads (spark.connect.extensions.relation.classes).
-PLUGIN_CLASS = "zklock.ConnectLockPlugin"
+#: Spark Connect's setting naming the relation plugins it loads (zklock's: JvmClass).
 PLUGIN_SETTING = "spark.connect.extensions.relation.classes"
 #: How Spark Connect says no plugin took an extension (error class, then its message).
 _NO_PLUGIN = ("NO_HANDLER_FOR_EXTENSION", "No handler found for extension")
@@ -122,7 +120,7 @@ def _request_plan(payload: dict[str, Any]) -> Any:
 
         def plan(self, session: Any) -> Any:
             rel = self._create_proto_relation()
-            rel.extension.CopyFrom(any_pb2.Any(type_url=TYPE_URL, value=body))
+            rel.extension.CopyFrom(any_pb2.Any(type_url=CONNECT_TYPE_URL, value=body))
             return rel
 
     return LockRequest()
@@ -180,7 +178,7 @@ def _translate(exc: Exception, session: Any) -> Exception:
     if any(hint in text for hint in _NO_PLUGIN):  # our request: no plugin took it
         return SparkConnectError(
             f"the Spark Connect server {where} has no zklock plugin: start it with --jars"
-            f" \"$(zklock spark plugin-jar)\" --conf {PLUGIN_SETTING}={PLUGIN_CLASS}"
+            f" \"$(zklock spark plugin-jar)\" --conf {PLUGIN_SETTING}={JvmClass.CONNECT_PLUGIN}"
             " (docs/spark.md, 'Spark Connect: the server side')")
     status = _unreachable(exc)
     if status:

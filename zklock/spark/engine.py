@@ -37,7 +37,6 @@ from ..config import (
     SETTINGS,
     Level,
     Settings,
-    engine_mode,
 )
 from ..errors import (
     InvalidArguments,
@@ -56,19 +55,20 @@ from ..objects import LockObject
 from . import answer, protocol
 from .jvm import JvmModuleError
 from .locked_statement import fence_refusal, new_query_id
+from .protocol import Outcome
 
 log = logging.getLogger(__name__)
 
 #: The format of the requests and answers exchanged with EngineGuard.java.
 VERSION = protocol.ENGINE_VERSION
 #: What :func:`zklock.spark.configure` puts in ``spark.sql.extensions``.
-EXTENSION_CLASS = "zklock.EngineLocks"
+EXTENSION_CLASS = protocol.JvmClass.EXTENSION
 #: EngineRefusal.java's conditions (Spark's error-class field), and zklock's exception for each.
 CONDITIONS = {protocol.REFUSED: UnsupportedStatement, protocol.DENIED: LockNotAcquired,
               protocol.LOST: LockLost, protocol.UNAVAILABLE: ZooKeeperUnavailable,
               protocol.WRITE_FAILED: WriteFailed}
 #: The exception EngineRefusal.java throws, as a Spark Connect client names it.
-REFUSAL_CLASS = "zklock.EngineRefusal"
+REFUSAL_CLASS = protocol.JvmClass.REFUSAL
 
 
 def lock_error(exc: BaseException) -> BaseException:
@@ -168,18 +168,11 @@ class EngineLockClient:
         try:
             doc = json.loads(request)
             if doc.get("version") != VERSION:
-                return _answer("refused", message=f"zklock: a lock request in format"
+                return _answer(Outcome.REFUSED, message=f"zklock: a lock request in format"
                                f" {doc.get('version')}, where this client reads {VERSION}")
             settings = self.settings
-            if not settings.support_concurrency:
-                return _answer("unlocked")  # support_concurrency=false (or SET so), as Hive
-            mode = settings.engine_mode
-            if doc.get("mode") and settings.level("engine_mode") <= Level.SPARK_CONF:
-                mode = engine_mode(doc["mode"])  # the running session's Spark conf
-            if mode == "refuse" and self._bound is None:  # a LockingSession's still run
-                return _answer("refused", message=f"zklock: refused {doc.get('command')} on"
-                               f" {doc.get('objects')}: spark.zklock.engine.mode=refuse runs"
-                               " only what a LockingSession runs")
+            if not settings.support_concurrency:  # (or SET so), as Hive
+                return _answer(Outcome.UNLOCKED)
             planned = answer.read(json.dumps(doc["answer"]))
             query_id = str(doc.get("query_id") or new_query_id())
             handle = str(doc.get("handle") or query_id)
@@ -193,16 +186,16 @@ class EngineLockClient:
             with self._lock:
                 self._held[handle] = lockset
         except LockNotAcquired as exc:
-            return _answer("denied", message=f"zklock: {exc}")
+            return _answer(Outcome.DENIED, message=f"zklock: {exc}")
         except ZooKeeperUnavailable as exc:
-            return _answer("unavailable", message=f"zklock: {exc}")
+            return _answer(Outcome.UNAVAILABLE, message=f"zklock: {exc}")
         except Exception as exc:  # fail closed: the statement does not run, nothing stays held
             log.debug("engine lock request failed", exc_info=True)
             if lockset is not None:
                 lockset.release(wait=False)
-            return _answer("refused", message=f"zklock: {exc}")
+            return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
         lockset.on_lost(lambda _set: self._on_lost(query_id))
-        return _answer("granted", handle=handle, query_id=query_id,
+        return _answer(Outcome.GRANTED, handle=handle, query_id=query_id,
                        token=str(lockset.fencing_token), attempts=lockset.attempts,
                        zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
 
@@ -214,7 +207,7 @@ class EngineLockClient:
         try:
             doc = json.loads(request)
             if doc.get("version") != VERSION:
-                return _answer("refused", message="zklock: a claim in an unknown format")
+                return _answer(Outcome.REFUSED, message="zklock: a claim in an unknown format")
             planned = answer.read(json.dumps(doc["answer"]))
             held = {}
             root = self.manager.root.rstrip("/")
@@ -222,7 +215,7 @@ class EngineLockClient:
                 parts = str(path).split("/")
                 name = LockNodeName.parse(parts[-1])
                 if not str(path).startswith(root + "/") or name is None:
-                    return _answer("refused", message=f"zklock: {path} is not a lock node"
+                    return _answer(Outcome.REFUSED, message=f"zklock: {path} is not a lock node"
                                    f" under {root}: the command does not run")
                 obj = LockObject.from_znode_parts(str(path)[len(root) + 1:].split("/")[:-1])
                 if held.get(obj) is not Mode.EXCLUSIVE:
@@ -230,34 +223,41 @@ class EngineLockClient:
             missing = [t for t in planned.targets if t.obj not in held
                        or (t.mode is Mode.EXCLUSIVE and held[t.obj] is not Mode.EXCLUSIVE)]
             if missing:
-                return _answer("refused", message=f"zklock: the statement's locks do not cover"
-                               f" {missing[0].obj.name} in {missing[0].mode.value}: the command"
-                               " does not run")
+                return _answer(Outcome.REFUSED, message=f"zklock: the statement's locks do not"
+                               f" cover {missing[0].obj.name} in {missing[0].mode.value}: the"
+                               " command does not run")
             client = self.manager.client
             asked = [(p, client.exists_async(p)) for p in doc.get("nodes", [])]  # one round
             gone = [p for p, reply in asked if reply.get(timeout=self.manager.settings
                                                          .connect_timeout) is None]
             if gone:
-                return _answer("lost", message=f"zklock: locks lost before the command ran"
+                return _answer(Outcome.LOST, message=f"zklock: locks lost before the command ran"
                                f" ({gone[0]} is gone)")
         except Exception as exc:  # fail closed
-            return _answer("refused", message=f"zklock: {exc}")
-        return _answer("covered")
+            return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
+        return _answer(Outcome.COVERED)
 
     def release(self, handle: str, failed: bool = False) -> str:
         with self._lock:
             lockset = self._held.pop(handle, None)
         if lockset is None:
-            return _answer("released")
+            return _answer(Outcome.RELEASED)
         lost = not lockset.is_valid
         reason = lockset.lost_reason or "session lost"
         lockset.release(wait=False)
         if lost:
-            return _answer("lost", message=reason, objects=lockset.objects)
-        return _answer("released", objects=lockset.objects)
+            return _answer(Outcome.LOST, message=reason, objects=lockset.objects)
+        return _answer(Outcome.RELEASED, objects=lockset.objects)
 
     class Java:
-        implements = ["zklock.EngineLockClient"]
+        implements = [protocol.JvmClass.LOCK_CLIENT]
+
+    def held_set(self, handle: Optional[str]) -> LockSet:
+        """The set this client holds under ``handle`` (a block the engine holds for Python:
+        EngineLocks.Held.handle); an empty set when it holds none."""
+        with self._lock:
+            lockset = self._held.get(handle) if handle is not None else None
+        return lockset if lockset is not None else LockSet.empty()
 
     # ---- in Python --------------------------------------------------------------------
     @property

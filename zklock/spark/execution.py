@@ -8,23 +8,33 @@ takes locks itself only where the engine cannot bound the lifetime:
 - :meth:`LockedExecution.held` holds a SQL script's locks for the whole script (Spark runs
   it statement by statement, with no hook around the whole).
 
-Each runs inside a :class:`~zklock.spark.locked_statement.LockedStatement` (its own job tag and
-fencing token; cancelled with ``LockLost`` when the set is lost), whose nodes the engine
-finds covering the statements inside it.
+In a classic session the engine holds the block's locks, as a statement's (held.py); a
+Spark Connect client's are held in a :class:`~zklock.spark.locked_statement.LockedStatement`.
+Either way the block has its own job tag and fencing token, is cancelled with ``LockLost``
+when the set is lost, and covers the statements inside it that its locks cover.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Optional
 
 from ..config import SETTABLE, Level, Settings
 from ..errors import InvalidArguments
 from ..lockrequest import LockTarget
 from ..lockset import LockSet
 from ..manager import LockManager
-from .locked_statement import LockedStatement, in_locked_statement, new_query_id
+from . import answer
+from .engine import EngineLockClient, engine_of, lock_error
+from .held import run_held
+from .locked_statement import (
+    LockedStatement,
+    in_locked_statement,
+    is_connect,
+    new_query_id,
+    statement_scope,
+)
 from .planner import Planner
 
 
@@ -54,11 +64,14 @@ class LockedExecution:
     """What one LockingSession locks itself, under its manager and settings."""
 
     def __init__(self, spark: Any, planner: Planner, manager: Callable[[], LockManager],
-                 settings: SessionSettings) -> None:
+                 settings: SessionSettings,
+                 client: Callable[[], Optional[EngineLockClient]]) -> None:
+        """``client()``: the lock client bound to the session (None over Spark Connect)."""
         self.spark = spark
         self.planner = planner
         self._manager = manager  # connects on first use
         self.settings = settings
+        self._client = client
 
     @contextmanager
     def holding(self, df: Any, action: str = "holding") -> Iterator[LockSet]:
@@ -67,26 +80,44 @@ class LockedExecution:
         targets = ([] if not settings.support_concurrency or in_locked_statement()
                    else self.planner.plan_dataframe(df))
         with held(self.spark, self._manager(), settings, targets,
-                  describe(action, targets)) as lockset:
+                  describe(action, targets), self._client) as lockset:
             if lockset.held:
                 self.planner.refresh_listings(df)  # the files as of the locks
             yield lockset
 
     def held(self, targets: list[LockTarget], what: str) -> Any:
         """``targets`` held for a block, with the session's manager and settings."""
-        return held(self.spark, self._manager(), self.settings.current, targets, what)
+        return held(self.spark, self._manager(), self.settings.current, targets, what,
+                    self._client)
 
 
 @contextmanager
 def held(spark: Any, manager: LockManager, settings: Settings, targets: list[LockTarget],
-         what: str) -> Iterator[LockSet]:
+         what: str, client: Callable[[], Optional[EngineLockClient]]) -> Iterator[LockSet]:
     """``targets`` held for the block: all-or-none with ``settings``' retries, under the
     block's own job tag and fencing token (its jobs cancelled and LockLost raised when the
-    set is lost). Statements Spark runs in the block find
-    themselves covered (the engine takes nothing more). Nothing is taken with locking off,
-    inside a locked statement, or without targets."""
+    set is lost). Statements Spark runs in the block find themselves covered where the
+    block's locks cover them. Nothing is taken with locking off, inside a locked statement,
+    or without targets.
+
+    In a classic session the engine holds them, through the session's lock client
+    (``client()``, zklock/spark/held.py); a Spark Connect client holds them itself, and
+    tags its operations with their nodes for the server's engine to check."""
     if not settings.support_concurrency or in_locked_statement() or not targets:
         yield LockSet.empty()
+        return
+    if not is_connect(spark):
+        try:
+            block = engine_of(spark).hold(spark._jsparkSession, answer.write(targets), what)
+        except Exception as exc:  # refused, denied or unavailable, as a statement is
+            error = lock_error(exc)
+            if error is exc:
+                raise
+            raise error from None
+        bound = client()
+        lockset = bound.held_set(block.handle()) if bound is not None else LockSet.empty()
+        with run_held(block, lockset.objects), statement_scope():
+            yield lockset
         return
     query_id = new_query_id()
     lockset = manager.acquire(targets, query_id=query_id, query=what, settings=settings)

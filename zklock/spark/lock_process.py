@@ -29,6 +29,7 @@ from typing import Any, TextIO
 from ..locknode import LockNodeName
 from ..manager import LockManager
 from .engine import VERSION, EngineLockClient, client_profile, settings_from
+from .protocol import Call, Event, Outcome
 
 #: Requests answered at once: each statement of the JVM waits on one.
 WORKERS = 64
@@ -64,8 +65,8 @@ class LockProcess:
         self._delete_abandoned([str(n) for n in hello.get("abandoned") or ()])
         self.client = EngineLockClient(None, self.manager, settings=lambda: settings,
                                        on_lost=lambda query_id: self.send(
-                                           {"event": "lost", "query_id": query_id}))
-        self.send({"event": "ready", "pid": os.getpid(),
+                                           {"event": Event.LOST, "query_id": query_id}))
+        self.send({"event": Event.READY, "pid": os.getpid(),
                    "profile": json.loads(client_profile(settings, settings))})
 
     def _delete_abandoned(self, nodes: list[str]) -> None:
@@ -83,17 +84,17 @@ class LockProcess:
         assert self.client is not None
         call = message.get("call")
         try:
-            if call == "acquire":
+            if call == Call.ACQUIRE:
                 reply = self.client.acquire(json.dumps(message["request"]))
-            elif call == "verify":
+            elif call == Call.VERIFY:
                 reply = self.client.verify(json.dumps(message["request"]))
-            elif call == "release":
+            elif call == Call.RELEASE:
                 reply = self.client.release(str(message["handle"]), bool(message.get("failed")))
             else:
-                reply = json.dumps({"version": VERSION, "outcome": "refused",
+                reply = json.dumps({"version": VERSION, "outcome": Outcome.REFUSED,
                                     "message": f"zklock: no such call {call!r}"})
         except Exception as exc:  # fail closed: the statement does not run
-            reply = json.dumps({"version": VERSION, "outcome": "refused",
+            reply = json.dumps({"version": VERSION, "outcome": Outcome.REFUSED,
                                 "message": f"zklock: {exc}"})
         self.send({"id": message.get("id"), "reply": json.loads(reply)})
 

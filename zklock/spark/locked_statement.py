@@ -1,20 +1,22 @@
-"""Running one Spark statement under its locks, and stopping it when they are lost.
+"""Running a Spark Connect client's block under its locks, and stopping it when they are
+lost; the query id and depth of locked statements on a thread; finding the committers'
+refusal behind an error.
 
-Hive lets a query keep writing after its locks vanished. Here every locked
-statement runs under its own Spark job tag (its query id; a tag leaves the
-pipeline's own job group alone); when its LockSet is lost the tagged jobs
-are cancelled and the statement raises
-:class:`~zklock.errors.LockLost`. A cancelled file-source write never
-reaches its job commit, so its output never becomes visible. The set's
-fencing token is a local property (``zklock.fencing.token``) of every job,
-for table formats that record it.
+Hive lets a query keep writing after its locks vanished. Here every locked statement runs
+under its own Spark job tag (its query id; a tag leaves the pipeline's own job group
+alone); when its LockSet is lost the tagged jobs are cancelled and the statement raises
+:class:`~zklock.errors.LockLost`. A cancelled file-source write never reaches its job
+commit, so its output never becomes visible. The set's fencing token travels with every
+job, for table formats that record it.
 
-A cancel can lose the race with the job commit (it runs on the driver after
-the last task), so the statement also tells zklock's committers, through two
-more local properties, where its lock nodes are: their job commit checks that
-every node still exists and otherwise refuses to publish anything
-(CommitFence.java). A refused commit raises :class:`LockLost` here too, even
-when the loss reached ZooKeeper but not yet this process.
+A cancel can lose the race with the job commit (it runs on the driver after the last task),
+so the statement also tells zklock's committers where its lock nodes are: their job commit
+checks that every node still exists and otherwise refuses to publish anything
+(CommitFence.java). A refused commit raises :class:`LockLost` here too, even when the loss
+reached ZooKeeper but not yet this process. In a classic session the engine does all this
+for statements and for the blocks Python holds (zklock/spark/held.py); a Spark Connect
+client's LockingSession holds a block's locks itself, and its operation tags carry them to
+the server's engine (:class:`ConnectJobs`).
 """
 
 from __future__ import annotations
@@ -29,13 +31,20 @@ from typing import Any, Optional
 
 from ..errors import LockLost
 from ..lockset import LockSet
-from .jvm import new_instance
-from .protocol import FENCE_NODES, FENCE_REFUSED, FENCE_TAG, FENCE_ZOOKEEPER, QUERY_ID
+from .protocol import (
+    FENCE_NODES,
+    FENCE_REFUSED,
+    FENCE_TAG,
+    FENCE_ZOOKEEPER,
+    QUERY_ID,
+    message,
+)
 
 #: What the fence is called by those who check it (tests, table formats); defined in
 #: protocol.properties.
 __all__ = ["FENCE_NODES", "FENCE_REFUSED", "FENCE_ZOOKEEPER", "LockedStatement",
-           "fence_refusal", "in_locked_statement", "new_query_id", "query_id_scope"]
+           "fence_refusal", "in_locked_statement", "new_query_id", "query_id_scope",
+           "statement_scope"]
 
 _local = threading.local()
 
@@ -69,31 +78,14 @@ def in_locked_statement() -> bool:
     return getattr(_local, "depth", 0) > 0
 
 
-class ClassicJobs:
-    """A classic session's jobs: a SparkContext job tag, and the fencing token and the
-    committers' fence as local properties of the thread's jobs (JobTags.java: one JVM call
-    each way)."""
-
-    _TAGS: dict[int, Any] = {}
-
-    def __init__(self, spark: Any) -> None:
-        self.sc = spark.sparkContext
-        key = id(self.sc._jsc)
-        tags = self._TAGS.get(key)
-        if tags is None:
-            tags = self._TAGS[key] = new_instance(
-                spark, "JobTags", ["org.apache.spark.api.java.JavaSparkContext"], [self.sc._jsc])
-        self.tags = tags
-
-    def enter(self, tag: str, token: str, zookeeper: Optional[str],
-              nodes: Optional[str]) -> None:
-        self.tags.enter(tag, token, zookeeper, nodes)
-
-    def exit(self, tag: str) -> None:
-        self.tags.exit(tag)
-
-    def cancel(self, tag: str) -> None:
-        self.sc.cancelJobsWithTag(tag)
+@contextmanager
+def statement_scope() -> Iterator[None]:
+    """The block is a locked statement on this thread (:func:`in_locked_statement`)."""
+    _local.depth = getattr(_local, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _local.depth -= 1
 
 
 class ConnectJobs:
@@ -128,23 +120,18 @@ class ConnectJobs:
         self.spark.interruptTag(tag)
 
 
-def jobs_of(spark: Any) -> ClassicJobs | ConnectJobs:
-    """How a session's work is tagged, fenced and cancelled: classic or Spark Connect."""
-    if is_connect(spark):
-        return ConnectJobs(spark)
-    return ClassicJobs(spark)
-
-
 def is_connect(spark: Any) -> bool:
     """True for a Spark Connect session (``SparkSession.builder.remote(...)``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 class LockedStatement:
-    """Runs ``fn`` with ``lockset`` held: own job tag, fencing token, cancel on loss."""
+    """A Spark Connect client's block with ``lockset`` held: own operation tags (its query
+    id, fencing token and lock nodes), interrupted on loss. (A classic session's blocks are
+    held by the engine: zklock/spark/held.py.)"""
 
     def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str) -> None:
-        self.jobs = jobs_of(spark)
+        self.jobs = ConnectJobs(spark)
         self.lockset = lockset
         self.query_id = query_id
         self.description = description[:200]
@@ -157,11 +144,12 @@ class LockedStatement:
         zookeeper, nodes = self._fence()
         self.jobs.enter(self.query_id, token, zookeeper, nodes)
         self.lockset.on_lost(self._on_lost)
-        _local.depth = getattr(_local, "depth", 0) + 1
+        self._scope = statement_scope()
+        self._scope.__enter__()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        _local.depth -= 1
+        self._scope.__exit__(None, None, None)
         self.jobs.exit(self.query_id)
         if exc_type is None:
             if self._lost.is_set() or not self.lockset.is_valid:
@@ -195,18 +183,15 @@ class LockedStatement:
             pass
 
     def _lock_lost(self, completed: bool = False, refused: Optional[str] = None) -> LockLost:
+        """The loss, in the words the engine uses for its own statements (protocol.message)."""
         reason = self._reason or self.lockset.lost_reason or "session lost"
         if refused is not None:  # the loss may be known to ZooKeeper only, not to us yet
             known = f"{reason}; " if self.lost else ""
-            return LockLost(self.lockset.objects,
-                            f"{known}{refused}: the job commit of {self.query_id} was"
-                            " refused, nothing it wrote became visible")
-        if completed:
-            return LockLost(self.lockset.objects,
-                            f"{reason} while {self.query_id} ran; the statement completed (do"
-                            " not simply re-run a write), but others may have overlapped it")
-        return LockLost(self.lockset.objects,
-                        f"{reason}; Spark jobs of {self.query_id} were cancelled")
+            return LockLost(self.lockset.objects, known + message(
+                "commit_refused", refused=refused, command=self.query_id))
+        return LockLost(self.lockset.objects, message(
+            "lost_completed" if completed else "lost_cancelled", command=self.query_id,
+            reason=reason))
 
 
 def fence_refusal(exc: BaseException) -> Optional[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import SETTINGS, spark_key
+from ..config import FALSE_WORDS, SETTINGS, TRUE_WORDS, Choice, parse_bool, spark_key
 
 #: The file, as the jar's build copies it.
 FILE = Path(__file__).with_name("protocol.properties")
@@ -32,10 +32,37 @@ _VALUES = _load()
 
 
 def jar_text() -> str:
-    """The file as the jar holds it: with the Spark conf key of each of zklock's settings
-    appended (``setting.<name>=<key>``), from the one settings table, for the JVM to read."""
-    rows = "".join(f"setting.{s.name}={s.spark}\n" for s in SETTINGS if s.spark)
-    return FILE.read_text() + "\n# appended by the build from zklock/config.py\n" + rows
+    """The file as the jar holds it, with what the JVM module reads of zklock's settings
+    appended from the one settings table: each setting's Spark conf key
+    (``setting.<name>=<key>``), and for each the JVM reads itself (an engine or JVM
+    setting), its environment variable, default and choices."""
+    rows = []
+    for s in SETTINGS:
+        if s.spark:
+            rows.append(f"setting.{s.name}={s.spark}")
+        if s.engine or s.jvm:
+            rows.append(f"env.{s.name}={s.env}")
+            default = "" if s.default is None else s.default
+            rows.append(f"default.{s.name}="
+                        + (str(default).lower() if isinstance(default, bool) else str(default)))
+            if isinstance(s.parse, Choice):
+                rows.append(f"choices.{s.name}={','.join(s.parse.options)}")
+            elif s.parse is parse_bool:
+                rows.append(f"boolean.{s.name}=true")
+    rows.append(f"boolean.true={','.join(TRUE_WORDS)}")
+    rows.append(f"boolean.false={','.join(FALSE_WORDS)}")
+    return (FILE.read_text() + "\n# appended by the build from zklock/config.py\n"
+            + "".join(row + "\n" for row in rows))
+
+
+def message(name: str, **fields: str) -> str:
+    """The message ``message.<name>`` with its ``{field}``s filled in (Protocol.message in
+    the JVM fills the same text)."""
+    text = _VALUES[f"message.{name}"]
+    for key, value in fields.items():
+        text = text.replace("{" + key + "}", value)
+    return text
+
 
 ENGINE_VERSION = int(_VALUES["engine.version"])
 ANSWER_VERSION = int(_VALUES["answer.version"])
@@ -52,6 +79,59 @@ UNAVAILABLE = _VALUES["condition.unavailable"]
 WRITE_FAILED = _VALUES["condition.write_failed"]
 UNKNOWN_STATEMENTS = spark_key("unknown_statements")
 ISOLATE_COMMITS = spark_key("isolate_commits")
-LOCK_CLIENT_STATUS_FILE = _VALUES["conf.lock_client_status_file"]
+LOCK_CLIENT_STATUS_FILE = spark_key("lock_client_status_file")
 COMMIT_PROTOCOL = _VALUES["conf.commit_protocol"]
 COMMIT_PROTOCOL_CLASS = _VALUES["class.commit_protocol"]
+
+
+class Call:
+    """The lock client's calls, by the JVM (py4j) or over the child's pipe."""
+
+    ACQUIRE = _VALUES["call.acquire"]
+    VERIFY = _VALUES["call.verify"]
+    RELEASE = _VALUES["call.release"]
+
+
+class Outcome:
+    """The outcomes of the lock client's answers (EngineLockClient.java lists which call
+    answers which)."""
+
+    GRANTED = _VALUES["outcome.granted"]
+    UNLOCKED = _VALUES["outcome.unlocked"]
+    DENIED = _VALUES["outcome.denied"]
+    REFUSED = _VALUES["outcome.refused"]
+    UNAVAILABLE = _VALUES["outcome.unavailable"]
+    COVERED = _VALUES["outcome.covered"]
+    RELEASED = _VALUES["outcome.released"]
+    LOST = _VALUES["outcome.lost"]
+
+
+class Event:
+    """What the child lock client says to the JVM unasked."""
+
+    READY = _VALUES["event.ready"]
+    LOST = _VALUES["event.lost"]
+
+
+class AnswerKind:
+    """The kinds of the planner's answer, and of its refusals."""
+
+    COMMAND = _VALUES["kind.command"]
+    QUERY = _VALUES["kind.query"]
+    REFUSED = _VALUES["kind.refused"]
+    UNSUPPORTED = _VALUES["refusal.unsupported"]
+    INVALID_ARGUMENTS = _VALUES["refusal.invalid_arguments"]
+    INCOMPATIBLE = _VALUES["refusal.incompatible"]
+
+
+class JvmClass:
+    """The JVM module's classes Python names."""
+
+    EXTENSION = _VALUES["class.extension"]
+    REFUSAL = _VALUES["class.refusal"]
+    LOCK_CLIENT = _VALUES["class.lock_client"]
+    CONNECT_PLUGIN = _VALUES["class.connect_plugin"]
+    MAPRED_COMMITTER = _VALUES["class.mapred_committer"]
+
+
+CONNECT_TYPE_URL = _VALUES["connect.type_url"]

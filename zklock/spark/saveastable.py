@@ -18,8 +18,8 @@ import functools
 import threading
 from typing import Any
 
-from ..errors import LockLost
-from .engine import CONDITIONS, engine_of, save_as_table_drops_first
+from .engine import engine_of, save_as_table_drops_first
+from .held import run_held
 from .jvm import JvmModuleError
 
 _installed = False
@@ -55,50 +55,8 @@ def locked_save(writer: Any, table: str, save: Any, options: dict[str, Any]) -> 
         return save()
     if not whole:
         return save()  # the engine locks the one command Spark runs
-    paths = [str(options["path"])] if options.get("path") else []
-    held = engine.lockSaveAsTable(spark._jsparkSession, table, paths + path_option(writer),
+    path = str(options["path"]) if options.get("path") else None
+    held = engine.lockSaveAsTable(spark._jsparkSession, table, path, writer._jwrite,
                                   writer._df._jdf)
-    try:
-        out = save()
-    except Exception as exc:
-        instead = held.close(first_line(exc))
-        if instead is None:
-            raise
-        condition, message = str(instead).split("\n", 1)
-        raise CONDITIONS[condition](*([[table], message] if CONDITIONS[condition] is LockLost
-                                      else [message])) from exc
-    except BaseException:
-        held.close("interrupted")
-        raise
-    held.close(None)  # raises the loss, as a statement's
-    return out
-
-
-def first_line(exc: BaseException) -> str:
-    """What Spark said, in one line: the first line of its Java exception, and of the root
-    cause under it where that says something else (a task's own error); else Python's."""
-    java = getattr(exc, "java_exception", None)
-    if java is None:
-        return str(exc).strip().split("\n", 1)[0] or type(exc).__name__
-    root = java
-    while root.getCause() is not None:
-        root = root.getCause()
-
-    def line(e: Any) -> str:
-        return str(e.getMessage() or e.getClass().getName()).strip().split("\n", 1)[0]
-    outer, inner = line(java), line(root)
-    return outer if inner in outer else f"{outer} (caused by: {inner})"
-
-
-def path_option(writer: Any) -> list[str]:
-    """The ``path`` option set earlier on the writer (``option("path", p)``), read from the
-    JVM writer's options (a field of Spark's DataFrameWriter, 3.5 and 4.0)."""
-    jclass = writer._jwrite.getClass()
-    while jclass is not None:
-        for field in jclass.getDeclaredFields():
-            if str(field.getName()) == "extraOptions":
-                field.setAccessible(True)
-                found = field.get(writer._jwrite).get("path")
-                return [str(found.get())] if found.isDefined() else []
-        jclass = jclass.getSuperclass()
-    return []
+    with run_held(held, [table]):
+        return save()

@@ -97,7 +97,7 @@ class LockingSession:
                                     for s in ENGINE_SETTINGS}
         self._publish_policy()
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
-                                         self._settings)
+                                         self._settings, lambda: self._engine)
         self._process: Optional[EngineLockClient] = None  # the process's client, if made here
         self._engine = self._engine_client(spark)
         saveastable.install()

@@ -61,7 +61,7 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     }
 
     private boolean isolated(Configuration conf) {
-        return conf.getBoolean(Protocol.ISOLATE_COMMITS, true);
+        return "true".equals(Protocol.ISOLATE_COMMITS.check(conf.get(Protocol.ISOLATE_COMMITS.key)));
     }
 
     @Override

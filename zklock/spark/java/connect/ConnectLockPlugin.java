@@ -49,7 +49,7 @@ import org.apache.spark.sql.types.StructType;
 
 public final class ConnectLockPlugin implements RelationPlugin {
     /** The type URL of a zklock request (not a registered protobuf message: a name of ours). */
-    public static final String TYPE_URL = "type.googleapis.com/zklock.LockRequest";
+    public static final String TYPE_URL = Protocol.CONNECT_TYPE_URL;
     /** The request format this plugin reads; the client refuses a plugin with another. */
     public static final int PROTOCOL = Protocol.CONNECT_PROTOCOL;
     /** What the build wrote about this jar: version, protocol, build hash, Spark version. */
@@ -100,12 +100,12 @@ public final class ConnectLockPlugin implements RelationPlugin {
                                SparkSession session) {
         String mismatch = mismatch(request, session);
         if (mismatch != null) {
-            return LockAnswer.refused(new LockAnswer.Refusal("incompatible", mismatch)).toJson();
+            return LockAnswer.refused(new LockAnswer.Refusal(Protocol.REFUSAL_INCOMPATIBLE, mismatch)).toJson();
         }
         String op = request.path("op").asText("plan");
         LockPlanner locks;
         try {
-            locks = new LockPlanner(session, request.path("unknown_statements").asText("refuse"));
+            locks = new LockPlanner(session, request.path("unknown_statements").asText(null));
         } catch (IllegalArgumentException e) {
             return LockAnswer.refused(LockAnswer.invalidArguments(e.getMessage())).toJson();
         }

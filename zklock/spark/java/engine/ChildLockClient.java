@@ -50,11 +50,11 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 
 final class ChildLockClient implements EngineLockClient {
-    /** Spark conf: "child" (default) starts this client where no other runs; "none" never
-     *  does (the engine then refuses, or for reads warns, as spark.zklock.engine.reads says). */
-    static final String SETTING = Protocol.LOCK_CLIENT;
-    /** Spark conf: the Python that runs the child (default below). */
-    static final String PYTHON = Protocol.LOCK_CLIENT_PYTHON;
+    /** child (default) starts this client where no other runs; none never does (the engine
+     *  then refuses, or for reads warns, as spark.zklock.engine.reads says). */
+    static final Protocol.Setting SETTING = Protocol.LOCK_CLIENT;
+    /** The Python that runs the child (unset: the driver's, below). */
+    static final Protocol.Setting PYTHON = Protocol.LOCK_CLIENT_PYTHON;
     /** How long the child may take to start (import, connect) before the statement fails. */
     private static final long READY_MS = Long.getLong("zklock.lockClient.readyMs", 120_000L);
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -100,12 +100,7 @@ final class ChildLockClient implements EngineLockClient {
 
     /** Is a child to be started where no lock client runs (the application's conf)? */
     static boolean wanted(SparkContext sc) {
-        String setting = sc.getConf().get(SETTING, "child").trim();
-        if (!setting.equals("child") && !setting.equals("none")) {
-            throw EngineRefusal.refused("zklock: " + SETTING + " is child or none, not "
-                + setting);
-        }
-        return setting.equals("child");
+        return "child".equals(SETTING.read(sc.getConf()));
     }
 
     /** Start the child for {@code sc}'s application and wait until it is ready; a refusal
@@ -123,7 +118,7 @@ final class ChildLockClient implements EngineLockClient {
         } catch (IOException e) {
             throw EngineRefusal.refused("zklock: no lock client runs in this process and its"
                 + " child could not start (" + command + ": " + e.getMessage() + "); install"
-                + " zklock in the driver's Python, or set " + PYTHON + " to a Python that has"
+                + " zklock in the driver's Python, or set " + PYTHON.key + " to a Python that has"
                 + " it");
         }
         ChildLockClient child = new ChildLockClient(sc, process, command);
@@ -131,18 +126,20 @@ final class ChildLockClient implements EngineLockClient {
         return child;
     }
 
-    /** The driver's Python: spark.zklock.lockClient.python, else ZKLOCK_PYTHON, else the
-     *  Python PySpark runs the driver with (spark.pyspark.driver.python, spark.pyspark.python,
-     *  PYSPARK_DRIVER_PYTHON, PYSPARK_PYTHON), else python3. */
+    /** The driver's Python: zklock's setting (its Spark conf key, else ZKLOCK_PYTHON), else
+     *  the Python PySpark runs the driver with (spark.pyspark.driver.python,
+     *  spark.pyspark.python, PYSPARK_DRIVER_PYTHON, PYSPARK_PYTHON), else python3. */
     static String python(SparkConf conf) {
-        for (String key : new String[] {PYTHON, "spark.pyspark.driver.python",
-                "spark.pyspark.python"}) {
+        String own = PYTHON.read(conf);
+        if (own != null) {
+            return own;
+        }
+        for (String key : new String[] {"spark.pyspark.driver.python", "spark.pyspark.python"}) {
             if (conf.contains(key) && !conf.get(key).trim().isEmpty()) {
                 return conf.get(key).trim();
             }
         }
-        for (String env : new String[] {"ZKLOCK_PYTHON", "PYSPARK_DRIVER_PYTHON",
-                "PYSPARK_PYTHON"}) {
+        for (String env : new String[] {"PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"}) {
             String value = System.getenv(env);
             if (value != null && !value.trim().isEmpty()) {
                 return value.trim();
@@ -237,8 +234,8 @@ final class ChildLockClient implements EngineLockClient {
 
     @Override
     public String acquire(String request) {
-        JsonNode reply = call("acquire", request, null, false);
-        if ("granted".equals(reply.path("outcome").asText())) {
+        JsonNode reply = call(Protocol.ACQUIRE, request, null, false);
+        if (Protocol.GRANTED.equals(reply.path("outcome").asText())) {
             served = true;
             List<String> nodes = new ArrayList<>();
             reply.path("nodes").forEach(n -> nodes.add(n.asText()));
@@ -255,16 +252,16 @@ final class ChildLockClient implements EngineLockClient {
     public String release(String handle, boolean failed) {
         Granted set = held.remove(handle);
         if (death != null) {
-            return set == null ? answer("released", "nothing was held").toString()
-                : answer("lost", "the lock client " + command + " died while the statement"
+            return set == null ? answer(Protocol.RELEASED, "nothing was held").toString()
+                : answer(Protocol.OUTCOME_LOST, "the lock client " + command + " died while the statement"
                     + " ran (" + death + ")").toString();
         }
-        return call("release", null, handle, failed).toString();
+        return call(Protocol.RELEASE, null, handle, failed).toString();
     }
 
     @Override
     public String verify(String request) {
-        return call("verify", request, null, false).toString();
+        return call(Protocol.VERIFY, request, null, false).toString();
     }
 
     private JsonNode call(String name, String request, String handle, boolean failed) {
@@ -291,7 +288,7 @@ final class ChildLockClient implements EngineLockClient {
             return unavailable();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            return answer("unavailable", "zklock: interrupted while waiting for the lock client");
+            return answer(Protocol.OUTCOME_UNAVAILABLE, "zklock: interrupted while waiting for the lock client");
         } finally {
             pending.remove(id);
         }
@@ -316,9 +313,9 @@ final class ChildLockClient implements EngineLockClient {
                     if (reply != null) {
                         reply.complete(doc.path("reply"));
                     }
-                } else if ("ready".equals(doc.path("event").asText())) {
+                } else if (Protocol.EVENT_READY.equals(doc.path("event").asText())) {
                     ready.complete(doc);
-                } else if ("lost".equals(doc.path("event").asText())) {
+                } else if (Protocol.EVENT_LOST.equals(doc.path("event").asText())) {
                     cancel(doc.path("query_id").asText());
                 }
             }
@@ -379,7 +376,7 @@ final class ChildLockClient implements EngineLockClient {
     }
 
     private JsonNode unavailable() {
-        return answer("unavailable", "zklock: the lock client " + command + " is gone ("
+        return answer(Protocol.OUTCOME_UNAVAILABLE, "zklock: the lock client " + command + " is gone ("
             + why() + "); the statement did not run");
     }
 

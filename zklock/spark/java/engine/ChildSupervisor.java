@@ -27,8 +27,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.SparkContext;
 
 final class ChildSupervisor {
-    /** Spark conf: where to keep the child's state as JSON (unset: nowhere). */
-    static final String STATUS_FILE = Protocol.LOCK_CLIENT_STATUS_FILE;
+    /** Where to keep the child's state as JSON (unset: nowhere). */
+    static final Protocol.Setting STATUS_FILE = Protocol.LOCK_CLIENT_STATUS_FILE;
     private static final long FIRST_BACKOFF_MS = 2_000L;
     private static final long MAX_BACKOFF_MS = 60_000L;
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -69,7 +69,7 @@ final class ChildSupervisor {
             writeStatus(sc);
         }
         if (strikes > 0 && now < nextStartMs) {
-            throw EngineRefusal.raise(EngineRefusal.of("unavailable", "zklock: the lock client"
+            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE, "zklock: the lock client"
                 + " failed " + strikes + " time(s) in a row (last: " + lastError + "); the next"
                 + " start is in " + (nextStartMs - now) + " ms; the statement did not run",
                 null));
@@ -143,8 +143,8 @@ final class ChildSupervisor {
     }
 
     private void writeStatus(SparkContext sc) {
-        String file = sc.getConf().get(STATUS_FILE, "").trim();
-        if (file.isEmpty()) {
+        String file = STATUS_FILE.read(sc.getConf());
+        if (file == null) {
             return;
         }
         try {

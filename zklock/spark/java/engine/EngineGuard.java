@@ -1,11 +1,12 @@
 // How a statement under zklock's engine extension gets its locks, before it runs:
 //  1. Inside a locked statement (one the engine locked whose command runs others, as a CTAS
-//     runs its insert; or a block zklock's Python holds), that statement's locks cover it.
-//     They travel with the execution as the local properties that zklock's committers read
-//     (CommitFence.ZOOKEEPER and NODES, set with the fencing token), and are checked: the
-//     engine's own to still exist, as the fenced commit checks them (a lock whose node is
-//     gone is lost, whoever removed it); a Python block's or a Connect client's, by the lock
-//     client, to cover the statement too.
+//     runs its insert; or a block the engine holds for zklock's Python, enterBlock), that
+//     statement's locks cover it. They travel with the execution as the local properties
+//     that zklock's committers read (CommitFence.ZOOKEEPER and NODES, set with the fencing
+//     token), and are checked to still exist, as the fenced commit checks them (a lock whose
+//     node is gone is lost, whoever removed it); a block's, here, to cover the statement
+//     too; a Spark Connect client's (its operation tag, which a client could forge), by the
+//     lock client, to be lock nodes that cover it.
 //  2. Otherwise LockPlanner plans the statement (a command from its parsed form,
 //     EngineLocks.PARSED; a query from its analysed plan), the same planning EXPLAIN LOCKS
 //     shows. A statement with nothing to lock runs as it is.
@@ -41,9 +42,9 @@ final class EngineGuard {
     static final int VERSION = Protocol.ENGINE_VERSION;
     /** The operation tag carrying a Connect statement's lock nodes. */
     static final String FENCE_TAG = Protocol.FENCE_TAG;
-    /** The local property marking the nodes in CommitFence's as this engine's own grant
-     *  (its nested executions are its statement's); without it they are a Python block's
-     *  (LockingSession.holding, saveAsTable), whose cover is checked. */
+    /** The local property naming this engine's grant whose nodes are in CommitFence's: a
+     *  statement's (its nested executions are the statement's own) or a block's
+     *  (enterBlock: what it covers is checked). */
     static final String ENGINE_HELD = "zklock.engine.held";
     /** How often a command granted after waiting is planned again before giving up. */
     static final int REPLANS = 5;
@@ -53,7 +54,11 @@ final class EngineGuard {
     private static final ThreadLocal<List<String>> LEFT_TAGS =
         ThreadLocal.withInitial(ArrayList::new);
     private static final EngineGuard COVERED =
-        new EngineGuard(null, null, null, null, null, Collections.emptyList());
+        new EngineGuard(null, null, null, null, null, Collections.emptyList(), null);
+    /** The blocks zklock's Python holds through the engine (enterBlock), by handle: the
+     *  statements a block runs are covered only by what it holds. */
+    private static final Map<String, EngineGuard> BLOCKS =
+        new java.util.concurrent.ConcurrentHashMap<>();
 
     private final EngineLockClient client;
     private final String handle;
@@ -63,18 +68,21 @@ final class EngineGuard {
     private final String writes;
     /** Its lock nodes, as granted. */
     private final List<String> nodes;
+    /** The answer whose locks it holds: what covers a block's statements (enterBlock). */
+    private final JsonNode held;
     /** Whether a detached guard's set was released (releaseDetached runs once). */
     private final java.util.concurrent.atomic.AtomicBoolean released =
         new java.util.concurrent.atomic.AtomicBoolean();
 
     private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc,
-                        String writes, List<String> nodes) {
+                        String writes, List<String> nodes, JsonNode held) {
         this.client = client;
         this.handle = handle;
         this.jobTag = jobTag;
         this.sc = sc;
         this.writes = writes;
         this.nodes = nodes;
+        this.held = held;
     }
 
     /** The locks {@code command} needs, held from now until {@link #exit}. Without a lock
@@ -112,6 +120,19 @@ final class EngineGuard {
         }, what -> statement, null);
     }
 
+    /** A block zklock's Python holds (LockingSession.holding, a SQL script Spark runs
+     *  statement by statement): {@code answer}'s locks, held from now until {@link #exit},
+     *  as a command's are. Unlike a command's nested executions, a statement the block runs
+     *  is covered only where the block's locks cover it (a block holding S on a table does
+     *  not cover a write to it): else it is refused. */
+    static EngineGuard enterBlock(SparkSession session, JsonNode answer, String statement) {
+        EngineGuard guard = enterCall(session, answer, "the block", statement);
+        if (guard.client != null) {
+            BLOCKS.put(guard.handle, guard);
+        }
+        return guard;
+    }
+
     /** What both share: covered inside a locked statement, nothing to do without targets,
      *  {@code withoutClient} (refuse, or let it run) where no lock client runs, else the
      *  client's grant; {@code replan} (commands) plans again from the catalog as it is now. */
@@ -134,6 +155,11 @@ final class EngineGuard {
             withoutClient.accept(what);
             return COVERED;
         }
+        if (!EngineLocks.bound(session)
+                && "refuse".equals(EngineLocks.setting(session, Protocol.ENGINE_MODE))) {
+            throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": "
+                + Protocol.ENGINE_MODE.key + "=refuse runs only what a LockingSession runs");
+        }
         String text = statement.apply(what);
         for (int i = 0; i < REPLANS; i++) {
             Grant grant = take(session, client, answer, name, what, text);
@@ -152,7 +178,7 @@ final class EngineGuard {
             grant.guard.exit(name, null);
             answer = LockAnswer.union(answer, fresh);
         }
-        throw EngineRefusal.raise(EngineRefusal.of("denied", "zklock: the catalog kept changing"
+        throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_DENIED, "zklock: the catalog kept changing"
             + " the locks " + name + " on " + what + " needs (" + REPLANS + " plans)", null));
     }
 
@@ -184,7 +210,6 @@ final class EngineGuard {
         request.put("application", sc.applicationId());
         request.put("command", name);
         request.put("objects", what);
-        request.put("mode", session.conf().get(EngineLocks.MODE, null));
         request.put("query_id", sc.getLocalProperty(Protocol.QUERY_ID));
         JsonNode grant;
         try {
@@ -192,7 +217,7 @@ final class EngineGuard {
         } catch (RuntimeException e) {  // the grant may have happened: release it, if any
             if (callbackGone(e)) {
                 EngineLocks.gone(client, Collections.emptyList());
-                throw EngineRefusal.raise(EngineRefusal.of("unavailable", "zklock: the lock"
+                throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE, "zklock: the lock"
                     + " client in this application's Python did not answer (" + e.getMessage()
                     + "); the statement did not run", e));
             }
@@ -204,10 +229,10 @@ final class EngineGuard {
             throw e;
         }
         String outcome = grant.path("outcome").asText();
-        if ("unlocked".equals(outcome)) {  // its LockingSession turned locking off (as Hive's
+        if (Protocol.UNLOCKED.equals(outcome)) {  // its LockingSession turned locking off (as Hive's
             return new Grant(COVERED, 1);  // hive.support.concurrency=false does)
         }
-        if (!"granted".equals(outcome)) {
+        if (!Protocol.GRANTED.equals(outcome)) {
             throw EngineRefusal.raise(EngineRefusal.of(outcome, grant.path("message").asText(
                 "zklock: " + name + " on " + what + ": the lock client refused it"), null));
         }
@@ -215,23 +240,22 @@ final class EngineGuard {
         grant.path("nodes").forEach(n -> nodes.add(n.asText()));
         String jobTag = grant.path("query_id").asText();
         sc.addJobTag(jobTag);
-        sc.setLocalProperty(JobTags.FENCING_TOKEN, grant.path("token").asText());
+        sc.setLocalProperty(Protocol.FENCING_TOKEN, grant.path("token").asText());
         sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path("zookeeper").asText());
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
         sc.setLocalProperty(ENGINE_HELD, handle);
         WriteOutcome.begin();
-        return new Grant(new EngineGuard(client, handle, jobTag, sc, exclusive(answer), nodes),
-            grant.path("attempts").asInt(1));
+        return new Grant(new EngineGuard(client, handle, jobTag, sc, exclusive(answer), nodes,
+            answer), grant.path("attempts").asInt(1));
     }
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
      *  checked (else EngineRefusal). The engine's own statement's nested executions are
-     *  checked to still exist. A block zklock's Python holds (LockingSession.holding, Spark
-     *  3.5 and 4.0's saveAsTable: local properties without ENGINE_HELD) and a Spark Connect
-     *  client's (its operation tag, which a client could forge) are checked by the lock
-     *  client to be lock nodes covering what the statement needs and to exist (a block
-     *  holding S on a table does not cover a write to it), or, with no lock client here,
-     *  to exist. */
+     *  checked to still exist; a block's (enterBlock), also to be covered by what the block
+     *  holds (a block holding S on a table does not cover a write to it). A Spark Connect
+     *  client's (its operation tag, which a client could forge) is checked by the lock
+     *  client to be lock nodes covering what the statement needs and to exist, or, with no
+     *  lock client here, to exist. */
     private static boolean heldLocks(SparkSession session, Supplier<JsonNode> planned,
                                      SparkContext sc) {
         String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
@@ -239,7 +263,17 @@ final class EngineGuard {
         boolean claimed;  // nodes a statement of zklock's Python holds, not this engine's own
         if (heldHere(sc)) {
             paths.addAll(Arrays.asList(sc.getLocalProperty(CommitFence.NODES).split("\n")));
-            claimed = sc.getLocalProperty(ENGINE_HELD) == null;
+            String engineHeld = sc.getLocalProperty(ENGINE_HELD);
+            claimed = engineHeld == null;
+            EngineGuard block = engineHeld == null ? null : BLOCKS.get(engineHeld);
+            if (block != null) {  // a block of Python's, held here: does it cover this?
+                JsonNode missing = LockAnswer.uncovered(block.held, planned.get());
+                if (missing != null) {
+                    throw EngineRefusal.refused("zklock: the block's locks do not cover "
+                        + describe(JSON.createArrayNode().add(missing)) + " in "
+                        + missing.path("mode").asText() + ": the statement does not run");
+                }
+            }
         } else {
             JsonNode fence = connectFence(sc);
             if (fence == null) {
@@ -249,7 +283,7 @@ final class EngineGuard {
             fence.path("nodes").forEach(n -> paths.add(n.asText()));
             claimed = true;
         }
-        if (claimed) {  // a block of Python's (holding(), a Connect client's): does it cover?
+        if (claimed) {  // a Connect client's nodes, or ones this engine did not grant
             EngineLockClient client = EngineLocks.client(session);
             if (client != null) {
                 Map<String, Object> claim = new LinkedHashMap<>();
@@ -258,7 +292,7 @@ final class EngineGuard {
                 claim.put("nodes", paths);
                 JsonNode verdict = read(client.verify(write(claim)), VERSION);
                 String outcome = verdict.path("outcome").asText();
-                if (!"covered".equals(outcome)) {
+                if (!Protocol.COVERED.equals(outcome)) {
                     throw EngineRefusal.raise(EngineRefusal.of(outcome,
                         verdict.path("message").asText("zklock: claim refused"), null));
                 }
@@ -272,7 +306,7 @@ final class EngineGuard {
         try {
             CommitFence.exist(zookeeper, paths);
         } catch (IOException e) {
-            throw EngineRefusal.raise(EngineRefusal.of("lost", e.getMessage(), e));
+            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_LOST, e.getMessage(), e));
         }
         return true;
     }
@@ -331,10 +365,10 @@ final class EngineGuard {
         LogicalPlan analyzed = EngineLocks.analyzed(command);
         JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
             : planner.planPlan(parsed, true), LockAnswer.VERSION);
-        if ("refused".equals(answer.path("kind").asText())) {
+        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }
-        if (!"command".equals(answer.path("kind").asText())) {
+        if (!Protocol.KIND_COMMAND.equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + name + " was planned as a query; it does not run"
                 + " unlocked");
         }
@@ -346,7 +380,7 @@ final class EngineGuard {
     private static JsonNode replan(SparkSession session, LogicalPlan command) {
         JsonNode answer = read(new LockPlanner(session, EngineLocks.unknownStatements(session)).planPlan(
             EngineLocks.parsed(session, command), true), LockAnswer.VERSION);
-        if ("refused".equals(answer.path("kind").asText())) {
+        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }
         return answer;
@@ -357,7 +391,7 @@ final class EngineGuard {
     private static JsonNode planQuery(SparkSession session, LogicalPlan analyzed) {
         JsonNode answer = read(new LockPlanner(session, EngineLocks.unknownStatements(session)).planQuery(analyzed),
             LockAnswer.VERSION);
-        if ("refused".equals(answer.path("kind").asText())) {
+        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }
         return answer;
@@ -366,7 +400,7 @@ final class EngineGuard {
     /** A planner answer, read; EngineRefusal when the planner refused. */
     static JsonNode answer(String text) {
         JsonNode answer = read(text, LockAnswer.VERSION);
-        if ("refused".equals(answer.path("kind").asText())) {
+        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
         }
         return answer;
@@ -376,6 +410,11 @@ final class EngineGuard {
     static String describeReads(SparkSession session, LogicalPlan analyzed) {
         JsonNode targets = planQuery(session, analyzed).path("targets");
         return targets.size() == 0 ? null : describe(targets);
+    }
+
+    /** The lock client's handle of its set; null when it holds none. */
+    String handle() {
+        return client == null ? null : handle;
     }
 
     /** Whether this guard holds locks of its own (false: covered, or nothing to lock). */
@@ -391,7 +430,7 @@ final class EngineGuard {
         if (client == null) {
             return;
         }
-        sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
+        sc.setLocalProperty(Protocol.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
         sc.setLocalProperty(ENGINE_HELD, null);
@@ -421,8 +460,9 @@ final class EngineGuard {
             return null;
         }
         WriteOutcome.Summary written = WriteOutcome.end();
+        BLOCKS.remove(handle);
         sc.removeJobTag(jobTag);
-        sc.setLocalProperty(JobTags.FENCING_TOKEN, null);
+        sc.setLocalProperty(Protocol.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
         sc.setLocalProperty(ENGINE_HELD, null);
@@ -434,7 +474,7 @@ final class EngineGuard {
                 throw e;
             }
             EngineLocks.gone(client, nodes);  // its Python is gone, and with it the set's session
-            released = JSON.createObjectNode().put("outcome", "lost").put("message",
+            released = JSON.createObjectNode().put("outcome", Protocol.OUTCOME_LOST).put("message",
                 "the lock client in this application's Python stopped answering");
         }
         List<String> objects = new ArrayList<>();
@@ -442,10 +482,10 @@ final class EngineGuard {
         Map<String, String> parameters = Collections.singletonMap("objects", String.join("\n", objects));
         String refused = fenceRefusal(failure);
         if (refused != null) {  // the loss may be known to ZooKeeper only, not to the client yet
-            return EngineRefusal.of("lost", refused + ": the job commit of " + command
-                + " was refused, nothing it wrote became visible", failure, parameters);
+            return EngineRefusal.of(Protocol.OUTCOME_LOST, Protocol.message("commit_refused",
+                "refused", refused, "command", command), failure, parameters);
         }
-        if (!"lost".equals(released.path("outcome").asText())) {
+        if (!Protocol.OUTCOME_LOST.equals(released.path("outcome").asText())) {
             return failure == null ? null : writeFailed(command, failure, written);
         }
         if (failure == null && writes != null && written.committedThroughFence()) {
@@ -458,11 +498,9 @@ final class EngineGuard {
                 + " lost") + "); the statement returns: its write is complete");
             return null;
         }
-        String why = "zklock: locks lost while " + command + " ran ("
-            + released.path("message").asText("session lost") + "): "
-            + (failure != null ? "its Spark jobs were cancelled"
-                : "it completed, but others may have overlapped it");
-        return EngineRefusal.of("lost", why, failure, parameters);
+        String why = Protocol.message(failure != null ? "lost_cancelled" : "lost_completed",
+            "command", command, "reason", released.path("message").asText("session lost"));
+        return EngineRefusal.of(Protocol.OUTCOME_LOST, why, failure, parameters);
     }
 
     /** A write that failed under its locks, typed (ZKLOCK_WRITE_FAILED), naming what it
@@ -482,7 +520,7 @@ final class EngineGuard {
         if (root != failure && !cause.contains(firstLine(root))) {  // the task's own error
             cause += " (caused by: " + firstLine(root) + ")";
         }
-        return EngineRefusal.of("write_failed", "zklock: " + command + " writing " + writes
+        return EngineRefusal.writeFailed("zklock: " + command + " writing " + writes
             + " failed; " + outcome + ". Spark's error: " + cause, failure,
             Collections.singletonMap("table", writes));
     }

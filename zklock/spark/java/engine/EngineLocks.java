@@ -35,9 +35,6 @@ import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
 import scala.runtime.BoxedUnit;
 
 public final class EngineLocks implements scala.Function1<SparkSessionExtensions, BoxedUnit> {
-    /** Spark conf, passed to the lock client with each request (zklock/config.py's
-     *  engine_mode): "lock" or "refuse" a command that no LockingSession locked. */
-    public static final String MODE = Protocol.ENGINE_MODE;
     /** The plan an analysis started from (as parsed from Spark 4.0 on; after Spark's first
      *  resolution pass on 3.5), on the root of the command Spark analyzes from it. */
     static final TreeNodeTag<LogicalPlan> PARSED = new TreeNodeTag<>("zklock.parsed");
@@ -45,10 +42,6 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     private static final TreeNodeTag<LogicalPlan> READ = new TreeNodeTag<>("zklock.read");
     /** The resolved plan, on the same root: the planner reads it instead of analyzing again. */
     static final TreeNodeTag<LogicalPlan> ANALYZED = new TreeNodeTag<>("zklock.analyzed");
-
-    /** Spark conf the planner reads: "refuse" or "lock" a command without a lock rule (a
-     *  LockingSession keeps it equal to its unknown_statements setting). */
-    static final String UNKNOWN_STATEMENTS = Protocol.UNKNOWN_STATEMENTS;
 
     /** The process's lock client installed through py4j (enforce(), a LockingSession). */
     private static volatile EngineLockClient client;
@@ -163,20 +156,25 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     }
 
     /** The policy for a command without a lock rule for {@code session}'s statements
-     *  ({@link #setting}), else "refuse". */
+     *  ({@link #setting}). */
     static String unknownStatements(SparkSession session) {
-        String policy = setting(session, UNKNOWN_STATEMENTS);
-        return policy == null ? "refuse" : policy;
+        return setting(session, Protocol.UNKNOWN_STATEMENTS);
     }
 
-    /** The value of {@code key}, a setting the engine reads (config.py's ENGINE_SETTINGS),
-     *  for {@code session}'s statements: its conf's and its lock client's, by
-     *  docs/configuration.md's precedence (ClientProfile.resolve); null when neither says.
-     *  The child's profile is known once it has started: before, the conf decides. */
-    static String setting(SparkSession session, String key) {
-        String conf = session.conf().get(key, null);
+    /** The value of {@code setting}, one the engine reads (config.py's ENGINE_SETTINGS), for
+     *  {@code session}'s statements: its conf's and its lock client's, by
+     *  docs/configuration.md's precedence (ClientProfile.resolve), else the environment's,
+     *  else the default (Protocol.Setting.check). The child's profile is known once it has
+     *  started: before, the conf decides. */
+    static String setting(SparkSession session, Protocol.Setting setting) {
+        String conf = session.conf().get(setting.key, null);
         ClientProfile profile = profile(session);
-        return profile == null ? conf : profile.resolve(key, conf);
+        return setting.check(profile == null ? conf : profile.resolve(setting.key, conf));
+    }
+
+    /** Has a LockingSession bound a lock client to {@code session}? */
+    static boolean bound(SparkSession session) {
+        return BOUND.containsKey(session);
     }
 
     /** The profile of {@code session}'s lock client, without starting one; null when none
@@ -213,11 +211,17 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
 
     /** Spark 3.5 and 4.0's {@code df.write.saveAsTable(table)}, locked whole before Spark
      *  starts (zklock/spark/saveastable.py calls it): X on the table and on the catalog tables
-     *  at {@code paths}, S on what {@code ds} reads, held until {@link Held#close}. The
-     *  commands the call runs find themselves covered. Refused, denied or lost as any
-     *  statement is (EngineRefusal). */
-    public static Held lockSaveAsTable(SparkSession session, String table, List<String> paths,
-                                       org.apache.spark.sql.Dataset<?> ds) {
+     *  at its path (the call's {@code path} option, else the one set on {@code writer}), S on
+     *  what {@code ds} reads, held until {@link Held#close}. The commands the call runs find
+     *  themselves covered. Refused, denied or lost as any statement is (EngineRefusal). One
+     *  py4j call: the writer's options are read here, not through py4j reflection. */
+    public static Held lockSaveAsTable(SparkSession session, String table, String path,
+                                       Object writer, org.apache.spark.sql.Dataset<?> ds) {
+        List<String> paths = new java.util.ArrayList<>();
+        if (path != null) {
+            paths.add(path);
+        }
+        paths.addAll(pathOption(writer));
         LockPlanner planner = new LockPlanner(session, unknownStatements(session));
         com.fasterxml.jackson.databind.JsonNode answer = LockAnswer.union(
             LockAnswer.union(EngineGuard.answer(planner.planWrite(table, null)),
@@ -228,6 +232,38 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
             "saveAsTable");
     }
 
+    /** A block zklock's Python holds in a classic session (LockingSession.holding, a SQL
+     *  script Spark runs statement by statement): the locks of {@code answer} (the planner's
+     *  answer, as JSON), taken by {@code session}'s lock client as a statement's are, and held
+     *  until {@link Held#close}. A statement the thread runs in the block is covered where
+     *  the block's locks cover it, and refused where they do not (EngineGuard.enterBlock).
+     *  Refused, denied or lost as any statement is (EngineRefusal). */
+    public static Held hold(SparkSession session, String answer, String statement) {
+        return new Held(EngineGuard.enterBlock(session, EngineGuard.answer(answer), statement),
+            statement);
+    }
+
+    /** The {@code path} option set on a DataFrameWriter ({@code option("path", p)}): its
+     *  {@code extraOptions} field (Spark 3.5 and 4.0), which no public method returns. */
+    private static List<String> pathOption(Object writer) {
+        for (Class<?> c = writer.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                java.lang.reflect.Field field = c.getDeclaredField("extraOptions");
+                field.setAccessible(true);
+                scala.Option<?> found = (scala.Option<?>) ((scala.collection.Map<String, ?>)
+                    field.get(writer)).get("path");
+                return found.isDefined() ? java.util.Collections.singletonList(
+                    String.valueOf(found.get())) : java.util.Collections.emptyList();
+            } catch (NoSuchFieldException e) {
+                // a subclass: look in its parent
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                throw EngineRefusal.refused("zklock: cannot read the path option of this"
+                    + " saveAsTable (" + e + "); it does not run");
+            }
+        }
+        return java.util.Collections.emptyList();
+    }
+
     /** Locks a call holds (lockSaveAsTable), released by close. */
     public static final class Held {
         private final EngineGuard guard;
@@ -236,6 +272,12 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         Held(EngineGuard guard, String statement) {
             this.guard = guard;
             this.statement = statement;
+        }
+
+        /** The lock client's handle of the set (its LockSet, for a py4j client); null when
+         *  nothing is held (nothing to lock, locking off, covered by a statement around). */
+        public String handle() {
+            return guard.handle();
         }
 
         /** Release them; {@code failure}: the call's error, as its first line (null: it

@@ -19,7 +19,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 final class EngineReads {
-    static final String CONF = Protocol.ENGINE_READS;
     private static final Logger LOG = LoggerFactory.getLogger(EngineReads.class);
     /** What this application has warned about: once per table set. */
     private static final Set<String> WARNED = Collections.synchronizedSet(new HashSet<>());
@@ -29,13 +28,7 @@ final class EngineReads {
 
     /** lock, warn or off; EngineRefusal for anything else (a typo must not turn locks off). */
     static String mode(SparkSession session) {
-        String set = EngineLocks.setting(session, CONF);
-        String mode = set == null ? "lock" : set.trim().toLowerCase(java.util.Locale.ROOT);
-        if (!mode.equals("lock") && !mode.equals("warn") && !mode.equals("off")) {
-            throw EngineRefusal.refused("zklock: " + CONF + " is lock, warn or off, not '"
-                + set + "'");
-        }
-        return mode;
+        return EngineLocks.setting(session, Protocol.ENGINE_READS);
     }
 
     /** Does the engine lock this session's queries? */
@@ -59,12 +52,12 @@ final class EngineReads {
         if (!"warn".equals(mode(session))) {
             throw EngineRefusal.refused("zklock: refused a query of " + what + ": it needs S locks"
                 + " and no lock client runs in this process; create a LockingSession or call"
-                + " zklock.spark.enforce(spark) first, or set " + CONF + "=warn to run it"
+                + " zklock.spark.enforce(spark) first, or set " + Protocol.ENGINE_READS.key + "=warn to run it"
                 + " unlocked with a warning");
         }
         if (WARNED.add(what)) {
             LOG.warn("zklock: a query read " + what + " WITHOUT LOCKS: no lock client runs in"
-                + " this process (" + CONF + "=warn); a concurrent overwrite can make it fail"
+                + " this process (" + Protocol.ENGINE_READS.key + "=warn); a concurrent overwrite can make it fail"
                 + " or read a mix of old and new files. Said once per table set.");
         }
     }

@@ -59,7 +59,8 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
         return raise(refusal(message));
     }
 
-    /** The outcome a lock client answered with ("denied", "lost", else a refusal). */
+    /** The outcome a lock client answered with (denied, lost, unavailable, else a
+     *  refusal). */
     static EngineRefusal of(String outcome, String message, Throwable cause) {
         return of(outcome, message, cause, Collections.emptyMap());
     }
@@ -67,11 +68,16 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     /** ... with its parameters: "objects", the lost set's objects, one per line. */
     static EngineRefusal of(String outcome, String message, Throwable cause,
                             Map<String, String> parameters) {
-        String condition = "denied".equals(outcome) ? DENIED
-            : "lost".equals(outcome) ? LOST
-            : "unavailable".equals(outcome) ? UNAVAILABLE
-            : "write_failed".equals(outcome) ? WRITE_FAILED : REFUSED;
+        String condition = Protocol.OUTCOME_DENIED.equals(outcome) ? DENIED
+            : Protocol.OUTCOME_LOST.equals(outcome) ? LOST
+            : Protocol.OUTCOME_UNAVAILABLE.equals(outcome) ? UNAVAILABLE : REFUSED;
         return new EngineRefusal(condition, message, cause, parameters);
+    }
+
+    /** A write that failed under its locks (ZKLOCK_WRITE_FAILED), Spark's error its cause. */
+    static EngineRefusal writeFailed(String message, Throwable cause,
+                                     Map<String, String> parameters) {
+        return new EngineRefusal(WRITE_FAILED, message, cause, parameters);
     }
 
     @SuppressWarnings("unchecked")

@@ -24,15 +24,112 @@ final class Protocol {
     static final String LOST = get("condition.lost");
     static final String UNAVAILABLE = get("condition.unavailable");
     static final String WRITE_FAILED = get("condition.write_failed");
-    static final String UNKNOWN_STATEMENTS = get("setting.unknown_statements");
-    static final String ENGINE_MODE = get("setting.engine_mode");
-    static final String ENGINE_READS = get("setting.engine_reads");
-    static final String LOCK_CLIENT = get("conf.lock_client");
-    static final String LOCK_CLIENT_PYTHON = get("conf.lock_client_python");
-    static final String LOCK_CLIENT_STATUS_FILE = get("conf.lock_client_status_file");
-    static final String ISOLATE_COMMITS = get("setting.isolate_commits");
     static final String COMMIT_PROTOCOL = get("conf.commit_protocol");
     static final String COMMIT_PROTOCOL_CLASS = get("class.commit_protocol");
+
+    private static final java.util.List<String> TRUE_WORDS =
+        java.util.Arrays.asList(get("boolean.true").split(","));
+    private static final java.util.List<String> FALSE_WORDS =
+        java.util.Arrays.asList(get("boolean.false").split(","));
+
+    static final Setting UNKNOWN_STATEMENTS = new Setting("unknown_statements");
+    static final Setting ENGINE_MODE = new Setting("engine_mode");
+    static final Setting ENGINE_READS = new Setting("engine_reads");
+    static final Setting ISOLATE_COMMITS = new Setting("isolate_commits");
+    static final Setting LOCK_CLIENT = new Setting("lock_client");
+    static final Setting LOCK_CLIENT_PYTHON = new Setting("lock_client_python");
+    static final Setting LOCK_CLIENT_STATUS_FILE = new Setting("lock_client_status_file");
+
+    static final String ACQUIRE = get("call.acquire");
+    static final String VERIFY = get("call.verify");
+    static final String RELEASE = get("call.release");
+    static final String GRANTED = get("outcome.granted");
+    static final String UNLOCKED = get("outcome.unlocked");
+    static final String OUTCOME_DENIED = get("outcome.denied");
+    static final String OUTCOME_REFUSED = get("outcome.refused");
+    static final String OUTCOME_UNAVAILABLE = get("outcome.unavailable");
+    static final String COVERED = get("outcome.covered");
+    static final String RELEASED = get("outcome.released");
+    static final String OUTCOME_LOST = get("outcome.lost");
+    static final String EVENT_READY = get("event.ready");
+    static final String EVENT_LOST = get("event.lost");
+    static final String KIND_COMMAND = get("kind.command");
+    static final String KIND_QUERY = get("kind.query");
+    static final String KIND_REFUSED = get("kind.refused");
+    static final String REFUSAL_UNSUPPORTED = get("refusal.unsupported");
+    static final String REFUSAL_INVALID_ARGUMENTS = get("refusal.invalid_arguments");
+    static final String REFUSAL_INCOMPATIBLE = get("refusal.incompatible");
+    static final String CONNECT_TYPE_URL = get("connect.type_url");
+
+    /** One of zklock's settings the JVM module reads: a row of zklock/config.py's SETTINGS,
+     *  as the build appended it to the jar's copy of this file (its Spark conf key,
+     *  environment variable, default and choices). */
+    static final class Setting {
+        final String name;
+        /** Its Spark conf key. */
+        final String key;
+        private final String env;
+        private final String fallback;
+        private final java.util.List<String> choices;
+        /** A boolean setting: {@link #check} answers "true" or "false". */
+        private final boolean flag;
+
+        private Setting(String name) {
+            this.name = name;
+            this.key = get("setting." + name);
+            this.env = get("env." + name);
+            String d = get("default." + name);
+            this.fallback = d.isEmpty() ? null : d;
+            String c = VALUES.getProperty("choices." + name);
+            this.choices = c == null ? null : java.util.Arrays.asList(c.split(","));
+            this.flag = VALUES.getProperty("boolean." + name) != null;
+        }
+
+        /** {@code value} (null: unset) as the setting's: else the environment's, else the
+         *  default (null when it has none); one of its choices, lower-case, where it has
+         *  them: a refusal naming the key for anything else (a typo must not turn locks
+         *  off). */
+        String check(String value) {
+            String v = value != null ? value : System.getenv(env);
+            if (v == null || v.trim().isEmpty()) {
+                return fallback;
+            }
+            String word = v.trim().toLowerCase(java.util.Locale.ROOT);
+            java.util.List<String> allowed = choices;
+            if (flag) {
+                if (TRUE_WORDS.contains(word)) {
+                    return "true";
+                }
+                if (FALSE_WORDS.contains(word)) {
+                    return "false";
+                }
+                allowed = java.util.Arrays.asList("true", "false");
+            } else if (choices == null) {
+                return v.trim();
+            }
+            if (!allowed.contains(word)) {
+                throw EngineRefusal.refused("zklock: " + key + " is " + String.join(" or ",
+                    allowed) + ", not '" + v + "'");
+            }
+            return word;
+        }
+
+        /** Its value in {@code conf} (the application's Spark conf), else the environment's,
+         *  else the default. */
+        String read(org.apache.spark.SparkConf conf) {
+            return check(conf.get(key, null));
+        }
+    }
+
+    /** The message {@code message.<name>} with each {@code {field}} of {@code fields}
+     *  (field, value, field, value, ...) filled in, as zklock/spark/protocol.py's message. */
+    static String message(String name, String... fields) {
+        String text = get("message." + name);
+        for (int i = 0; i + 1 < fields.length; i += 2) {
+            text = text.replace("{" + fields[i] + "}", fields[i + 1]);
+        }
+        return text;
+    }
 
     private Protocol() {
     }

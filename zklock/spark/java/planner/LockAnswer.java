@@ -80,11 +80,11 @@ public final class LockAnswer {
     }
 
     static Refusal unsupported(String message) {
-        return new Refusal("unsupported", message);
+        return new Refusal(Protocol.REFUSAL_UNSUPPORTED, message);
     }
 
     static Refusal invalidArguments(String message) {
-        return new Refusal("invalid_arguments", message);
+        return new Refusal(Protocol.REFUSAL_INVALID_ARGUMENTS, message);
     }
 
     /** The first line of an exception's message, for a one-line note or refusal. */
@@ -112,7 +112,7 @@ public final class LockAnswer {
      *  around the whole: its caller holds the locks for all of it. */
     static LockAnswer locks(boolean command, List<Target> targets, List<String> notes,
                             boolean recheck, boolean whole) {
-        LockAnswer answer = new LockAnswer(command ? "command" : "query");
+        LockAnswer answer = new LockAnswer(command ? Protocol.KIND_COMMAND : Protocol.KIND_QUERY);
         if (recheck) {
             answer.fields.put("recheck", true);
         }
@@ -129,14 +129,14 @@ public final class LockAnswer {
     }
 
     static LockAnswer refused(Refusal refusal) {
-        LockAnswer answer = new LockAnswer("refused");
+        LockAnswer answer = new LockAnswer(Protocol.KIND_REFUSED);
         answer.fields.put("refusal", refusal.kind);
         answer.fields.put("message", refusal.getMessage());
         return answer;
     }
 
     public boolean isRefused() {
-        return "refused".equals(fields.get("kind"));
+        return Protocol.KIND_REFUSED.equals(fields.get("kind"));
     }
 
     public String toJson() {
@@ -157,6 +157,12 @@ public final class LockAnswer {
     /** Does {@code held} grant every target of {@code wanted}: the same object, in X or in the
      *  mode wanted? (Parents in S follow from their children: both answers leave them out.) */
     static boolean covers(JsonNode held, JsonNode wanted) {
+        return uncovered(held, wanted) == null;
+    }
+
+    /** The first of {@code wanted}'s targets that {@code held} does not cover (the same
+     *  object, in X, or in S for an S target); null when it covers them all. */
+    static JsonNode uncovered(JsonNode held, JsonNode wanted) {
         for (JsonNode w : wanted.path("targets")) {
             boolean found = false;
             for (JsonNode h : held.path("targets")) {
@@ -167,10 +173,10 @@ public final class LockAnswer {
                 }
             }
             if (!found) {
-                return false;
+                return w;
             }
         }
-        return true;
+        return null;
     }
 
     /** An answer asking for the targets of both (the Python side merges duplicates, X

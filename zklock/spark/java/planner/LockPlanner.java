@@ -55,7 +55,7 @@ public final class LockPlanner {
     private final ScriptPlans scripts;
     private volatile String unknownStatements;
 
-    /** A planner on {@code session}; {@code unknownStatements} is "refuse" or "lock". */
+    /** A planner on {@code session}; {@code unknownStatements} as {@link #setUnknownStatements}. */
     public LockPlanner(SparkSession session, String unknownStatements) {
         this.session = session;
         this.walker = new PlanWalker(session.sessionState().catalog());
@@ -66,14 +66,10 @@ public final class LockPlanner {
         setUnknownStatements(unknownStatements);
     }
 
-    /** What a command without a lock rule gets: "refuse" (the default) or "lock" (X on every
-     *  object it names). */
+    /** What a command without a lock rule gets: refuse (it does not run) or lock (X on every
+     *  object it names); null: the setting's environment value, else its default. */
     public void setUnknownStatements(String policy) {
-        String p = policy == null ? "refuse" : policy;
-        if (!p.equals("refuse") && !p.equals("lock")) {
-            throw new IllegalArgumentException("unknown_statements is refuse or lock, not " + p);
-        }
-        this.unknownStatements = p;
+        this.unknownStatements = Protocol.UNKNOWN_STATEMENTS.check(policy);
     }
 
     // ---- entry points ------------------------------------------------------------------------
