@@ -14,8 +14,8 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from zklock.ports import free_port  # noqa: E402
-from zklock.server import ZkServer  # noqa: E402
+from zklock.servers.ports import free_port  # noqa: E402
+from zklock.servers.zookeeper import ZkServer  # noqa: E402
 
 
 def start_zookeeper(**server_args: Any) -> tuple[str, Optional[ZkServer]]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from common import median_ms, start_zookeeper  # also puts the project on sys.path
 from zklock.cli.connect_server import pyspark_home
 
-from zklock.ports import free_port
+from zklock.servers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = """

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import local_spark, report, start_zookeeper  # noqa: E402
 
 from zklock import LockManager  # noqa: E402
-from zklock.locknode import LockData  # noqa: E402
-from zklock.lockrequest import normalize  # noqa: E402
+from zklock.locks.locknode import LockData  # noqa: E402
+from zklock.locks.lockrequest import normalize  # noqa: E402
 from zklock.zk import EPHEMERAL, SEQUENTIAL, ZkOps  # noqa: E402
 
 DATA = LockData(user="bench", host="bench-host", pid=1, session="0x1", query_id="q-bench",

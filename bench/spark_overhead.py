@@ -226,7 +226,7 @@ def connect_tables(hosts: str, reps: int) -> str:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
     from zklock.cli.connect_server import SERVER_CLASS, ConnectServer, pyspark_home
 
-    from zklock.ports import free_port
+    from zklock.servers.ports import free_port
     from zklock.spark import LockingSession
 
     state = Path(tempfile.mkdtemp(prefix="zklock-bench-connect-"))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zklock.errors import InvalidArguments
-from zklock.sqltext import split_statements
+from zklock.sql.tokens import split_statements
 
 QUIET = {
     "spark.ui.showConsoleProgress": "false",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from zklock.errors import ServerError, ZkLockError
-from zklock.process import pid_alive, terminate
+from zklock.servers.process import pid_alive, terminate
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

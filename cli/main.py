@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 import click
 
-from zklock import serverinfo
 from zklock.config import parse_duration
+from zklock.servers import serverinfo
 
 from .app import (
     Context,
@@ -101,8 +101,8 @@ def timeline(obj: Context, paths: Sequence[str], since: Optional[str], prefix: O
     Example: zklock timeline --events events.jsonl --since 15m --object sales.orders -o t.png
     """
     from zklock.config import parse_duration
-    from zklock.events import read_events
-    from zklock.timeline import build, draw
+    from zklock.observe.events import read_events
+    from zklock.observe.timeline import build, draw
 
     files = list(paths) or ([obj.settings.event_log] if obj.settings.event_log else [])
     if not files:
@@ -172,7 +172,7 @@ def server() -> None:
 
 
 def _server(ctx_obj: Context, port: Optional[int] = None):
-    from zklock.server import ZkServer
+    from zklock.servers.zookeeper import ZkServer
 
     state = Path(ctx_obj.settings.state_dir)
     if port is None:
@@ -184,7 +184,7 @@ def _server(ctx_obj: Context, port: Optional[int] = None):
 
 
 def _ensemble(ctx_obj: Context, size: int = 3):
-    from zklock.ensemble import Ensemble
+    from zklock.servers.ensemble import Ensemble
 
     return Ensemble(Path(ctx_obj.settings.state_dir) / "ensemble", size)
 
@@ -424,7 +424,7 @@ def lease_reap(obj: Context, hard_limit: Optional[str], every: Optional[str],
         return
     import signal
 
-    from zklock.reaper import LeaseReaper, ReapRound
+    from zklock.leases.reaper import LeaseReaper, ReapRound
 
     def report(r: ReapRound) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")

@@ -291,7 +291,7 @@ def scheduler_run(obj: Context, namespace: Optional[str], executors: Optional[in
     quiet = parse_duration(quiet_period) if quiet_period is not None else None
     settings = _settings(obj, namespace)
     if metrics_port:
-        from zklock import metrics
+        from zklock.observe import metrics
 
         metrics.serve(metrics_port, settings.metrics_bind)
     spark = local_session(parse_conf(conf), app_name="zklock-scheduler")

@@ -88,7 +88,7 @@ class ThriftServer(LocalService):
         home = pyspark_home()
         jar = module_jar()
         from zklock.spark import EXTENSIONS, SPARK_DEFAULTS
-        from zklock.spark.engine import EXTENSION_CLASS
+        from zklock.spark.lock_client import EXTENSION_CLASS
 
         conf = {**SPARK_DEFAULTS, EXTENSIONS: EXTENSION_CLASS, "spark.jars": str(jar),
                 "spark.ui.enabled": "false",

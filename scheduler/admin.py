@@ -196,7 +196,7 @@ class ScheduledQueries:
                 " impersonation is off (set scheduler_impersonation=true to allow it)")
 
     def _validate(self, statement: str) -> None:
-        from zklock.own_sql import parse_extension
+        from zklock.sql.parser import parse_extension
 
         from .ddl import is_scheduled_ddl
 

@@ -15,7 +15,7 @@ Grammar (keywords case-insensitive)::
 ``TIMEZONE`` is zklock's addition (Hive has one server-wide zone). The
 statement is kept as written; the session validates it with Spark's parser.
 Spark does not know these statements, so, like zklock's other SQL, they are
-recognised with the small tokenizer of :mod:`zklock.sqltext`
+recognised with the small tokenizer of :mod:`zklock.sql.tokens`
 before Spark sees the text.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from zklock.errors import InvalidArguments
-from zklock.sqltext import Cursor, Token, tokenize
+from zklock.sql.tokens import Cursor, Token, tokenize
 
 from .model import check_name
 from .schedule import Schedule, cron, every

@@ -28,8 +28,8 @@ from typing import Any, Optional
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from zklock import metrics
 from zklock.config import Settings
+from zklock.observe import metrics
 from zklock.zk import CONNECTION_ERRORS
 
 from .model import Execution, State

@@ -38,8 +38,8 @@ from typing import Any, Optional
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from zklock import metrics
 from zklock.config import Settings
+from zklock.observe import metrics
 
 from .model import Execution, ScheduledQuery, State, execution_id, trigger_of
 from .schedule import Schedule

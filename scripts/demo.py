@@ -48,9 +48,9 @@ from zklock.cli.connect_server import ConnectServer  # noqa: E402
 from zklock.cli.metastore import Metastore  # noqa: E402
 
 from zklock import LockManager  # noqa: E402
-from zklock.events import read_events  # noqa: E402
-from zklock.ports import free_port  # noqa: E402
-from zklock.server import ZkServer  # noqa: E402
+from zklock.observe.events import read_events  # noqa: E402
+from zklock.servers.ports import free_port  # noqa: E402
+from zklock.servers.zookeeper import ZkServer  # noqa: E402
 
 ZKLOCK = [str(Path(sys.executable).parent / "zklock")]
 #: the demo's state: the metastore (Derby, warehouse), the event log, the jobs' logs
@@ -187,7 +187,7 @@ def summary(events_file: Path) -> None:
 
 
 def timeline_picture(events_file: Path, out: Path) -> None:
-    from zklock.timeline import build, draw
+    from zklock.observe.timeline import build, draw
 
     holds, marks = build(read_events([str(events_file)]))
     draw(holds, marks, str(out), title="make demo: who held what, when")

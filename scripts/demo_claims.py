@@ -1,7 +1,7 @@
 """The claims `make demo` prints, each checked against the lock event log of the run.
 
 The demo does not say what it hoped would happen: it says what the event log shows. Each
-claim is a function of the run's events (:func:`zklock.events.read_events`) that returns a
+claim is a function of the run's events (:func:`zklock.observe.events.read_events`) that returns a
 :class:`Claim`: the sentence, whether it held, and the figure that proves it (or the fact
 that refutes it). ``python scripts/demo_claims.py EVENTS [EXPLAIN_JSON]`` checks a log
 again and exits 1 when a claim does not hold.
@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from zklock.timeline import Hold, build  # noqa: E402
+from zklock.observe.timeline import Hold, build  # noqa: E402
 
 #: How far a release's stamp may trail the grant that followed it (see the module's text).
 STAMP_SLACK_MS = 50
@@ -235,7 +235,7 @@ def check(events: Iterable[dict[str, Any]],
 
 
 def main(argv: Sequence[str]) -> int:
-    from zklock.events import read_events
+    from zklock.observe.events import read_events
 
     explained = json.loads(Path(argv[1]).read_text()) if len(argv) > 1 else {}
     claims = check(read_events([argv[0]]), explained)

@@ -77,7 +77,7 @@ def connect_job(hosts: str, state: str, metastore: dict[str, str]) -> int:
     from pyspark.sql.connect.session import SparkSession as ConnectSession
     from zklock.cli.connect_server import ConnectServer
 
-    from zklock.ports import free_port
+    from zklock.servers.ports import free_port
     from zklock.spark import LockingSession
 
     role = "connect"

@@ -27,8 +27,8 @@ from polling import lock_nodes, wait_for  # noqa: F401  (tests import them from 
 from shuffle import pytest_collection_modifyitems  # noqa: F401  (make flake-hunt's order)
 
 from zklock import LockManager
-from zklock.ports import free_port
-from zklock.server import ZkServer
+from zklock.servers.ports import free_port
+from zklock.servers.zookeeper import ZkServer
 
 
 def _parse_between_collections(parse):
@@ -118,7 +118,7 @@ def zk_hosts(zk_server) -> str:
 @pytest.fixture(scope="module")
 def ensemble(tmp_path_factory: pytest.TempPathFactory):
     """A 3-node ZooKeeper ensemble on loopback, one per test module (its tests break it)."""
-    from zklock.ensemble import Ensemble
+    from zklock.servers.ensemble import Ensemble
 
     ens = Ensemble(tmp_path_factory.mktemp("ensemble"), 3)
     logs = [m.log_file for m in ens.members]
@@ -448,7 +448,7 @@ def without_nodes(spark):
 
 # ---- the lock watcher's checks ------------------------------------------------------
 class NodeChecks:
-    """Counts the reads of held lock nodes by ``mgr``'s watcher (zklock/watcher.py: one
+    """Counts the reads of held lock nodes by ``mgr``'s watcher (zklock/locks/watcher.py: one
     ``children_many`` every NODE_CHECK_S while it holds sets, one at a time), so that a test
     can wait until a check has judged a change, instead of guessing how long that takes."""
 

@@ -25,7 +25,7 @@ def lock_nodes(client: KazooClient, path: str) -> list[str]:
     """Every lock node below ``path`` (recursively)."""
     from kazoo.exceptions import NoNodeError
 
-    from zklock.locknode import LockNodeName
+    from zklock.locks.locknode import LockNodeName
 
     out = []
     try:

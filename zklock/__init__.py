@@ -18,15 +18,15 @@ from .errors import (
     ZkLockError,
     ZooKeeperUnavailable,
 )
-from .lease import Lease
-from .listing import LockRecord
-from .lockrequest import LockTarget, normalize
-from .lockset import LockSet
+from .leases.lease import Lease
+from .leases.reaper import LeaseReaper
+from .leases.renewer import LeaseRenewer
+from .locks.listing import LockRecord
+from .locks.lockrequest import LockTarget, normalize
+from .locks.lockset import LockSet
+from .locks.mode import Mode
+from .locks.objects import LockObject
 from .manager import LockManager
-from .mode import Mode
-from .objects import LockObject
-from .reaper import LeaseReaper
-from .renewer import LeaseRenewer
 
 __all__ = [
     "ExceedsMaxLeaseTime",

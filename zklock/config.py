@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from . import serverinfo
 from .connectstring import ConnectString
 from .errors import InvalidArguments
+from .servers import serverinfo
 
 
 class Level(enum.IntEnum):
@@ -665,7 +665,7 @@ class Settings:
 
     def connect_string(self) -> str:
         """The configured hosts, else the embedded server's (of the state directory, or the
-        last one started: zklock/serverinfo.py), else 127.0.0.1:2181."""
+        last one started: zklock/servers/serverinfo.py), else 127.0.0.1:2181."""
         if self.hosts:
             return self.hosts
         try:

@@ -19,12 +19,13 @@ removes object nodes left empty. Hive makes three sequential calls per object pe
 earlier objects while it retries later ones; this never holds a partial set.
 
 Where things are: :meth:`LockManager.acquire_targets` is the acquire loop, a ``match``
-over what each :meth:`LockManager._attempt` comes to (zklock/attempt.py: Granted,
-Denied, Retry). The sets it hands out belong to its :class:`~zklock.watcher.SessionWatcher`,
-which moves them as the session comes and goes and releases them; the manager gives the
-watcher only callables (delete nodes, finish what failed deletes left behind).
-:class:`~zklock.lease.Leases` and :class:`~zklock.waits.Waits` state what they need from
-the manager as protocols, so neither imports this module.
+over what each :meth:`LockManager._attempt` comes to (zklock/locks/attempt.py: Granted,
+Denied, Retry). The sets it hands out belong to its
+:class:`~zklock.locks.watcher.SessionWatcher`, which moves them as the session comes and
+goes and releases them; the manager gives the watcher only callables (delete nodes, finish
+what failed deletes left behind). :class:`~zklock.leases.lease.Leases` and
+:class:`~zklock.locks.waits.Waits` state what they need from the manager as protocols, so
+neither imports this module.
 """
 
 from __future__ import annotations
@@ -49,20 +50,20 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
-from . import metrics
-from .attempt import Conflict, Denied, Granted, Outcome, Retry
 from .config import Settings
 from .errors import LockNotAcquired, ZooKeeperUnavailable
-from .events import LockEvents
-from .intents import Request, View, defers_to, judge
-from .lease import Lease, Leases, process_holder
-from .listing import LockRecord, holders_behind_intents, ms_to_iso, walk
-from .locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
-from .lockrequest import LockSpec, LockTarget, normalize
-from .lockset import HeldLock, LockSet
-from .objects import LockObject
-from .waits import Waits
-from .watcher import SessionWatcher, dispatch
+from .leases.lease import Lease, Leases, process_holder
+from .locks.attempt import Conflict, Denied, Granted, Outcome, Retry
+from .locks.intents import Request, View, defers_to, judge
+from .locks.listing import LockRecord, holders_behind_intents, ms_to_iso, walk
+from .locks.locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
+from .locks.lockrequest import LockSpec, LockTarget, normalize
+from .locks.lockset import HeldLock, LockSet
+from .locks.objects import LockObject
+from .locks.waits import Waits
+from .locks.watcher import SessionWatcher, dispatch
+from .observe import metrics
+from .observe.events import LockEvents
 from .zk import (
     CONNECTION_ERRORS,
     EPHEMERAL,
@@ -148,7 +149,7 @@ MAX_BACKOFF_S = 5.0
 def _pause(interval: float, denied: int, backoff: bool) -> float:
     """How long to sleep after the ``denied``-th denial: ``interval``, or under a timeout
     ``interval`` doubling with each denial up to MAX_BACKOFF_S (never less than
-    ``interval``). The request's intents keep its place meanwhile (zklock/intents.py), so a
+    ``interval``). The request's intents keep its place meanwhile (zklock/locks/intents.py), so a
     longer pause costs it latency, never its turn."""
     if not backoff:
         return interval
@@ -256,7 +257,7 @@ class LockManager:
         ``retries``/``timeout`` say (:meth:`Settings.wait`).
 
         Each try is one :meth:`_attempt`, which comes to Granted, Denied or Retry
-        (zklock/attempt.py says what the loop below does with each).
+        (zklock/locks/attempt.py says what the loop below does with each).
         """
         settings = self.settings if settings is None else settings
         if deadline is not None:  # a lease's wait_s: attempts retry_interval apart until then
@@ -314,7 +315,7 @@ class LockManager:
                                           lockset.fencing_token, lease=explicit,
                                           holder=data.holder, until_ms=until)
                         if not explicit:  # a lease outlives the session: never "lost" with it
-                            # the set keeps its intents until it releases (zklock/intents.py)
+                            # the set keeps its intents until it releases (zklock/locks/intents.py)
                             lockset.intents = req.intent_nodes()
                             req.intents.clear()
                             if not self.watcher.hand_out(lockset):
@@ -564,7 +565,7 @@ class LockManager:
         live = self.leases.live(explicit)
         return [c for c in conflicts if c.holder_node not in explicit or c.holder_node in live]
 
-    # ---- leases (the lease API of docs/leases.md; see lease.py) ---------------------------------
+    # ---- leases (the lease API of docs/leases.md; see leases/lease.py) --------------------
     def grab_lease(self, objs: Iterable[LockSpec], duration_s: Union[float, str],
                    wait_s: Union[float, str] = 0, holder: Optional[str] = None) -> int:
         """Take every object for ``duration_s`` (all or none) and return the lease id.
@@ -804,7 +805,7 @@ class LockManager:
         return self.ops.with_retry(walk, self.ops, self.root, start, extended, False, None,
                                    intents)
 
-    # ---- the session (transitions of live sets: zklock/watcher.py) ----------
+    # ---- the session (transitions of live sets: zklock/locks/watcher.py) ----------
     def _session_label(self) -> str:
         return f"{self.settings.job or self.settings.effective_user}@{id(self):x}"
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from conftest import PYTHON
 from zklock.cli.main import cli
 
-from zklock.ports import free_port
+from zklock.servers.ports import free_port
 
 
 def run(*args: str, env: dict | None = None):

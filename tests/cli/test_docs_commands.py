@@ -25,7 +25,7 @@ import pytest
 from conftest import PYTHON, wait_for
 
 from zklock import LockManager
-from zklock.ports import free_port
+from zklock.servers.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", REPO / "docs" / "deploy.md"]

@@ -15,7 +15,7 @@ from conftest import PYTHON, wait_for
 from zklock.cli.connect_server import pyspark_home
 
 from zklock import LockManager
-from zklock.ports import free_port
+from zklock.servers.ports import free_port
 
 
 def cli(*args: object) -> subprocess.CompletedProcess:

@@ -52,7 +52,7 @@ def test_settings_defaults_match_the_table():
 def test_a_client_anywhere_finds_the_last_server_started(tmp_path):
     """The state directory is relative: a client started elsewhere follows the pointer the
     last `zklock server start` left."""
-    from zklock import serverinfo
+    from zklock.servers import serverinfo
 
     started = tmp_path / "project" / ".zklock"
     started.mkdir(parents=True)

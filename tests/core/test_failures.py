@@ -12,7 +12,7 @@ import pytest
 from conftest import PYTHON, lock_nodes, wait_for
 
 from zklock import LockLost, LockNotAcquired
-from zklock.lockset import State
+from zklock.locks.lockset import State
 from zklock.testing import expire_session
 from zklock.testing.proxy import FaultProxy
 
@@ -121,7 +121,7 @@ def test_reconnect_rechecks_nodes_when_not_losing_on_suspend(make_manager, zk_se
 
 def test_unreachable_zookeeper_fails_fast():
     from zklock import LockManager, ZooKeeperUnavailable
-    from zklock.ports import free_port
+    from zklock.servers.ports import free_port
 
     t0 = time.monotonic()
     with pytest.raises(ZooKeeperUnavailable, match="cannot reach ZooKeeper"):

@@ -16,8 +16,8 @@ from zklock.scheduler.ddl import parse_scheduled_ddl
 from zklock.scheduler.schedule import cron, every
 
 from zklock.errors import InvalidArguments, LockNotAcquired, ZkLockError
-from zklock.objects import LockObject
-from zklock.own_sql import parse_extension
+from zklock.locks.objects import LockObject
+from zklock.sql.parser import parse_extension
 
 NASTY = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60)
 SQLISH = st.lists(st.sampled_from([

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from zklock.cli.main import cli
 
 from zklock import LockNotAcquired
-from zklock.locknode import ChildKind, classify
+from zklock.locks.locknode import ChildKind, classify
 
 
 @pytest.fixture

@@ -119,8 +119,8 @@ def test_lock_lease_and_scheduler_nodes_all_carry_the_acl(zk_hosts, root, creds,
 
 def test_sasl_where_the_server_is_set_up_for_it(tmp_path, monkeypatch):
     """A server with SASLAuthenticationProvider and a JAAS file: DIGEST-MD5 logins."""
-    from zklock.ports import free_port
-    from zklock.server import ZkServer
+    from zklock.servers.ports import free_port
+    from zklock.servers.zookeeper import ZkServer
 
     jaas = tmp_path / "jaas.conf"
     jaas.write_text('Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'

@@ -11,8 +11,8 @@ from zklock.cli.main import cli
 
 from zklock import LockManager, ZooKeeperUnavailable
 from zklock.config import Settings
-from zklock.ports import free_port
-from zklock.server import ZkServer
+from zklock.servers.ports import free_port
+from zklock.servers.zookeeper import ZkServer
 from zklock.testing.proxy import FaultProxy
 
 
@@ -111,8 +111,8 @@ def test_scheduler_and_renewer_resume_when_zookeeper_returns(own_server, make_lo
     from zklock.scheduler.service import SchedulerService
     from zklock.scheduler.store import SchedulerStore
 
+    from zklock.leases.renewer import LeaseRenewer
     from zklock.manager import connect
-    from zklock.renewer import LeaseRenewer
 
     conf = dict(hosts=own_server.connect, user="alice", scheduler_admins="alice",
                 session_timeout=4, scheduler_quiet_period=0, scheduler_progress_interval=0.2,

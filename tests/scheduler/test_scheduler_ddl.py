@@ -11,7 +11,7 @@ from zklock.scheduler.ddl import (
 )
 
 from zklock.errors import InvalidArguments
-from zklock.own_sql import parse_extension
+from zklock.sql.parser import parse_extension
 
 
 def test_create_forms():

@@ -37,7 +37,7 @@ def test_three_schedulers_leader_killed_every_trigger_once(sched_conf, tmp_path)
 
 def test_exactly_once_under_ensemble_faults(sched_conf, tmp_path_factory, tmp_path):
     """The same, on a 3-node ensemble whose leader is killed and a follower paused too."""
-    from zklock.ensemble import Ensemble
+    from zklock.servers.ensemble import Ensemble
 
     ens = Ensemble(tmp_path_factory.mktemp("sched-ensemble"), 3)
     ens.start(wait=120)

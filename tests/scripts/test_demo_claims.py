@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import wait_for
 
-from zklock.events import read_events
+from zklock.observe.events import read_events
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 

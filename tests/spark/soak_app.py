@@ -82,7 +82,7 @@ def kind_of(exc: BaseException) -> str:
     import re
 
     from zklock.spark import lock_error
-    from zklock.spark.engine import CONDITIONS
+    from zklock.spark.lock_client import CONDITIONS
 
     error = lock_error(exc)
     if error is exc:

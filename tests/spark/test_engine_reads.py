@@ -18,9 +18,9 @@ from diagnostics import SPARK_LOG
 from pyspark.sql import SparkSession
 from test_spark_engine import message, no_lock_client
 
-from zklock.events import read_events
-from zklock.mode import Mode
-from zklock.objects import LockObject
+from zklock.locks.mode import Mode
+from zklock.locks.objects import LockObject
+from zklock.observe.events import read_events
 from zklock.spark import enforce
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",

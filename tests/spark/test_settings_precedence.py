@@ -23,8 +23,8 @@ from test_spark_engine import no_lock_client
 
 from zklock import LockManager
 from zklock.errors import LockNotAcquired
-from zklock.events import read_events
-from zklock.locknode import LockNodeName
+from zklock.locks.locknode import LockNodeName
+from zklock.observe.events import read_events
 from zklock.spark import LockingSession, lock_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -283,7 +283,7 @@ def test_hive_names_are_read_where_spark_users_keep_them(spark):
     """Hive's names reach zklock from Spark's Hadoop conf (hive-site.xml, which Spark loads
     into it) and as ``spark.hadoop.hive.*`` (what spark-submit passes on; it drops a bare
     ``--conf hive.*``); a session's own ``SET hive.*`` comes first."""
-    from zklock.spark.engine import settings_of
+    from zklock.spark.lock_client import settings_of
 
     hadoop = spark._jsc.hadoopConfiguration()
     hadoop.set("hive.zookeeper.namespace", "from_hive_site")

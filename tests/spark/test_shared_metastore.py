@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from conftest import wait_for
 from zklock.cli.main import cli
 
-from zklock.events import read_events
-from zklock.ports import free_port
+from zklock.observe.events import read_events
+from zklock.servers.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = "/zklock-tests-metastore"

@@ -109,7 +109,7 @@ class Apps:
 
     def start_server(self, name: str) -> str:
         """Start the role's zklock server; its address for the client."""
-        from zklock.ports import free_port
+        from zklock.servers.ports import free_port
 
         state, port = self.work / f"{name}-server", free_port()
         self.servers[name] = state

@@ -36,7 +36,7 @@ from zklock.errors import (
     SparkConnectError,
     UnsupportedStatement,
 )
-from zklock.ports import free_port
+from zklock.servers.ports import free_port
 from zklock.spark import connect as connect_module
 from zklock.spark.connect import plan_locks, plan_statement, plugin_version
 from zklock.spark.jvm import build_hash, has_connect_server, module_jar, zklock_version
@@ -548,7 +548,7 @@ def test_the_fencing_token_reaches_the_server_side_tasks(make_connect_locking, c
 
         context = TaskContext.get()
         return (f"{context.getLocalProperty('spark.job.tags')}"
-                f";{context.getLocalProperty('zklock.fencing.token')}")
+                f";{context.getLocalProperty('zklock.locks.fencing.token')}")
 
     from pyspark.sql.types import StringType
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import Latch, lock_nodes, spark_line, wait_for
 
 from zklock.errors import UnsupportedStatement
-from zklock.locknode import LockNodeName
+from zklock.locks.locknode import LockNodeName
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 #: Statement forms a Spark line does not have are absent from its run (docs/spark.md's

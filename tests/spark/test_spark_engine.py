@@ -22,8 +22,8 @@ from conftest import PYTHON, Latch, lock_nodes, raises_lock_error, spark_line, w
 from pyspark.sql import SparkSession
 
 from zklock.errors import LockNotAcquired, UnsupportedStatement
-from zklock.mode import Mode
-from zklock.objects import LockObject
+from zklock.locks.mode import Mode
+from zklock.locks.objects import LockObject
 from zklock.spark import enforce, lock_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

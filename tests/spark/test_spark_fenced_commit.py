@@ -212,7 +212,7 @@ def test_a_loss_between_the_grant_and_the_first_job_never_commits(make_locking, 
     cancel. Then the command goes on: its job is cancelled as it starts (LostJobs.java), or,
     if it gets that far, its commit is refused by the fence (held there, then let go). The
     statement fails with LockLost either way, and nothing it wrote is visible."""
-    from zklock.events import read_events
+    from zklock.observe.events import read_events
 
     events = tmp_path / "events.jsonl"
     locking = make_locking(event_log=str(events))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pyspark.errors import ParseException
 
 from zklock.errors import ZkLockError
-from zklock.objects import LockObject
+from zklock.locks.objects import LockObject
 
 P1 = "ds=2024-01-01/hr=1"
 P2 = "ds=2024-01-02/hr=1"

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from zklock import LockLost, LockNotAcquired
-from zklock.events import read_events
+from zklock.observe.events import read_events
 from zklock.spark import LockingSession
 from zklock.testing import expire_session
 
@@ -210,12 +210,12 @@ def test_fencing_token_is_a_local_property_of_the_jobs(locking, db, spark):
 
     @F.udf("string")
     def token(_):
-        return TaskContext.get().getLocalProperty("zklock.fencing.token")
+        return TaskContext.get().getLocalProperty("zklock.locks.fencing.token")
 
     rows = locking.table(f"{db}.dim").select(token("id").alias("t")).collect()
     tokens = {int(r.t) for r in rows}
     assert len(tokens) == 1 and tokens.pop() > 0
-    assert spark.sparkContext.getLocalProperty("zklock.fencing.token") is None
+    assert spark.sparkContext.getLocalProperty("zklock.locks.fencing.token") is None
 
 
 def test_show_locks_in_all_forms_and_sysdb_locks(locking, make_manager, db):

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from conftest import PROJECT, PYTHON
 
-from zklock.ports import free_port
+from zklock.servers.ports import free_port
 from zklock.spark.jvm import (
     ADAPTERS,
     CONNECT_PLUGIN,

@@ -18,7 +18,7 @@ from .jvm import check_pyspark
 
 check_pyspark()  # before anything imports PySpark's 4.x modules: one clear line otherwise
 
-from .engine import EngineLockClient, lock_error, settings_of  # noqa: E402
+from .lock_client import EngineLockClient, lock_error, settings_of  # noqa: E402
 from .planner import LockPlan  # noqa: E402
 from .protocol import JvmClass  # noqa: E402
 from .session import LockingSession  # noqa: E402
@@ -52,8 +52,8 @@ def configure(builder: Any) -> Any:
     operator with the plugin: see docs/spark.md.
     """
     from .connect import PLUGIN_SETTING
-    from .engine import EXTENSION_CLASS
     from .jvm import JvmModuleError, build_hash, in_spark_jars, jar_info, module_jar
+    from .lock_client import EXTENSION_CLASS
 
     for key, value in SPARK_DEFAULTS.items():
         builder = builder.config(key, value)

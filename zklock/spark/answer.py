@@ -13,9 +13,9 @@ Spark Connect (the plugin)::
 
 :func:`read` turns it into a :class:`PlannedLocks` or raises the refusal as zklock's error.
 The targets become lock objects here, so that naming, escaping and validation stay those of
-:mod:`zklock.objects` (a name no lock object can have is the refusal "invalid object":
+:mod:`zklock.locks.objects` (a name no lock object can have is the refusal "invalid object":
 :class:`~zklock.errors.InvalidLockObject`), and the list is normalised by
-:func:`zklock.lockrequest.normalize` (parents in S, duplicates merged, acquisition order).
+:func:`zklock.locks.lockrequest.normalize` (parents in S, duplicates merged, acquisition order).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import InvalidArguments, SparkConnectError, UnsupportedStatement
-from ..lockrequest import LockTarget, normalize
-from ..mode import Mode
-from ..objects import LockObject
+from ..locks.lockrequest import LockTarget, normalize
+from ..locks.mode import Mode
+from ..locks.objects import LockObject
 from .protocol import ANSWER_VERSION, AnswerKind
 
 #: The answer format this zklock reads (LockAnswer.VERSION).

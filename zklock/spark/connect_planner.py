@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..lockrequest import LockTarget
+from ..locks.lockrequest import LockTarget
 from .connect import plan_dataframe, plan_statement, plan_write
 from .planner import LockPlan
 

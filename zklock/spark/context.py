@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from ..config import Settings
 from ..manager import LockManager
-from .execution import LockedExecution
+from .blocks import LockedExecution
 from .planner import LockPlan, Planner
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import LockLost
-from .engine import CONDITIONS, lock_error
+from .lock_client import CONDITIONS, lock_error
 
 
 @contextmanager

@@ -7,7 +7,7 @@ sends it, one JSON document per line on stdin, the requests a py4j lock client g
 (EngineLockClient.java lists them); the answers go back on stdout, each with its request's
 id, in whatever order they complete, since an acquire may wait through its retries while
 another statement releases. The lock protocol keeps one implementation:
-:class:`~zklock.spark.engine.EngineLockClient` answers both.
+:class:`~zklock.spark.lock_client.EngineLockClient` answers both.
 
 The first line is the application's Spark conf (its ``spark.zklock.*`` and Hive keys),
 over the environment as a LockingSession's settings are; the first answer says it is
@@ -26,9 +26,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
-from ..locknode import LockNodeName
+from ..locks.locknode import LockNodeName
 from ..manager import LockManager
-from .engine import VERSION, EngineLockClient, client_profile, settings_from
+from .lock_client import VERSION, EngineLockClient, client_profile, settings_from
 from .protocol import Call, Event, Outcome
 
 #: Requests answered at once: each statement of the JVM waits on one.

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..errors import LockLost
-from ..lockset import LockSet
+from ..locks.lockset import LockSet
 from .protocol import (
     FENCE_NODES,
     FENCE_REFUSED,

@@ -1,7 +1,7 @@
 """The lock planner as the Spark layer sees it: one protocol, two clients, one set of rules.
 
 The rules are LockPlanner.java's, run inside Spark where the plans are (the JVM module,
-:mod:`.jvm`): Spark's engine asks it for every statement it executes (engine.py). Python
+:mod:`.jvm`): Spark's engine asks it for every statement it executes (lock_client.py). Python
 asks it only for what it locks itself or shows: EXPLAIN LOCKS, the objects zklock's own
 statements name, :meth:`LockingSession.holding`. A classic session calls it through py4j
 (:class:`ClassicPlanner`); a Spark Connect session asks zklock's plugin in the server
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from ..lockrequest import LockTarget
-from ..mode import Mode
-from ..objects import LockObject
+from ..locks.lockrequest import LockTarget
+from ..locks.mode import Mode
+from ..locks.objects import LockObject
 from . import answer, jvm
 
 

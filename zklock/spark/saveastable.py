@@ -18,9 +18,9 @@ import functools
 import threading
 from typing import Any
 
-from .engine import engine_of, save_as_table_drops_first
 from .held import run_held
 from .jvm import JvmModuleError
+from .lock_client import engine_of, save_as_table_drops_first
 
 _installed = False
 _lock = threading.Lock()

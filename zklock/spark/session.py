@@ -5,7 +5,7 @@ Wrap once, then use it as the SparkSession it wraps::
     spark = LockingSession(SparkSession.builder.getOrCreate())
     spark.sql("INSERT INTO sales.orders PARTITION (ds='2024-01-01') SELECT ...")
 
-Every statement Spark executes is locked in Spark's engine (engine.py), whatever API sent
+Every statement Spark executes is locked in Spark's engine (lock_client.py), whatever API sent
 it, and the session is the lock client of the SparkSession it wraps: its manager, settings
 and ``SET zklock.*`` apply to every statement that SparkSession runs, SQL, DataFrame or
 catalog, now or later. So the session itself is thin. It keeps what only Python can do:
@@ -32,10 +32,12 @@ from typing import Any, Optional
 
 from ..config import ENGINE_SETTINGS, Level, Settings
 from ..errors import InvalidArguments, UnsupportedStatement, WriteFailed
+from ..locks.objects import LockObject
 from ..manager import LockManager
-from ..objects import LockObject
-from . import own_sql, registry, saveastable
-from .engine import (
+from . import registry, saveastable, sql_runner
+from .blocks import LockedExecution, SessionSettings
+from .jvm import JvmModuleError
+from .lock_client import (
     EXTENSION_CLASS,
     EngineLockClient,
     guards,
@@ -44,8 +46,6 @@ from .engine import (
     lock_error,
     settings_of,
 )
-from .execution import LockedExecution, SessionSettings
-from .jvm import JvmModuleError
 from .locked_statement import is_connect
 from .planner import ClassicPlanner, LockPlan, Planner
 
@@ -62,7 +62,7 @@ def maybe_script(sql: str) -> bool:
     statement the question."""
     return _SCRIPT.match(sql) is not None
 
-registry.register_statement(own_sql.HANDLER)
+registry.register_statement(sql_runner.HANDLER)
 
 
 class LockingSession:
@@ -330,13 +330,13 @@ class LockingSession:
 
     def explain_locks(self, sql: str) -> LockPlan:
         """The locks ``sql`` would take, in acquisition order, without taking anything."""
-        if own_sql.recognises(sql):
+        if sql_runner.recognises(sql):
             return LockPlan(sql, [], is_command=True)
         return self._planner.plan_sql(sql, strict=False)
 
     def show_locks(self, obj: Optional[LockObject] = None, extended: bool = False) -> Any:
         records = self.manager.show(obj, extended=extended)
-        return own_sql.lock_rows(self, records, extended)
+        return sql_runner.lock_rows(self, records, extended)
 
     def validate_statement(self, statement: str) -> None:
         """Raise InvalidArguments with Spark's parse error when ``statement`` does not parse

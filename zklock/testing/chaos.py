@@ -38,7 +38,7 @@ def random_request(rng: random.Random) -> list[tuple[str, str]]:
 
 def run_client(hosts: str, root: str, out_file: str, seconds: float, seed: int) -> None:
     from zklock import LockLost, LockManager, LockNotAcquired
-    from zklock.fencing import FencedResource, StaleToken
+    from zklock.locks.fencing import FencedResource, StaleToken
 
     rng = random.Random(seed)
     name = f"client-{seed}-{os.getpid()}"

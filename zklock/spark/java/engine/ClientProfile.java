@@ -1,6 +1,6 @@
 // What a lock client says of itself when it starts serving the engine (a py4j client when
 // installed or bound, the child in its "ready" line), as one versioned JSON document that
-// zklock/spark/engine.py's client_profile writes:
+// zklock/spark/lock_client.py's client_profile writes:
 //   {"version": 1, "space": "<where it locks: Settings.lock_space>",
 //    "settings": {"<Spark conf key>": {"value": "...", "over_spark_conf": true|false}, ...}}
 // "settings" holds its value of each setting the engine reads from a session's conf

@@ -1,6 +1,6 @@
 // The lock client that zklock's engine extension (EngineLocks.java) asks for the locks of a
 // statement: the one a LockingSession bound to the statement's SparkSession, else the
-// process's. zklock has one lock client, the Python one (zklock/spark/engine.py), which
+// process's. zklock has one lock client, the Python one (zklock/spark/lock_client.py), which
 // registers itself through py4j's callback server; the JVM never takes a lock itself, so the
 // lock protocol has one implementation.
 //

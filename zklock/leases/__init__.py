@@ -1,0 +1,2 @@
+"""Leases: explicit, time-bound locks, their renewal and their reaping.
+"""

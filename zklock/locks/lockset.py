@@ -1,0 +1,222 @@
+"""LockSet: a granted, all-or-none set of locks that knows when it is lost.
+
+Hive, Curator and kazoo all let a holder go on believing it holds a lock
+after its session is gone. A LockSet follows its session: it stops being
+valid the moment the connection is suspended (or, when so configured, when
+the session is reported expired), tells every ``on_lost`` callback once, and
+never reports itself held again. If the same session comes back, the session
+watcher re-checks that the set's nodes still exist before trusting it again.
+
+Who moves a set between its states is :class:`~zklock.locks.watcher.SessionWatcher`
+(its docstring states the state machine), through the public ``mark_*`` methods;
+a set reaches its owner only through :class:`SetOwner`, so this module needs
+neither the manager nor the watcher.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+from ..errors import LockLost
+from .lockrequest import LockTarget
+
+log = logging.getLogger(__name__)
+
+
+class State(enum.Enum):
+    HELD = "held"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+    RELEASED = "released"
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """One granted lock node of a set."""
+
+    target: LockTarget
+    object_path: str
+    node_path: str
+    czxid: int
+
+
+class SetOwner(Protocol):
+    """What a LockSet needs from whoever granted it (zklock/locks/watcher.py's SessionWatcher).
+
+    The owner keeps the live sets and the held gauge; a set tells it when it is lost
+    (once) and asks it to release its nodes (once), and nothing else.
+    """
+
+    @property
+    def connect_string(self) -> str:
+        """The connect string (with its chroot) of the ZooKeeper holding the set's nodes."""
+        ...
+
+    def set_lost(self, lockset: LockSet, reason: str) -> None:
+        """The set was just marked lost: record the loss (lock event, held gauge)."""
+        ...
+
+    def release_set(self, lockset: LockSet, wait: bool) -> None:
+        """Unregister the set and delete its lock nodes and intents (``wait=False``: send
+        the delete without waiting for its reply)."""
+        ...
+
+
+class LockSet:
+    """Locks granted together; release them together (or use ``with``)."""
+
+    def __init__(self, owner: Optional[SetOwner], held: list[HeldLock],
+                 session_id: Optional[int] = None, query_id: str = "") -> None:
+        self._owner = owner
+        self.held = held
+        self.session_id = session_id
+        self.query_id = query_id
+        self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)
+        self.set_id = ""  # names the set in lock events (grant, release, loss)
+        self.counted = False  # its locks are in the held gauge (granted, not yet lost)
+        #: intents the request left while it was denied, kept until release so that a
+        #: newer request that saw them is never granted beside this set (zklock/locks/intents.py)
+        self.intents: list[str] = []
+        self._state = State.HELD
+        self._reason = ""
+        self._callbacks: list[Callable[[LockSet], None]] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def empty(cls) -> LockSet:
+        """A valid set holding nothing (concurrency support switched off)."""
+        return cls(None, [])
+
+    # ---- what is held -----------------------------------------------------
+    @property
+    def objects(self) -> list[str]:
+        return [h.target.obj.name for h in self.held]
+
+    @property
+    def locks(self) -> list[list[str]]:
+        """[object, mode] pairs, as lock events record them."""
+        return [[h.target.obj.name, h.target.mode.value] for h in self.held]
+
+    @property
+    def targets(self) -> list[LockTarget]:
+        return [h.target for h in self.held]
+
+    @property
+    def node_paths(self) -> list[str]:
+        """The full paths of the set's lock nodes (root included, relative to any chroot)."""
+        return [h.node_path for h in self.held]
+
+    @property
+    def connect_string(self) -> Optional[str]:
+        """The connect string (with its chroot) of the ZooKeeper holding the set's nodes;
+        None for a set without an owner (concurrency off). Spark's job commit checks the
+        nodes there (zklock/spark/java/commit/CommitFence.java)."""
+        if self._owner is None:
+            return None
+        return self._owner.connect_string
+
+    @property
+    def fencing_token(self) -> int:
+        """The largest czxid of the set's nodes: increases across every later conflicting grant."""
+        return max((h.czxid for h in self.held), default=0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def lost_reason(self) -> str:
+        """Why the set is not held: the reason it was lost (or suspended); empty while it
+        is held and never suspended or lost."""
+        return self._reason
+
+    @property
+    def is_valid(self) -> bool:
+        """True only while the set is held and its session is connected."""
+        return self._state is State.HELD
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` unless the set is still held."""
+        if self._state is State.HELD:
+            return
+        if self._state is State.RELEASED:
+            raise LockLost(self.objects, "the lock set was released")
+        raise LockLost(self.objects, self._reason or "session lost")
+
+    def on_lost(self, callback: Callable[[LockSet], None]) -> None:
+        """Call ``callback(lockset)`` once when the set is lost (at once if it already is)."""
+        with self._lock:
+            if self._state is not State.LOST:
+                self._callbacks.append(callback)
+                return
+        self._run_callback(callback)
+
+    # ---- state changes (driven by the session watcher, zklock/locks/watcher.py) --
+    def mark_suspended(self, reason: str) -> None:
+        """HELD -> SUSPENDED: not valid until :meth:`mark_resumed`; no-op in any other state."""
+        with self._lock:
+            if self._state is State.HELD:
+                self._state = State.SUSPENDED
+                self._reason = reason
+
+    def mark_resumed(self) -> None:
+        """SUSPENDED -> HELD, once its nodes were found still there; no-op otherwise."""
+        with self._lock:
+            if self._state is State.SUSPENDED:
+                self._state = State.HELD
+                self._reason = ""
+
+    def mark_lost(self, reason: str) -> bool:
+        """HELD or SUSPENDED -> LOST: tell the owner, then every ``on_lost`` callback, once.
+
+        False if the set was already lost or released.
+        """
+        with self._lock:
+            if self._state in (State.LOST, State.RELEASED):
+                return False
+            self._state = State.LOST
+            self._reason = reason
+            callbacks, self._callbacks = self._callbacks, []
+        log.warning("lock set %s lost: %s", self.objects[:3], reason)
+        if self._owner is not None:
+            self._owner.set_lost(self, reason)
+        for cb in callbacks:
+            self._run_callback(cb)
+        return True
+
+    def _run_callback(self, cb: Callable[[LockSet], None]) -> None:
+        try:
+            cb(self)
+        except Exception:  # a user's callback must not break the session thread
+            log.exception("on_lost callback failed")
+
+    # ---- release ----------------------------------------------------------
+    def release(self, wait: bool = True) -> None:
+        """Delete the set's nodes in one multi. Idempotent.
+
+        ``wait=False`` sends the multi without waiting for the reply: this
+        client's later requests still see the locks gone (ZooKeeper keeps a
+        session's order), and the caller saves a round trip.
+        """
+        with self._lock:
+            if self._state is State.RELEASED:
+                return
+            self._state = State.RELEASED
+            self._callbacks = []
+        if self._owner is not None and self.held:
+            self._owner.release_set(self, wait)
+
+    def __enter__(self) -> LockSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (f"LockSet({len(self.held)} locks, state={self._state.value},"
+                f" token={self.fencing_token})")

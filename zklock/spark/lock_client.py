@@ -1,0 +1,431 @@
+"""The engine's lock client: takes the locks of every statement Spark's engine runs.
+
+zklock's session extension (EngineLocks.java, installed by :func:`zklock.spark.configure`)
+puts every statement Spark executes under its locks, whatever sent it: the plain session,
+``SparkSession.active()``, a library's own ``getOrCreate()``, pandas-on-Spark, a Spark
+Connect client, a LockingSession. The extension plans the statement with the one planner and
+asks a lock client, :class:`EngineLockClient`, to take the locks, through PySpark's py4j
+callback server (what ``foreachBatch`` uses). So the one lock client zklock has, a
+:class:`~zklock.manager.LockManager`, takes them: there is no second implementation of the
+lock protocol in the JVM to keep equal to this one.
+
+Which client: a LockingSession binds one to the SparkSession it wraps (:meth:`bind`: its
+manager, settings and SET apply to every statement that session runs, from
+any API); every other session's statements go to the process's client (:func:`enforce`, or
+the first LockingSession's). Without either, the extension refuses every statement that
+needs locks, in one line (reads: ``spark.zklock.engine.reads``); so does
+``spark.zklock.engine.mode=refuse`` for what no LockingSession runs. The request and the
+answers are versioned JSON (EngineLockClient.java lists them; docs/spark.md documents them).
+
+A refusal, denial or loss reaches Python as PySpark's ``QueryExecutionException`` whose
+condition names it (EngineRefusal.java); :func:`lock_error` gives zklock's exception for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Optional
+
+from ..config import (
+    ENGINE_SETTINGS,
+    HADOOP_PREFIX,
+    HIVE_ALIASES,
+    SETTINGS,
+    Level,
+    Settings,
+)
+from ..errors import (
+    InvalidArguments,
+    LockLost,
+    LockNotAcquired,
+    UnsupportedStatement,
+    WriteFailed,
+    ZkLockError,
+    ZooKeeperUnavailable,
+)
+from ..locks.locknode import LockNodeName
+from ..locks.lockset import LockSet
+from ..locks.mode import Mode
+from ..locks.objects import LockObject
+from ..manager import LockManager
+from . import answer, protocol
+from .jvm import JvmModuleError
+from .locked_statement import fence_refusal, new_query_id
+from .protocol import Outcome
+
+log = logging.getLogger(__name__)
+
+#: The format of the requests and answers exchanged with EngineGuard.java.
+VERSION = protocol.ENGINE_VERSION
+#: What :func:`zklock.spark.configure` puts in ``spark.sql.extensions``.
+EXTENSION_CLASS = protocol.JvmClass.EXTENSION
+#: EngineRefusal.java's conditions (Spark's error-class field), and zklock's exception for each.
+CONDITIONS = {protocol.REFUSED: UnsupportedStatement, protocol.DENIED: LockNotAcquired,
+              protocol.LOST: LockLost, protocol.UNAVAILABLE: ZooKeeperUnavailable,
+              protocol.WRITE_FAILED: WriteFailed}
+#: The exception EngineRefusal.java throws, as a Spark Connect client names it.
+REFUSAL_CLASS = protocol.JvmClass.REFUSAL
+
+
+def lock_error(exc: BaseException) -> BaseException:
+    """zklock's exception (UnsupportedStatement, LockNotAcquired, LockLost) for an error Spark
+    raised because zklock's engine refused, denied or lost a statement; ``exc`` itself when
+    zklock was not its cause. PySpark raises the engine's refusal as its
+    ``QueryExecutionException`` with the condition ``ZKLOCK_*`` (both kinds of session).
+    zklock's own exception is returned as it is (a script's LockLost keeps its objects)."""
+    if isinstance(exc, ZkLockError):
+        return exc
+    condition, message, parameters = _refusal(exc)
+    if condition is None:
+        refused = fence_refusal(exc)
+        if refused is not None:  # the fenced commit refused a job zklock did not lock here
+            return LockLost([], refused)
+        return exc
+    if CONDITIONS[condition] is LockLost:
+        objects = [o for o in parameters.get("objects", "").split("\n") if o]
+        return LockLost(objects, message)
+    return CONDITIONS[condition](message)
+
+
+def _refusal(exc: BaseException) -> tuple[Optional[str], str, dict[str, str]]:
+    """(condition, message, parameters) of the EngineRefusal behind ``exc``; (None, "", {})
+    without one. PySpark's exception names the condition and carries the parameters; a Java
+    error (py4j's, or one PySpark did not convert) holds the exception and its causes."""
+    seen = 0
+    while exc is not None and seen < 5:
+        condition = _condition(exc)
+        if condition in CONDITIONS:
+            return condition, _message(exc), _parameters(exc)
+        java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+        while java is not None:
+            if str(java.getClass().getName()) == REFUSAL_CLASS:
+                return (str(java.getCondition()), str(java.getMessage()),
+                        {str(k): str(v) for k, v in java.getMessageParameters().items()})
+            java = java.getCause()
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return None, "", {}
+
+
+def _parameters(exc: BaseException) -> dict[str, str]:
+    get = getattr(exc, "getMessageParameters", None)
+    try:
+        return {str(k): str(v) for k, v in (get() or {}).items()} if callable(get) else {}
+    except Exception:  # PySpark asks the JVM, which may be gone
+        return {}
+
+
+def _condition(exc: BaseException) -> Optional[str]:
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    try:
+        return str(get()) if callable(get) else None
+    except Exception:  # PySpark asks the JVM, which may be gone
+        return None
+
+
+def _message(exc: BaseException) -> str:
+    get = getattr(exc, "getMessage", None)
+    try:
+        text = str(get()) if callable(get) else str(exc)
+    except Exception:
+        text = str(exc)
+    return text.strip().split("\n", 1)[0]
+
+
+class EngineLockClient:
+    """Takes and releases the locks of the statements Spark's engine runs.
+
+    A lock set the engine holds has its own job tag (its query id): when the set is lost,
+    the statement's Spark jobs are cancelled, and it fails with the loss when it ends.
+    """
+
+    def __init__(self, spark: Any, manager: LockManager | Callable[[], LockManager],
+                 settings: Optional[Callable[[], Settings]] = None,
+                 on_lost: Optional[Callable[[str], None]] = None) -> None:
+        """``on_lost(query_id)`` is called when a set it granted is lost: by default the
+        statement's Spark jobs (tagged with its query id) are cancelled through ``spark``;
+        a lock client in a process of its own (lock_process.py) tells the JVM instead."""
+        self.spark = spark
+        self._on_lost = on_lost or self._cancel
+        # a LockingSession's manager connects on first use: it is asked for, not given
+        self._manager = manager if callable(manager) else (lambda: manager)
+        # the settings it locks with: those of the LockingSession or enforce() that made it
+        # (their own over the manager's, SET included), else the manager's
+        self._settings = settings or (lambda: self.manager.settings)
+        self._held: dict[str, LockSet] = {}  # by handle
+        self._lock = threading.Lock()
+        self._previous: Any = None
+        self._installed = False
+        self._bound: Any = None  # the Java SparkSession this client is bound to
+
+    # ---- called by the JVM (py4j callback server) ------------------------------------
+    def acquire(self, request: str) -> str:
+        lockset: Optional[LockSet] = None
+        try:
+            doc = json.loads(request)
+            if doc.get("version") != VERSION:
+                return _answer(Outcome.REFUSED, message=f"zklock: a lock request in format"
+                               f" {doc.get('version')}, where this client reads {VERSION}")
+            settings = self.settings
+            if not settings.support_concurrency:  # (or SET so), as Hive
+                return _answer(Outcome.UNLOCKED)
+            planned = answer.read(json.dumps(doc["answer"]))
+            query_id = str(doc.get("query_id") or new_query_id())
+            handle = str(doc.get("handle") or query_id)
+            data = self.manager.lock_data(query_id, doc.get("statement") or "", "implicit",
+                                          settings)
+            data = dataclasses.replace(data, app=str(doc.get("application") or ""))
+            if doc.get("user"):  # a Spark Connect client's user, not the server's
+                data = dataclasses.replace(data, user=str(doc["user"]))
+            lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
+                                                   query_id=query_id, settings=settings)
+            with self._lock:
+                self._held[handle] = lockset
+        except LockNotAcquired as exc:
+            return _answer(Outcome.DENIED, message=f"zklock: {exc}")
+        except ZooKeeperUnavailable as exc:
+            return _answer(Outcome.UNAVAILABLE, message=f"zklock: {exc}")
+        except Exception as exc:  # fail closed: the statement does not run, nothing stays held
+            log.debug("engine lock request failed", exc_info=True)
+            if lockset is not None:
+                lockset.release(wait=False)
+            return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
+        lockset.on_lost(lambda _set: self._on_lost(query_id))
+        return _answer(Outcome.GRANTED, handle=handle, query_id=query_id,
+                       token=str(lockset.fencing_token), attempts=lockset.attempts,
+                       zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
+
+    def verify(self, request: str) -> str:
+        """Does a Spark Connect client's claim (its LockingSession statement's lock nodes,
+        sent as an operation tag) cover the command's planned locks, and do the nodes still
+        exist? A client could name any nodes: they must be lock nodes under this client's
+        root, of the modes the command needs, and alive."""
+        try:
+            doc = json.loads(request)
+            if doc.get("version") != VERSION:
+                return _answer(Outcome.REFUSED, message="zklock: a claim in an unknown format")
+            planned = answer.read(json.dumps(doc["answer"]))
+            held = {}
+            root = self.manager.root.rstrip("/")
+            for path in doc.get("nodes", []):
+                parts = str(path).split("/")
+                name = LockNodeName.parse(parts[-1])
+                if not str(path).startswith(root + "/") or name is None:
+                    return _answer(Outcome.REFUSED, message=f"zklock: {path} is not a lock node"
+                                   f" under {root}: the command does not run")
+                obj = LockObject.from_znode_parts(str(path)[len(root) + 1:].split("/")[:-1])
+                if held.get(obj) is not Mode.EXCLUSIVE:
+                    held[obj] = name.mode
+            missing = [t for t in planned.targets if t.obj not in held
+                       or (t.mode is Mode.EXCLUSIVE and held[t.obj] is not Mode.EXCLUSIVE)]
+            if missing:
+                return _answer(Outcome.REFUSED, message=f"zklock: the statement's locks do not"
+                               f" cover {missing[0].obj.name} in {missing[0].mode.value}: the"
+                               " command does not run")
+            client = self.manager.client
+            asked = [(p, client.exists_async(p)) for p in doc.get("nodes", [])]  # one round
+            gone = [p for p, reply in asked if reply.get(timeout=self.manager.settings
+                                                         .connect_timeout) is None]
+            if gone:
+                return _answer(Outcome.LOST, message=f"zklock: locks lost before the command ran"
+                               f" ({gone[0]} is gone)")
+        except Exception as exc:  # fail closed
+            return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
+        return _answer(Outcome.COVERED)
+
+    def release(self, handle: str, failed: bool = False) -> str:
+        with self._lock:
+            lockset = self._held.pop(handle, None)
+        if lockset is None:
+            return _answer(Outcome.RELEASED)
+        lost = not lockset.is_valid
+        reason = lockset.lost_reason or "session lost"
+        lockset.release(wait=False)
+        if lost:
+            return _answer(Outcome.LOST, message=reason, objects=lockset.objects)
+        return _answer(Outcome.RELEASED, objects=lockset.objects)
+
+    class Java:
+        implements = [protocol.JvmClass.LOCK_CLIENT]
+
+    def held_set(self, handle: Optional[str]) -> LockSet:
+        """The set this client holds under ``handle`` (a block the engine holds for Python:
+        EngineLocks.Held.handle); an empty set when it holds none."""
+        with self._lock:
+            lockset = self._held.get(handle) if handle is not None else None
+        return lockset if lockset is not None else LockSet.empty()
+
+    # ---- in Python --------------------------------------------------------------------
+    @property
+    def manager(self) -> LockManager:
+        """The LockManager that takes the engine's locks."""
+        return self._manager()
+
+    @property
+    def settings(self) -> Settings:
+        """The settings the engine's locks are taken with (docs/configuration.md)."""
+        return self._settings()
+
+    def install(self, own_policy: bool = False) -> EngineLockClient:
+        """Make this the lock client of the Spark application's JVM (of every session no
+        LockingSession wraps). ``own_policy``: the engine plans its statements with this
+        client's unknown_statements (enforce()'s, fixed for its life) by the documented
+        precedence; else with the session's conf, where a LockingSession publishes its
+        own."""
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        engine = engine_of(self.spark)
+        ensure_callback_server_started(self.spark.sparkContext._gateway)
+        # from the settings, not the manager: building it connects, which waits for the
+        # first statement (a ZooKeeper out of reach fails that, not this)
+        self._previous = engine.install(self, client_profile(
+            self.settings, self.settings if own_policy else None))
+        self._installed = True
+        return self
+
+    def bind(self) -> EngineLockClient:
+        """Make this the lock client of every statement of ``spark`` (its SparkSession),
+        whatever API runs it, until :meth:`close`. Raises InvalidArguments when the
+        SparkSession has one already: a second would silently take the first one's
+        statements."""
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        engine = engine_of(self.spark)
+        ensure_callback_server_started(self.spark.sparkContext._gateway)
+        if not engine.bind(self.spark._jsparkSession, self,
+                           client_profile(self.settings, None)):
+            raise InvalidArguments(
+                "this SparkSession is wrapped by a LockingSession already (the lock client of"
+                " its statements): close that one, or wrap another SparkSession"
+                " (session.newSession(), or spark.newSession()) for other settings")
+        self._bound = self.spark._jsparkSession
+        return self
+
+    def close(self) -> None:
+        """Stop being a lock client (the previous one, if any, is again)."""
+        try:
+            if self._bound is not None:
+                engine_of(self.spark).bind(self._bound, None, None)
+            elif self._installed:
+                engine_of(self.spark).install(self._previous, None)
+        except Exception:  # Spark stopped: nothing left to uninstall
+            pass
+        self._bound, self._installed = None, False
+
+    def __enter__(self) -> EngineLockClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _cancel(self, query_id: str) -> None:
+        """Cancel the lost statement's jobs, now and as they start (LostJobs.java: a loss
+        before its first job must reach that job too)."""
+        try:
+            self.spark._jvm.zklock.LostJobs.cancel(self.spark.sparkContext._jsc.sc(), query_id)
+        except Exception:  # Spark already stopped: nothing left to cancel
+            pass
+
+
+def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:
+    """zklock's settings for an application: ``overrides`` (a LockingSession's or
+    enforce()'s keyword arguments, at Level.SESSION), then its Spark conf (``spark.zklock.*``
+    and the Hive names zklock honours), then the environment. Hive's names are also read
+    where Spark users keep them: ``spark.hadoop.hive.*`` and, in a classic session, Spark's
+    Hadoop conf (hive-site.xml)."""
+    jsc = getattr(spark, "_jsc", None)  # a classic session's; a Connect client has none
+    hadoop = jsc.hadoopConfiguration() if jsc is not None else None
+    return settings_from(lambda key: spark.conf.get(key, None), overrides,
+                         hadoop=hadoop.get if hadoop is not None else None)
+
+
+def settings_from(conf: Callable[[str], Optional[str]], overrides: dict[str, Any],
+                  hadoop: Optional[Callable[[str], Optional[str]]] = None) -> Settings:
+    """:func:`settings_of` for a Spark conf read through ``conf(key)`` (None: unset), and
+    Spark's Hadoop conf through ``hadoop(key)``. A Hive name is taken from the Spark conf
+    as written (``SET hive.lock.numretries=3``), else as ``spark.hadoop.<name>`` (which
+    spark-submit passes, where it drops a bare ``--conf hive.*``), else from the Hadoop
+    conf."""
+    found = {}
+    for key in [key for s in SETTINGS for key in s.spark_keys]:
+        value = conf(key)
+        if value is not None:
+            found[key] = value
+    for key in HIVE_ALIASES:
+        value = conf(key)
+        if value is None:
+            value = conf(HADOOP_PREFIX + key)
+        if value is None and hadoop is not None:
+            value = hadoop(key)
+        if value is not None:
+            found[key] = value
+    return Settings.resolve(overrides, spark_conf=found, level=Level.SESSION)
+
+
+def client_profile(where: Settings, policy: Optional[Settings]) -> str:
+    """What a lock client tells the engine of itself (ClientProfile.java): where it locks
+    (``where``'s lock space), and, from ``policy`` (None: the session's conf decides), its
+    value of each setting the engine reads from a session's conf (config.ENGINE_SETTINGS):
+    one set above the Spark conf, which beats the session's conf, or else what the
+    environment or the default say, which the session's conf overrides."""
+    settings = {}
+    if policy is not None:
+        below = Settings.resolve(spark_conf={})  # the environment's, else the default
+        for setting in ENGINE_SETTINGS:
+            over = policy.level(setting.name) > Level.SPARK_CONF
+            value = getattr(policy if over else below, setting.name)
+            settings[setting.spark] = {
+                "value": str(value).lower() if isinstance(value, bool) else str(value),
+                "over_spark_conf": over}
+    return json.dumps({"version": VERSION, "space": where.lock_space(), "settings": settings})
+
+
+def local_connect_server(session: Any) -> Optional[Any]:
+    """The classic session of the Spark Connect server that PySpark started in this process
+    for a local Connect ``session`` (``remote("local")``, ``spark.api.mode=connect``); None
+    for a remote server, which has its own lock client or none."""
+    from pyspark.sql.session import SparkSession  # the classic one
+
+    classic = SparkSession._instantiatedSession  # the session PySpark started it with
+    if classic is None or not str(session.client.host).startswith(("localhost", "127.0.0.1")):
+        return None
+    return classic
+
+
+def guards(spark: Any) -> bool:
+    """Does this classic session plan its commands through zklock's engine extension? Raises
+    JvmModuleError when zklock's jar is not on the application's class path."""
+    return bool(engine_of(spark).guards(spark._jsparkSession))
+
+
+def save_as_table_drops_first(spark: Any) -> bool:
+    """Does this Spark's saveAsTable drop an overwritten table before it runs any command
+    (Spark 3.5, 4.0), where the engine cannot lock the drop? Raises JvmModuleError as
+    :func:`guards` does."""
+    return bool(engine_of(spark).saveAsTableDropsFirst())
+
+
+def has_client(spark: Any) -> bool:
+    """Has this application's engine extension a lock client? Raises JvmModuleError when
+    the application was built without the extension."""
+    return bool(engine_of(spark).hasClient())
+
+
+def engine_of(spark: Any) -> Any:
+    """EngineLocks.java on the application's class path (where Spark loaded it from);
+    JvmModuleError without it."""
+    from py4j.java_gateway import JavaClass
+
+    engine = spark._jvm.zklock.EngineLocks
+    if not isinstance(engine, JavaClass):
+        raise JvmModuleError("zklock's engine extension is not on this application's class"
+                             " path: build the session with zklock.spark.configure(builder)")
+    return engine
+
+
+def _answer(outcome: str, **fields: Any) -> str:
+    return json.dumps({"version": VERSION, "outcome": outcome, **fields})

@@ -1,0 +1,2 @@
+"""zklock's own SQL (SHOW LOCKS, LOCK TABLE, leases ...): its tokens and its parser.
+"""
