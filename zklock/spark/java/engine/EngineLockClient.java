@@ -9,7 +9,6 @@
 //   acquire({"version": 1, "handle": "<the JVM's id of this request>", "answer": <LockAnswer>,
 //            "statement": "...", "user": "..."|null, "application": "<Spark application id>",
 //            "command": "<plan node>", "objects": "<what it locks, for messages>",
-//            "mode": "<spark.zklock.engine.mode of the session>"|null,
 //            "query_id": "<the thread's zklock.query.id>"|null})
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
 //         "token": "...", "attempts": n, "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
@@ -19,7 +18,8 @@
 //                                | {"version": 1, "outcome": "lost", "message", "objects"}
 //   verify({"version": 1, "answer": <LockAnswer>, "nodes": [...]})
 //     -> {"version": 1, "outcome": "covered" | "refused" | "lost", "message": "..."}
-// The handle is the JVM's, so that it can release what a grant it never read took.
+// The handle is the JVM's, so that it can release what a grant it never read took. The
+// words (calls, outcomes) are protocol.properties' (Protocol.java, protocol.py).
 package zklock;
 
 public interface EngineLockClient {
