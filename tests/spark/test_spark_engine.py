@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def no_lock_client(spark):
     """The application's JVM without a lock client for the block (as one that never called
     enforce() and made no LockingSession)."""
-    engine = spark._jvm.zklock.EngineLocks
+    engine = spark._jvm.zklock.EngineCalls
     previous = engine.install(None, None)
     try:
         yield

@@ -70,7 +70,7 @@ def read(text: str) -> PlannedLocks:
 
 def write(targets: list[LockTarget]) -> str:
     """An answer asking for ``targets``, as the planner writes one (:func:`read` reads it
-    back): what a block Python holds asks the engine for (EngineLocks.hold)."""
+    back): what a block Python holds asks the engine for (EngineCalls.hold)."""
     return json.dumps({"version": VERSION, "kind": AnswerKind.QUERY, "targets": [
         {"db": t.obj.db, "table": t.obj.table,
          "partition": [[k, v] for k, v in t.obj.partition], "mode": t.mode.value}

@@ -4,7 +4,7 @@ in a classic session, as a statement is.
 Spark runs some work in pieces no engine hook sees whole: a SQL script statement by
 statement, an RDD's jobs after the call that made it (``LockingSession.holding``), Spark 3.5
 and 4.0's ``saveAsTable``, which drops an overwritten table before any command. For those,
-Python asks the engine to hold the locks (EngineLocks.hold, EngineLocks.lockSaveAsTable):
+Python asks the engine to hold the locks (EngineCalls.hold, EngineCalls.lockSaveAsTable):
 the session's lock client takes them as it takes a statement's, under the engine's job tag
 and fence, and the statements the block runs are covered where its locks cover them
 (EngineGuard.enterBlock). :func:`run_held` runs the block and releases them, raising what
@@ -23,7 +23,7 @@ from .lock_client import CONDITIONS, lock_error
 
 @contextmanager
 def run_held(held: Any, objects: list[str]) -> Iterator[None]:
-    """Run the block under ``held`` (an EngineLocks.Held), then release it. A block that
+    """Run the block under ``held`` (an EngineCalls.Held), then release it. A block that
     raised raises, instead of its own error, the loss of ``objects`` or a failed write, as
     the engine tells them (zklock's exceptions, the block's error as cause); a block that
     completed raises the loss of its locks while it ran."""

@@ -254,7 +254,7 @@ class EngineLockClient:
 
     def held_set(self, handle: Optional[str]) -> LockSet:
         """The set this client holds under ``handle`` (a block the engine holds for Python:
-        EngineLocks.Held.handle); an empty set when it holds none."""
+        EngineCalls.Held.handle); an empty set when it holds none."""
         with self._lock:
             lockset = self._held.get(handle) if handle is not None else None
         return lockset if lockset is not None else LockSet.empty()
@@ -416,11 +416,11 @@ def has_client(spark: Any) -> bool:
 
 
 def engine_of(spark: Any) -> Any:
-    """EngineLocks.java on the application's class path (where Spark loaded it from);
-    JvmModuleError without it."""
+    """What Python calls in the engine (EngineCalls.java), on the application's class path
+    (where Spark loaded it from); JvmModuleError without it."""
     from py4j.java_gateway import JavaClass
 
-    engine = spark._jvm.zklock.EngineLocks
+    engine = spark._jvm.zklock.EngineCalls
     if not isinstance(engine, JavaClass):
         raise JvmModuleError("zklock's engine extension is not on this application's class"
                              " path: build the session with zklock.spark.configure(builder)")

@@ -2,11 +2,11 @@
 
 On those Spark lines ``DataFrameWriter.saveAsTable`` drops an overwritten table in its
 catalog before it runs any command, where no engine hook can see the drop
-(EngineLocks.saveAsTableDropsFirst; Spark 4.1 runs the call as one command,
+(EngineCalls.saveAsTableDropsFirst; Spark 4.1 runs the call as one command,
 ``SaveAsV1TableCommand``, which the engine locks). :func:`install` wraps PySpark's classic
 ``DataFrameWriter.saveAsTable`` so that, in an application with zklock's engine, the engine
 holds X on the table and on the catalog tables at its ``path`` option, and S on what the
-DataFrame reads, before Spark starts (EngineLocks.lockSaveAsTable: the engine's own grant,
+DataFrame reads, before Spark starts (EngineCalls.lockSaveAsTable: the engine's own grant,
 with the session's lock client); the commands the call runs find themselves covered. A
 Spark Connect server's saveAsTable and JVM callers are not covered (docs/spark.md, "Spark
 versions").

@@ -113,7 +113,7 @@ final class ChildSupervisor {
 
     /** A py4j lock client that locked in {@code where} (null: not known) died holding
      *  {@code nodes}: the child must lock there too, and the next one started deletes the
-     *  nodes (EngineLocks.gone). */
+     *  nodes (LockClients.gone). */
     synchronized void inherit(String where, java.util.List<String> nodes) {
         if (where != null) {
             space = where;

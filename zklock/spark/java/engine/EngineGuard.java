@@ -11,7 +11,7 @@
 //     EngineLocks.PARSED; a query from its analysed plan), the same planning EXPLAIN LOCKS
 //     shows. A statement with nothing to lock runs as it is.
 //  3. Without a lock client for its session it is refused, in one line naming what it needs
-//     (reads: EngineReads). Otherwise the session's lock client (EngineLocks.client) takes
+//     (reads: EngineReads). Otherwise the session's lock client (LockClients.client) takes
 //     the locks (all or none, with its retries; or refuses them under
 //     spark.zklock.engine.mode=refuse) and they are held, under their own job tag and fence,
 //     for exactly the statement. A command granted only after a wait is planned again.
@@ -150,13 +150,13 @@ final class EngineGuard {
             return COVERED;
         }
         String what = describe(answer.path("targets"));
-        EngineLockClient client = EngineLocks.client(session);
+        EngineLockClient client = LockClients.client(session);
         if (client == null) {
             withoutClient.accept(what);
             return COVERED;
         }
-        if (!EngineLocks.bound(session)
-                && "refuse".equals(EngineLocks.setting(session, Protocol.ENGINE_MODE))) {
+        if (!LockClients.bound(session)
+                && "refuse".equals(LockClients.setting(session, Protocol.ENGINE_MODE))) {
             throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": "
                 + Protocol.ENGINE_MODE.key + "=refuse runs only what a LockingSession runs");
         }
@@ -216,7 +216,7 @@ final class EngineGuard {
             grant = read(client.acquire(write(request)), VERSION);
         } catch (RuntimeException e) {  // the grant may have happened: release it, if any
             if (callbackGone(e)) {
-                EngineLocks.gone(client, Collections.emptyList());
+                LockClients.gone(client, Collections.emptyList());
                 throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE, "zklock: the lock"
                     + " client in this application's Python did not answer (" + e.getMessage()
                     + "); the statement did not run", e));
@@ -284,7 +284,7 @@ final class EngineGuard {
             claimed = true;
         }
         if (claimed) {  // a Connect client's nodes, or ones this engine did not grant
-            EngineLockClient client = EngineLocks.client(session);
+            EngineLockClient client = LockClients.client(session);
             if (client != null) {
                 Map<String, Object> claim = new LinkedHashMap<>();
                 claim.put("version", VERSION);
@@ -361,7 +361,7 @@ final class EngineGuard {
             throw EngineRefusal.refused("zklock: cannot tell what " + name + " writes (Spark built it"
                 + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
         }
-        LockPlanner planner = new LockPlanner(session, EngineLocks.unknownStatements(session));
+        LockPlanner planner = new LockPlanner(session, LockClients.unknownStatements(session));
         LogicalPlan analyzed = EngineLocks.analyzed(command);
         JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
             : planner.planPlan(parsed, true), LockAnswer.VERSION);
@@ -378,7 +378,7 @@ final class EngineGuard {
     /** The command's answer planned again from its parsed form, analysed anew: the catalog as
      *  it is now (the answer Spark's analysis of it gave was planned before a wait). */
     private static JsonNode replan(SparkSession session, LogicalPlan command) {
-        JsonNode answer = read(new LockPlanner(session, EngineLocks.unknownStatements(session)).planPlan(
+        JsonNode answer = read(new LockPlanner(session, LockClients.unknownStatements(session)).planPlan(
             EngineLocks.parsed(session, command), true), LockAnswer.VERSION);
         if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
@@ -389,7 +389,7 @@ final class EngineGuard {
     /** The planner's answer for a query: S on what its analyzed plan reads; EngineRefusal
      *  when the planner refuses it. */
     private static JsonNode planQuery(SparkSession session, LogicalPlan analyzed) {
-        JsonNode answer = read(new LockPlanner(session, EngineLocks.unknownStatements(session)).planQuery(analyzed),
+        JsonNode answer = read(new LockPlanner(session, LockClients.unknownStatements(session)).planQuery(analyzed),
             LockAnswer.VERSION);
         if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
@@ -473,7 +473,7 @@ final class EngineGuard {
             if (!callbackGone(e)) {
                 throw e;
             }
-            EngineLocks.gone(client, nodes);  // its Python is gone, and with it the set's session
+            LockClients.gone(client, nodes);  // its Python is gone, and with it the set's session
             released = JSON.createObjectNode().put("outcome", Protocol.OUTCOME_LOST).put("message",
                 "the lock client in this application's Python stopped answering");
         }

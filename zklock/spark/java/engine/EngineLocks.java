@@ -20,7 +20,6 @@
 package zklock;
 
 import java.util.IdentityHashMap;
-import java.util.List;
 import java.util.Map;
 
 import org.apache.spark.sql.SparkSession;
@@ -43,21 +42,18 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     /** The resolved plan, on the same root: the planner reads it instead of analyzing again. */
     static final TreeNodeTag<LogicalPlan> ANALYZED = new TreeNodeTag<>("zklock.analyzed");
 
-    /** The process's lock client installed through py4j (enforce(), a LockingSession). */
-    private static volatile EngineLockClient client;
-    /** The child process this JVM starts as its lock client where none is installed. */
-    private static final ChildSupervisor CHILD = new ChildSupervisor();
-    /** The lock clients of sessions a LockingSession wraps: each takes its session's locks
-     *  with that LockingSession's manager and settings. */
-    private static final Map<SparkSession, EngineLockClient> BOUND =
-        java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
-
+    /** What zklock adds to Spark, by phase. Which lock client takes a statement's locks is
+     *  LockClients.java's; what Python calls, EngineCalls.java's. */
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
+        // the application: every file write stages in a directory of its own
         stagePerJob();
+        // analysis: the parsed form and the resolved plan on each command, for the planner
         AnalyzerHooks.first(extensions, new RememberParsed());
         extensions.injectPostHocResolutionRule(session -> new TagParsed());
+        // analysis: streaming writes into tables are refused (no lock bounds them)
         extensions.injectPostHocResolutionRule(session -> new StreamingWrites());
+        // planning: every command and query under a node that holds its locks as it runs
         extensions.injectPlannerStrategy(LockedCommands::new);
         return BoxedUnit.UNIT;
     }
@@ -98,250 +94,6 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
             return true;
         } catch (ClassNotFoundException e) {
             return false;
-        }
-    }
-
-    /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
-     *  is (ClientProfile.java; null for a client this returned before); returns the previous
-     *  one. */
-    public static synchronized EngineLockClient install(EngineLockClient next, String profile) {
-        EngineLockClient previous = client;
-        client = profiled(next, profile);
-        return previous;
-    }
-
-    /** Make {@code next} the lock client of every statement {@code session} runs (null: the
-     *  process's again), as {@code profile} says it is. One per session: false, and nothing
-     *  changed, when {@code session} has one already (a second LockingSession would
-     *  silently take the first one's statements). */
-    public static synchronized boolean bind(SparkSession session, EngineLockClient next,
-                                            String profile) {
-        if (next == null) {
-            BOUND.remove(session);
-            return true;
-        }
-        return BOUND.putIfAbsent(session, profiled(next, profile)) == null;
-    }
-
-    private static EngineLockClient profiled(EngineLockClient next, String profile) {
-        return next == null || profile == null ? next
-            : new Profiled(next, ClientProfile.read(profile));
-    }
-
-    /** A py4j lock client with its profile, known while it lives: a dead one cannot be
-     *  asked. Kept beside it, as a proxy's hashCode and equals would call into its Python. */
-    private static final class Profiled implements EngineLockClient {
-        final EngineLockClient client;
-        final ClientProfile profile;
-
-        Profiled(EngineLockClient client, ClientProfile profile) {
-            this.client = client;
-            this.profile = profile;
-        }
-
-        @Override
-        public String acquire(String request) {
-            return client.acquire(request);
-        }
-
-        @Override
-        public String release(String handle, boolean failed) {
-            return client.release(handle, failed);
-        }
-
-        @Override
-        public String verify(String request) {
-            return client.verify(request);
-        }
-    }
-
-    /** The policy for a command without a lock rule for {@code session}'s statements
-     *  ({@link #setting}). */
-    static String unknownStatements(SparkSession session) {
-        return setting(session, Protocol.UNKNOWN_STATEMENTS);
-    }
-
-    /** The value of {@code setting}, one the engine reads (config.py's ENGINE_SETTINGS), for
-     *  {@code session}'s statements: its conf's and its lock client's, by
-     *  docs/configuration.md's precedence (ClientProfile.resolve), else the environment's,
-     *  else the default (Protocol.Setting.check). The child's profile is known once it has
-     *  started: before, the conf decides. */
-    static String setting(SparkSession session, Protocol.Setting setting) {
-        String conf = session.conf().get(setting.key, null);
-        ClientProfile profile = profile(session);
-        return setting.check(profile == null ? conf : profile.resolve(setting.key, conf));
-    }
-
-    /** Has a LockingSession bound a lock client to {@code session}? */
-    static boolean bound(SparkSession session) {
-        return BOUND.containsKey(session);
-    }
-
-    /** The profile of {@code session}'s lock client, without starting one; null when none
-     *  is known. */
-    private static ClientProfile profile(SparkSession session) {
-        EngineLockClient bound = BOUND.get(session);
-        EngineLockClient chosen = bound != null ? bound : client;
-        if (chosen != null) {
-            return chosen instanceof Profiled ? ((Profiled) chosen).profile : null;
-        }
-        return CHILD.profile();
-    }
-
-    /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
-     *  spark.sql.extensions names this class: Spark skips an extension it cannot load, and a
-     *  session made over an existing SparkContext may carry the setting without it. */
-    public static boolean guards(org.apache.spark.sql.SparkSession session) {
-        scala.collection.Iterator<?> strategies =
-            session.sessionState().planner().extraPlanningStrategies().iterator();
-        while (strategies.hasNext()) {
-            if (strategies.next() instanceof LockedCommands) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /** Does this Spark's DataFrameWriter.saveAsTable drop an overwritten table before it runs
-     *  any command (Spark 3.5, 4.0)? Then no engine hook sees the drop, and zklock's Python
-     *  locks the whole call itself (zklock/spark/saveastable.py). */
-    public static boolean saveAsTableDropsFirst() {
-        return SaveAsTable.DROPS_FIRST;
-    }
-
-    /** Spark 3.5 and 4.0's {@code df.write.saveAsTable(table)}, locked whole before Spark
-     *  starts (zklock/spark/saveastable.py calls it): X on the table and on the catalog tables
-     *  at its path (the call's {@code path} option, else the one set on {@code writer}), S on
-     *  what {@code ds} reads, held until {@link Held#close}. The commands the call runs find
-     *  themselves covered. Refused, denied or lost as any statement is (EngineRefusal). One
-     *  py4j call: the writer's options are read here, not through py4j reflection. */
-    public static Held lockSaveAsTable(SparkSession session, String table, String path,
-                                       Object writer, org.apache.spark.sql.Dataset<?> ds) {
-        List<String> paths = new java.util.ArrayList<>();
-        if (path != null) {
-            paths.add(path);
-        }
-        paths.addAll(pathOption(writer));
-        LockPlanner planner = new LockPlanner(session, unknownStatements(session));
-        com.fasterxml.jackson.databind.JsonNode answer = LockAnswer.union(
-            LockAnswer.union(EngineGuard.answer(planner.planWrite(table, null)),
-                EngineGuard.answer(planner.planPaths(paths))),
-            EngineGuard.answer(planner.planDataFrame(ds)));
-        String statement = "saveAsTable " + table;
-        return new Held(EngineGuard.enterCall(session, answer, "saveAsTable", statement),
-            "saveAsTable");
-    }
-
-    /** A block zklock's Python holds in a classic session (LockingSession.holding, a SQL
-     *  script Spark runs statement by statement): the locks of {@code answer} (the planner's
-     *  answer, as JSON), taken by {@code session}'s lock client as a statement's are, and held
-     *  until {@link Held#close}. A statement the thread runs in the block is covered where
-     *  the block's locks cover it, and refused where they do not (EngineGuard.enterBlock).
-     *  Refused, denied or lost as any statement is (EngineRefusal). */
-    public static Held hold(SparkSession session, String answer, String statement) {
-        return new Held(EngineGuard.enterBlock(session, EngineGuard.answer(answer), statement),
-            statement);
-    }
-
-    /** The {@code path} option set on a DataFrameWriter ({@code option("path", p)}): its
-     *  {@code extraOptions} field (Spark 3.5 and 4.0), which no public method returns. */
-    private static List<String> pathOption(Object writer) {
-        for (Class<?> c = writer.getClass(); c != null; c = c.getSuperclass()) {
-            try {
-                java.lang.reflect.Field field = c.getDeclaredField("extraOptions");
-                field.setAccessible(true);
-                scala.Option<?> found = (scala.Option<?>) ((scala.collection.Map<String, ?>)
-                    field.get(writer)).get("path");
-                return found.isDefined() ? java.util.Collections.singletonList(
-                    String.valueOf(found.get())) : java.util.Collections.emptyList();
-            } catch (NoSuchFieldException e) {
-                // a subclass: look in its parent
-            } catch (ReflectiveOperationException | RuntimeException e) {
-                throw EngineRefusal.refused("zklock: cannot read the path option of this"
-                    + " saveAsTable (" + e + "); it does not run");
-            }
-        }
-        return java.util.Collections.emptyList();
-    }
-
-    /** Locks a call holds (lockSaveAsTable), released by close. */
-    public static final class Held {
-        private final EngineGuard guard;
-        private final String statement;
-
-        Held(EngineGuard guard, String statement) {
-            this.guard = guard;
-            this.statement = statement;
-        }
-
-        /** The lock client's handle of the set (its LockSet, for a py4j client); null when
-         *  nothing is held (nothing to lock, locking off, covered by a statement around). */
-        public String handle() {
-            return guard.handle();
-        }
-
-        /** Release them; {@code failure}: the call's error, as its first line (null: it
-         *  succeeded). A loss while a successful call ran is thrown (EngineRefusal,
-         *  ZKLOCK_LOCK_LOST). For a failed call, what to raise instead of its error: the
-         *  loss, or the failed write (ZKLOCK_WRITE_FAILED) naming the table and what became
-         *  of it, as a message; null to raise the call's own error. */
-        public String close(String failure) {
-            EngineRefusal refusal = guard.exit(statement,
-                failure == null ? null : new IllegalStateException(failure));
-            if (refusal != null && failure == null) {
-                throw EngineRefusal.raise(refusal);
-            }
-            return refusal == null ? null : refusal.getCondition() + "\n" + refusal.getMessage();
-        }
-    }
-
-    /** Is a lock client installed in this process? */
-    public static boolean hasClient() {
-        return client != null;
-    }
-
-    /** The lock client of {@code session}'s statements: the one bound to it, else the
-     *  process's, else (unless spark.zklock.lockClient=none) a child process started now
-     *  (ChildLockClient.java: a process that never imported zklock's Python, such as Spark's
-     *  Thrift server); null when there is none. */
-    static EngineLockClient client(SparkSession session) {
-        EngineLockClient bound = BOUND.get(session);
-        if (bound != null) {
-            return bound;
-        }
-        EngineLockClient installed = client;
-        if (installed != null || !ChildLockClient.wanted(session.sparkContext())) {
-            return installed;
-        }
-        return CHILD.current(session.sparkContext());
-    }
-
-    /** {@code dead}, a py4j lock client, failed to answer (its Python's callback server is
-     *  gone): it is no longer asked, so the next statement goes to the process's next lock
-     *  client instead of failing on it forever. A child started after it must lock where
-     *  it locked (ChildSupervisor.requireSpace): a child with other settings (the Spark
-     *  conf's, where enforce() was given its own) would lock where no one else looks.
-     *  {@code nodes}: the lock nodes of a statement it held, which the JVM now counts as
-     *  lost, for the next child to delete rather than wait out the dead Python's session. */
-    static synchronized void gone(EngineLockClient dead, List<String> nodes) {
-        if (client == dead) {
-            client = null;
-        }
-        BOUND.values().removeIf(c -> c == dead);
-        String space = dead instanceof Profiled ? ((Profiled) dead).profile.space : null;
-        CHILD.inherit(space, nodes);
-        System.err.println("zklock: a lock client in this application's Python stopped"
-            + " answering; the statements it held failed, and later statements go to the"
-            + " next lock client" + (space == null ? "" : ", which must lock in " + space));
-    }
-
-    /** The child lock client's state (ChildSupervisor.status), as JSON. */
-    public static String childStatus() {
-        try {
-            return new com.fasterxml.jackson.databind.ObjectMapper()
-                .writeValueAsString(CHILD.status());
-        } catch (java.io.IOException e) {
-            throw new IllegalStateException(e);
         }
     }
 

@@ -28,7 +28,7 @@ final class EngineReads {
 
     /** lock, warn or off; EngineRefusal for anything else (a typo must not turn locks off). */
     static String mode(SparkSession session) {
-        return EngineLocks.setting(session, Protocol.ENGINE_READS);
+        return LockClients.setting(session, Protocol.ENGINE_READS);
     }
 
     /** Does the engine lock this session's queries? */

@@ -1,0 +1,146 @@
+// What zklock's Python calls in the JVM through py4j (zklock/spark/lock_client.py's
+// engine_of): installing and binding lock clients, asking whether a session is guarded, and
+// holding a block's locks through the engine's guard (a SQL script, holding(), Spark 3.5
+// and 4.0's saveAsTable). The rest of the JVM module is not called from Python.
+package zklock;
+
+import java.util.List;
+
+import org.apache.spark.sql.SparkSession;
+
+public final class EngineCalls {
+    /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
+     *  is (ClientProfile.java; null for a client this returned before); returns the previous
+     *  one. */
+    public static EngineLockClient install(EngineLockClient next, String profile) {
+        return LockClients.install(next, profile);
+    }
+
+    /** Make {@code next} the lock client of every statement {@code session} runs (null: the
+     *  process's again): false, and nothing changed, when {@code session} has one already
+     *  (LockClients.bind). */
+    public static boolean bind(SparkSession session, EngineLockClient next, String profile) {
+        return LockClients.bind(session, next, profile);
+    }
+
+    /** Is a lock client installed in this process? */
+    public static boolean hasClient() {
+        return LockClients.hasClient();
+    }
+
+    /** The child lock client's state (ChildSupervisor.status), as JSON. */
+    public static String childStatus() {
+        return LockClients.childStatus();
+    }
+
+    /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
+     *  spark.sql.extensions names this class: Spark skips an extension it cannot load, and a
+     *  session made over an existing SparkContext may carry the setting without it. */
+    public static boolean guards(org.apache.spark.sql.SparkSession session) {
+        scala.collection.Iterator<?> strategies =
+            session.sessionState().planner().extraPlanningStrategies().iterator();
+        while (strategies.hasNext()) {
+            if (strategies.next() instanceof LockedCommands) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Does this Spark's DataFrameWriter.saveAsTable drop an overwritten table before it runs
+     *  any command (Spark 3.5, 4.0)? Then no engine hook sees the drop, and zklock's Python
+     *  locks the whole call itself (zklock/spark/saveastable.py). */
+    public static boolean saveAsTableDropsFirst() {
+        return SaveAsTable.DROPS_FIRST;
+    }
+
+    /** Spark 3.5 and 4.0's {@code df.write.saveAsTable(table)}, locked whole before Spark
+     *  starts (zklock/spark/saveastable.py calls it): X on the table and on the catalog tables
+     *  at its path (the call's {@code path} option, else the one set on {@code writer}), S on
+     *  what {@code ds} reads, held until {@link Held#close}. The commands the call runs find
+     *  themselves covered. Refused, denied or lost as any statement is (EngineRefusal). One
+     *  py4j call: the writer's options are read here, not through py4j reflection. */
+    public static Held lockSaveAsTable(SparkSession session, String table, String path,
+                                       Object writer, org.apache.spark.sql.Dataset<?> ds) {
+        List<String> paths = new java.util.ArrayList<>();
+        if (path != null) {
+            paths.add(path);
+        }
+        paths.addAll(pathOption(writer));
+        LockPlanner planner = new LockPlanner(session, LockClients.unknownStatements(session));
+        com.fasterxml.jackson.databind.JsonNode answer = LockAnswer.union(
+            LockAnswer.union(EngineGuard.answer(planner.planWrite(table, null)),
+                EngineGuard.answer(planner.planPaths(paths))),
+            EngineGuard.answer(planner.planDataFrame(ds)));
+        String statement = "saveAsTable " + table;
+        return new Held(EngineGuard.enterCall(session, answer, "saveAsTable", statement),
+            "saveAsTable");
+    }
+
+    /** A block zklock's Python holds in a classic session (LockingSession.holding, a SQL
+     *  script Spark runs statement by statement): the locks of {@code answer} (the planner's
+     *  answer, as JSON), taken by {@code session}'s lock client as a statement's are, and held
+     *  until {@link Held#close}. A statement the thread runs in the block is covered where
+     *  the block's locks cover it, and refused where they do not (EngineGuard.enterBlock).
+     *  Refused, denied or lost as any statement is (EngineRefusal). */
+    public static Held hold(SparkSession session, String answer, String statement) {
+        return new Held(EngineGuard.enterBlock(session, EngineGuard.answer(answer), statement),
+            statement);
+    }
+
+    /** The {@code path} option set on a DataFrameWriter ({@code option("path", p)}): its
+     *  {@code extraOptions} field (Spark 3.5 and 4.0), which no public method returns. */
+    private static List<String> pathOption(Object writer) {
+        for (Class<?> c = writer.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                java.lang.reflect.Field field = c.getDeclaredField("extraOptions");
+                field.setAccessible(true);
+                scala.Option<?> found = (scala.Option<?>) ((scala.collection.Map<String, ?>)
+                    field.get(writer)).get("path");
+                return found.isDefined() ? java.util.Collections.singletonList(
+                    String.valueOf(found.get())) : java.util.Collections.emptyList();
+            } catch (NoSuchFieldException e) {
+                // a subclass: look in its parent
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                throw EngineRefusal.refused("zklock: cannot read the path option of this"
+                    + " saveAsTable (" + e + "); it does not run");
+            }
+        }
+        return java.util.Collections.emptyList();
+    }
+
+    /** Locks a call holds (lockSaveAsTable), released by close. */
+    public static final class Held {
+        private final EngineGuard guard;
+        private final String statement;
+
+        Held(EngineGuard guard, String statement) {
+            this.guard = guard;
+            this.statement = statement;
+        }
+
+        /** The lock client's handle of the set (its LockSet, for a py4j client); null when
+         *  nothing is held (nothing to lock, locking off, covered by a statement around). */
+        public String handle() {
+            return guard.handle();
+        }
+
+        /** Release them; {@code failure}: the call's error, as its first line (null: it
+         *  succeeded). A loss while a successful call ran is thrown (EngineRefusal,
+         *  ZKLOCK_LOCK_LOST). For a failed call, what to raise instead of its error: the
+         *  loss, or the failed write (ZKLOCK_WRITE_FAILED) naming the table and what became
+         *  of it, as a message; null to raise the call's own error. */
+        public String close(String failure) {
+            EngineRefusal refusal = guard.exit(statement,
+                failure == null ? null : new IllegalStateException(failure));
+            if (refusal != null && failure == null) {
+                throw EngineRefusal.raise(refusal);
+            }
+            return refusal == null ? null : refusal.getCondition() + "\n" + refusal.getMessage();
+        }
+    }
+
+
+    private EngineCalls() {
+    }
+}
