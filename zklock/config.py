@@ -149,7 +149,8 @@ class Choice:
     def __call__(self, value: Any) -> str:
         text = str(value).strip().lower()
         if text not in self.options:
-            raise InvalidArguments(f"{self.what} must be {' or '.join(self.options)},"
+            *first, last = self.options
+            raise InvalidArguments(f"{self.what} must be {', '.join(first)} or {last},"
                                    f" got {value!r}")
         return text
 

@@ -100,7 +100,11 @@ final class ChildLockClient implements EngineLockClient {
 
     /** Is a child to be started where no lock client runs (the application's conf)? */
     static boolean wanted(SparkContext sc) {
-        return "child".equals(SETTING.read(sc.getConf()));
+        try {
+            return "child".equals(SETTING.read(sc.getConf()));
+        } catch (IllegalArgumentException e) {
+            throw EngineRefusal.refused(e.getMessage());
+        }
     }
 
     /** Start the child for {@code sc}'s application and wait until it is ready; a refusal

@@ -89,7 +89,11 @@ final class LockClients {
     static String setting(SparkSession session, Protocol.Setting setting) {
         String conf = session.conf().get(setting.key, null);
         ClientProfile profile = profile(session);
-        return setting.check(profile == null ? conf : profile.resolve(setting.key, conf));
+        try {
+            return setting.check(profile == null ? conf : profile.resolve(setting.key, conf));
+        } catch (IllegalArgumentException e) {
+            throw EngineRefusal.refused(e.getMessage());
+        }
     }
 
     /** Has a LockingSession bound a lock client to {@code session}? */

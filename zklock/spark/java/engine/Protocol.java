@@ -87,8 +87,8 @@ final class Protocol {
 
         /** {@code value} (null: unset) as the setting's: else the environment's, else the
          *  default (null when it has none); one of its choices, lower-case, where it has
-         *  them: a refusal naming the key for anything else (a typo must not turn locks
-         *  off). */
+         *  them: IllegalArgumentException naming the key for anything else (a typo must not
+         *  turn locks off). */
         String check(String value) {
             String v = value != null ? value : System.getenv(env);
             if (v == null || v.trim().isEmpty()) {
@@ -108,8 +108,10 @@ final class Protocol {
                 return v.trim();
             }
             if (!allowed.contains(word)) {
-                throw EngineRefusal.refused("zklock: " + key + " is " + String.join(" or ",
-                    allowed) + ", not '" + v + "'");
+                int last = allowed.size() - 1;
+                throw new IllegalArgumentException("zklock: " + key + " is "
+                    + String.join(", ", allowed.subList(0, last)) + " or " + allowed.get(last)
+                    + ", not '" + v + "'");
             }
             return word;
         }
