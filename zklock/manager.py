@@ -363,6 +363,22 @@ class LockManager:
             leftover = req.intent_nodes()
             if leftover and (granted is None or explicit):
                 self._withdraw_intents(leftover)
+            if req.unsure_intents and granted is None:
+                self._sweep_intents(req)
+
+    def _sweep_intents(self, req: Request) -> None:
+        """Delete every intent of ``req`` by its ticket, listed or not: a request that ends
+        after a multi leaving intents lost its reply. Connected, at once (one listing, one
+        delete); else, or should that fail, on the next reconnect of this session."""
+        paths = list(req.paths.values())
+        marker = req.intent_marker()
+        if self.client.state == KazooState.CONNECTED:
+            try:
+                self._sweep_attempt(paths, marker)
+                return
+            except Exception as exc:
+                log.debug("could not sweep a request's intents now: %s", exc)
+        self._leave_for_reconnect(attempt=(paths, marker))
 
     def _withdraw_intents(self, nodes: list[str]) -> None:
         """Delete a request's intents when it is granted a lease or gives up; they are
@@ -541,11 +557,19 @@ class LockManager:
             results, _ = self.ops.multi_chunked(ops)
         except (MultiFailed, ChunkedMultiFailed) as exc:
             # an object node swept meanwhile (pre-read path), say: undo alone; intents
-            # that a partly applied chunk made are found by ticket at the next listing
+            # that a partly applied chunk made are found by ticket at the next listing,
+            # or when the request ends
             log.debug("could not leave intents: %s", exc)
+            req.unsure_intents = True
             if undo:
                 self.delete_nodes(undo)
             return
+        except CONNECTION_ERRORS:
+            # the reply is lost, not necessarily the multi: intents it made are ours, though
+            # unlisted. Left behind, each would queue every later conflicting request behind
+            # a request that is gone, for as long as this session lives.
+            req.unsure_intents = True
+            raise
         for t, r in zip(creates, results[len(undo):]):
             req.intents.setdefault(req.paths[t], []).append(_created_path(r))
 
@@ -702,7 +726,7 @@ class LockManager:
 
     def _sweep_attempt(self, paths: Sequence[str], attempt_id: str) -> None:
         """Delete every node under ``paths`` carrying this attempt's id (in its name, or,
-        named for Hive, in its data)."""
+        named for Hive, in its data); also a request's intents, by its intent marker."""
         listing = self.ops.children_many(paths)
         mine = [f"{p}/{k}" for p, kids in listing.items() for k in kids or ()
                 if attempt_id in k]

@@ -68,6 +68,9 @@ class Request:
     intents: dict[str, list[str]] = field(default_factory=dict)
     #: the current attempt will be retried if denied: leave intents when it is
     leave_intents: bool = False
+    #: a multi leaving intents lost its reply: ZooKeeper may hold intents of this request
+    #: that :attr:`intents` does not list (found by ticket when the request ends)
+    unsure_intents: bool = False
 
     def __post_init__(self) -> None:
         self.levels = {t: (1 if t.obj.table is None else 2 + len(t.obj.partition))
@@ -116,6 +119,11 @@ class Request:
 
     def intent_nodes(self) -> list[str]:
         return [n for nodes in self.intents.values() for n in nodes]
+
+    def intent_marker(self) -> str:
+        """What every intent name of this request, and no other node's name, contains: its
+        ticket as :class:`~zklock.locks.locknode.IntentName` writes it."""
+        return f"-{self.ticket:016x}-"
 
 
 @dataclass

@@ -235,6 +235,34 @@ def test_intents_go_when_the_request_gives_up_or_its_process_dies(make_manager, 
     held.release()
 
 
+def test_intents_whose_multi_lost_its_reply_go_when_the_request_ends(make_manager):
+    """ZooKeeper applied the multi that leaves a waiting writer's intents, and the reply was
+    lost (what a connection dropping at that moment does: kazoo raises ConnectionLoss). The
+    request fails, and the intents it never saw go with it: later writers are not queued
+    behind a request that is gone, for as long as its session lives."""
+    from kazoo.exceptions import ConnectionLoss
+
+    from zklock import ZooKeeperUnavailable
+
+    holder, watcher, writer = make_manager(), make_manager(), make_manager()
+    held = holder.acquire([("db.t", "S")])
+    applied = writer.ops.multi_chunked
+
+    def reply_lost(ops):
+        result = applied(ops)  # ZooKeeper has applied it
+        if any(".intent-" in getattr(op, "path", "") for op in ops):
+            raise ConnectionLoss()
+        return result
+
+    writer.ops.multi_chunked = reply_lost
+    with pytest.raises(ZooKeeperUnavailable):
+        writer.acquire([("db.t", "X")], retries=100, retry_interval=0.05)
+    assert intents_of(watcher, "db.t", "X") == []  # swept by ticket before it raised
+    held.release()
+    with watcher.acquire([("db.t", "X")], retries=0):  # nothing queues it
+        pass
+
+
 @pytest.fixture
 def raw(zk_hosts):
     client = KazooClient(hosts=zk_hosts)
