@@ -193,8 +193,12 @@ def main(argv: list[str]) -> int:
     rec = Recorder(work / "out" / f"{name}.jsonl", name)
     rec.write(kind="launch")  # the process is up; Spark is not yet
     deadline = time.monotonic() + float(seconds)
+    # every grant, denial, release and loss, with its query id: to tell, when a check fails,
+    # who held what (the lock data in a denial names the query)
+    (work / "events").mkdir(exist_ok=True)
     locks = dict(hosts=hosts, root=root, session_timeout=SESSION_TIMEOUT, timeout=60,
-                 retry_interval=0.1, connect_timeout=30, job=name)
+                 retry_interval=0.1, connect_timeout=30, job=name,
+                 event_log=str(work / "events" / f"{name}-{os.getpid()}.jsonl"))
     if role in ("connect", "jdbc"):  # clients of zklock's servers: they lock for them
         if role == "connect":
             from pyspark.sql.connect.session import SparkSession
