@@ -144,7 +144,8 @@ def threads_of_one_application(spark, hosts: str, root: str, where: Path) -> dic
     """Two threads of one LockingSession, then two of the plain session under enforce(),
     each writing its own partition of one table twelve times, beside a writer whose every
     job fails: what tests/spark/writers_app.py runs on local[4]."""
-    from writers_app import cases, leftovers, run_case
+    from staging import leftover_staging
+    from writers_app import cases, run_case
 
     from zklock.spark import enforce
 
@@ -160,8 +161,8 @@ def threads_of_one_application(spark, hosts: str, root: str, where: Path) -> dic
         locking.close()
         manager.close()
     warehouse = where / "warehouse"
-    wait_for(lambda: not leftovers(warehouse), STATE_S)  # a failed job's second removal
-    return {**seen, "leftovers": leftovers(warehouse)}
+    wait_for(lambda: not leftover_staging(warehouse), STATE_S)  # a failed job's second removal
+    return {**seen, "leftovers": leftover_staging(warehouse)}
 
 
 def main(hosts: str, root: str, work: str) -> dict:
