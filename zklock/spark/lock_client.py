@@ -405,8 +405,11 @@ def guards(spark: Any) -> bool:
 def save_as_table_drops_first(spark: Any) -> bool:
     """Does this Spark's saveAsTable drop an overwritten table before it runs any command
     (Spark 3.5, 4.0), where the engine cannot lock the drop? Raises JvmModuleError as
-    :func:`guards` does."""
-    return bool(engine_of(spark).saveAsTableDropsFirst())
+    :func:`guards` does. Asked once per SparkContext: it is the Spark line's."""
+    found = _engine(spark)
+    if found.drops_first is None:
+        found.drops_first = bool(found.calls.saveAsTableDropsFirst())
+    return found.drops_first
 
 
 def has_client(spark: Any) -> bool:
@@ -418,13 +421,35 @@ def has_client(spark: Any) -> bool:
 def engine_of(spark: Any) -> Any:
     """What Python calls in the engine (EngineCalls.java), on the application's class path
     (where Spark loaded it from); JvmModuleError without it."""
+    return _engine(spark).calls
+
+
+@dataclasses.dataclass
+class _Engine:
+    """EngineCalls of one SparkContext, found once: each lookup through py4j's JVM view is
+    a round trip or two to the JVM, on every statement that asks."""
+
+    jsc: Any  # kept, so that its id is not reused while this is cached
+    calls: Any
+    drops_first: Optional[bool] = None
+
+
+_ENGINES: dict[int, _Engine] = {}
+
+
+def _engine(spark: Any) -> _Engine:
+    jsc = spark.sparkContext._jsc
+    found = _ENGINES.get(id(jsc))
+    if found is not None and found.jsc is jsc:
+        return found
     from py4j.java_gateway import JavaClass
 
-    engine = spark._jvm.zklock.EngineCalls
-    if not isinstance(engine, JavaClass):
+    calls = spark._jvm.zklock.EngineCalls
+    if not isinstance(calls, JavaClass):
         raise JvmModuleError("zklock's engine extension is not on this application's class"
                              " path: build the session with zklock.spark.configure(builder)")
-    return engine
+    found = _ENGINES[id(jsc)] = _Engine(jsc, calls)
+    return found
 
 
 def _answer(outcome: str, **fields: Any) -> str:
