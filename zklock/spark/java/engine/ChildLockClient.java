@@ -100,11 +100,7 @@ final class ChildLockClient implements EngineLockClient {
 
     /** Is a child to be started where no lock client runs (the application's conf)? */
     static boolean wanted(SparkContext sc) {
-        try {
-            return "child".equals(SETTING.read(sc.getConf()));
-        } catch (IllegalArgumentException e) {
-            throw EngineRefusal.refused(e.getMessage());
-        }
+        return "child".equals(SETTING.read(sc.getConf()));
     }
 
     /** Start the child for {@code sc}'s application and wait until it is ready; a refusal

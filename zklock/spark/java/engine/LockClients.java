@@ -89,11 +89,7 @@ final class LockClients {
     static String setting(SparkSession session, Protocol.Setting setting) {
         String conf = session.conf().get(setting.key, null);
         ClientProfile profile = profile(session);
-        try {
-            return setting.check(profile == null ? conf : profile.resolve(setting.key, conf));
-        } catch (IllegalArgumentException e) {
-            throw EngineRefusal.refused(e.getMessage());
-        }
+        return setting.refusing(profile == null ? conf : profile.resolve(setting.key, conf));
     }
 
     /** Has a LockingSession bound a lock client to {@code session}? */

@@ -116,10 +116,20 @@ final class Protocol {
             return word;
         }
 
+        /** {@link #check} for a statement: a value outside the choices is the engine's
+         *  refusal, in one line. */
+        String refusing(String value) {
+            try {
+                return check(value);
+            } catch (IllegalArgumentException e) {
+                throw EngineRefusal.refused(e.getMessage());
+            }
+        }
+
         /** Its value in {@code conf} (the application's Spark conf), else the environment's,
-         *  else the default. */
+         *  else the default; as {@link #refusing}. */
         String read(org.apache.spark.SparkConf conf) {
-            return check(conf.get(key, null));
+            return refusing(conf.get(key, null));
         }
     }
 
