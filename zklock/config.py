@@ -270,8 +270,8 @@ SETTINGS: list[Setting] = [
             "spark.zklock.operation.timeout",
             "How long a lock manager's ZooKeeper call (an acquire's creates, a release's deletes,"
             " a read) rides out a lost connection before it fails, and the longest wait for any"
-            " one reply; at least 1s. A release that gives up is finished on reconnect if the"
-            " session survived. Unset: three session timeouts, at least 15 s. (The scheduler's"
+            " one reply; at least 1s. A release that gives up is retried while its"
+            " session lives. Unset: three session timeouts, at least 15 s. (The scheduler's"
             " store keeps its own 30 s.)"),
     Setting("query_max_length", 1000, _int, "ZKLOCK_QUERY_MAX_LENGTH",
             "spark.zklock.query.maxLength",

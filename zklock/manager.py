@@ -58,6 +58,7 @@ from .locks.intents import Request, View, defers_to, judge
 from .locks.listing import LockRecord, holders_behind_intents, ms_to_iso, walk
 from .locks.locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
 from .locks.lockrequest import LockSpec, LockTarget, normalize
+from .locks.leftovers import Leftovers
 from .locks.lockset import HeldLock, LockSet
 from .locks.objects import LockObject
 from .locks.waits import Waits
@@ -176,10 +177,11 @@ class LockManager:
         self._own_client = client is None
         self.client = client if client is not None else connect(settings)
         self.ops = ZkOps(self.client, timeout=settings.outage_deadline)
-        # (session, nodes, (object paths, attempt id)) that failed deletes left behind
-        self._leftovers: list[tuple[Optional[int], list[str],
-                                    Optional[tuple[list[str], str]]]] = []
-        self._leftovers_lock = threading.Lock()
+        #: what failed deletes left in a live session, deleted until gone
+        self.leftovers = Leftovers(
+            self.client, self.delete_nodes,
+            lambda paths, attempt_id: self.ops.with_retry(self._sweep_attempt, paths,
+                                                          attempt_id))
         self._root_ready = False
         self._host = socket.gethostname()
         self._client_ip = _client_ip()
@@ -189,7 +191,7 @@ class LockManager:
         self.watcher = SessionWatcher(
             self.client, self.ops, self.events, settings.lose_on_suspend,
             self._session_label(), release_nodes=self._let_go,
-            delete_nodes=self.delete_nodes, after_reconnect=self._finish_leftovers)
+            delete_nodes=self.delete_nodes, after_reconnect=self.leftovers.on_reconnect)
         #: the Spark application whose statements this manager locks (zklock.spark sets
         #: it): recorded in implicit lock nodes, so that `zklock show --extended` names it
         self.application = ""
@@ -203,6 +205,7 @@ class LockManager:
     def close(self) -> None:
         """Release nothing implicitly held elsewhere; stop the client if we started it."""
         self.watcher.close()
+        self.leftovers.close()
         if self._own_client:
             try:
                 self.client.stop()
@@ -369,7 +372,7 @@ class LockManager:
     def _sweep_intents(self, req: Request) -> None:
         """Delete every intent of ``req`` by its ticket, listed or not: a request that ends
         after a multi leaving intents lost its reply. Connected, at once (one listing, one
-        delete); else, or should that fail, on the next reconnect of this session."""
+        delete); else, or should that fail, as a leftover of this session."""
         paths = list(req.paths.values())
         marker = req.intent_marker()
         if self.client.state == KazooState.CONNECTED:
@@ -378,7 +381,7 @@ class LockManager:
                 return
             except Exception as exc:
                 log.debug("could not sweep a request's intents now: %s", exc)
-        self._leave_for_reconnect(attempt=(paths, marker))
+        self._leave_behind(attempt=(paths, marker))
 
     def _withdraw_intents(self, nodes: list[str]) -> None:
         """Delete a request's intents when it is granted a lease or gives up; they are
@@ -661,23 +664,19 @@ class LockManager:
         self._release_nodes(nodes)
 
     def _release_nodes(self, nodes: list[str]) -> None:
-        """Delete released nodes; should that fail, keep them for the next reconnect.
-
-        If the session expired they are gone with it; if it survives (a reconnect
-        within the session timeout) they would stay held by a process that thinks it
-        let go, so :meth:`_finish_leftovers` deletes them on reconnect.
-        """
+        """Delete released nodes; should that fail, they are leftovers (deleted as soon
+        as the session is connected: zklock/locks/leftovers.py)."""
         try:
             self.delete_nodes(nodes)
         except Exception as exc:
-            self._leave_for_reconnect(nodes=nodes)
-            log.warning("release of %d lock(s) failed (retried on reconnect): %s",
+            self._leave_behind(nodes=nodes)
+            log.warning("release of %d lock(s) failed (retried while the session lives): %s",
                         len(nodes), exc)
 
-    def _leave_for_reconnect(self, nodes: Sequence[str] = (),
+    def _leave_behind(self, nodes: Sequence[str] = (),
                              attempt: Optional[tuple[list[str], str]] = None) -> None:
-        """Remember nodes (or an attempt's nodes, by object paths and attempt id) that a
-        failed delete left behind, for :meth:`_finish_leftovers` on reconnect.
+        """Hand nodes (or an attempt's nodes, by object paths and attempt id) that a failed
+        delete left behind to :class:`~zklock.locks.leftovers.Leftovers`.
 
         Kazoo keeps a request issued while disconnected queued and sends it once the
         connection is back, even after its caller gave up waiting: a create from a timed
@@ -685,8 +684,7 @@ class LockManager:
         live session that no longer knows them, a stuck lock until the process exits.
         """
         owner = self.session_id or self.watcher.last_session  # None while disconnected
-        with self._leftovers_lock:
-            self._leftovers.append((owner, list(nodes), attempt))
+        self.leftovers.leave(owner, nodes, attempt)
 
     def _release_async(self, nodes: list[str]) -> bool:
         """Send the release multi without waiting for its reply.
@@ -743,8 +741,8 @@ class LockManager:
         try:
             self.ops.with_retry(self._sweep_attempt, list(paths.values()), attempt_id)
         except Exception as exc:
-            self._leave_for_reconnect(attempt=(list(paths.values()), attempt_id))
-            log.error("could not clean up attempt %s (retried on reconnect): %s",
+            self._leave_behind(attempt=(list(paths.values()), attempt_id))
+            log.error("could not clean up attempt %s (retried while the session lives): %s",
                       attempt_id, exc)
             raise
 
@@ -832,22 +830,3 @@ class LockManager:
     # ---- the session (transitions of live sets: zklock/locks/watcher.py) ----------
     def _session_label(self) -> str:
         return f"{self.settings.job or self.settings.effective_user}@{id(self):x}"
-
-    def _finish_leftovers(self, sid: Optional[int]) -> None:
-        """Delete what failed deletes left behind in this session (an older session's
-        ephemeral nodes went with it); what fails again waits for the next reconnect.
-        The session watcher calls it once it has re-checked the sets after a reconnect."""
-        with self._leftovers_lock:
-            leftovers, self._leftovers = self._leftovers, []
-        for owner, nodes, attempt in leftovers:
-            if owner != sid:
-                continue
-            try:
-                if nodes:
-                    self.delete_nodes(nodes)
-                if attempt is not None:
-                    self.ops.with_retry(self._sweep_attempt, *attempt)
-            except Exception as exc:
-                with self._leftovers_lock:
-                    self._leftovers.append((owner, nodes, attempt))
-                log.warning("could not delete nodes left by a failed delete: %s", exc)
