@@ -206,6 +206,9 @@ for n in range(3):
     held = wait_for(lambda: [r for r in watcher.show("default.t", extended=True)
                              if r.mode.value == "X"], timeout=120)
     child = held[0].data.pid
+    # the child creates the nodes before its grant reaches the JVM: a kill in between fails
+    # the statement before it runs. Kill it once the statement's job runs under the grant.
+    wait_for(lambda: spark.sparkContext.statusTracker().getActiveJobsIds(), timeout=120)
     os.kill(child, signal.SIGKILL)
     writer.join(300)
     spark.sql(f"INSERT INTO t VALUES ({n})")  # the next statement: a new child locks it
