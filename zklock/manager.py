@@ -35,7 +35,6 @@ import os
 import random
 import secrets
 import socket
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
@@ -55,10 +54,10 @@ from .errors import LockNotAcquired, ZooKeeperUnavailable
 from .leases.lease import Lease, Leases, process_holder
 from .locks.attempt import Conflict, Denied, Granted, Outcome, Retry
 from .locks.intents import Request, View, defers_to, judge
+from .locks.leftovers import Leftovers
 from .locks.listing import LockRecord, holders_behind_intents, ms_to_iso, walk
 from .locks.locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
 from .locks.lockrequest import LockSpec, LockTarget, normalize
-from .locks.leftovers import Leftovers
 from .locks.lockset import HeldLock, LockSet
 from .locks.objects import LockObject
 from .locks.waits import Waits
@@ -181,7 +180,8 @@ class LockManager:
         self.leftovers = Leftovers(
             self.client, self.delete_nodes,
             lambda paths, attempt_id: self.ops.with_retry(self._sweep_attempt, paths,
-                                                          attempt_id))
+                                                          attempt_id),
+            self.ops.exists_many)
         self._root_ready = False
         self._host = socket.gethostname()
         self._client_ip = _client_ip()
@@ -659,6 +659,7 @@ class LockManager:
     def _let_go(self, nodes: list[str], wait: bool) -> None:
         """Delete a released set's nodes (or a request's intents); ``wait=False`` sends the
         multi without waiting for its reply when it fits in one."""
+        self.leftovers.released(self.session_id, nodes)
         if not wait and self._release_async(nodes):
             return
         self._release_nodes(nodes)

@@ -1,10 +1,13 @@
 """Leftovers (zklock/locks/leftovers.py): what a failed delete leaves in a live session goes
-without waiting for a reconnect, and a second manager's request is no longer denied."""
+without waiting for a reconnect, and a released node that a server shows again goes at the
+next reconnect."""
 
 from __future__ import annotations
 
 from conftest import wait_for
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl
+
+from zklock.testing.proxy import FaultProxy
 
 #: Every permission but DELETE, for anyone: ZooKeeper then refuses to delete a child.
 NO_DELETE = [make_acl("world", "anyone", read=True, write=True, create=True, admin=True)]
@@ -41,3 +44,31 @@ def test_leftovers_of_an_expired_session_are_dropped(make_manager, zk, root) -> 
     holder = make_manager()
     holder.leftovers.leave(12345, ["/nowhere/read-0000000001"])
     assert wait_for(lambda: not holder.leftovers.pending(), timeout=10)
+
+
+def test_a_released_node_a_server_shows_again_goes_at_the_next_reconnect(make_manager,
+                                                                         zk_server, zk, root):
+    """ZooKeeper 3.8.0 can lose a committed delete on a member that re-syncs
+    (ZOOKEEPER-4785): the released node is back, held by a session that let go. Here the
+    server is sound, so the node is put back in the holder's session by hand, as the lost
+    delete leaves it; the next reconnect (a dropped connection, the session kept) finds it
+    and deletes it. A node of another session at the same path is left alone."""
+    host, port = zk_server.connect.split(":")
+    proxy = FaultProxy((host, int(port)))
+    try:
+        holder = make_manager(hosts=proxy.connect, session_timeout=4)
+        lockset = holder.acquire([("db.t", "X"), ("db.u", "X")], query_id="released")
+        mine, theirs = sorted(n for n in lockset.node_paths if "/db/t/" in n or "/db/u/" in n)
+        lockset.release()
+        session = holder.session_id
+        # (makepath: ZooKeeper may have removed the emptied object node, a container)
+        holder.client.create(mine, ephemeral=True, makepath=True)  # back, as after the loss
+        zk.create(theirs, ephemeral=True, makepath=True)  # another session's, at a released path
+
+        proxy.drop_all()
+
+        assert wait_for(lambda: zk.exists(mine) is None, timeout=30), mine
+        assert holder.session_id == session
+        assert zk.exists(theirs) is not None
+    finally:
+        proxy.close()
