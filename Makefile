@@ -73,10 +73,12 @@ soak: install zookeeper
 
 # Spark applications under ensemble, connection, lock-node, lock-client and driver faults,
 # judged by the data (tests/spark/test_spark_chaos.py): 150 s unless ZKLOCK_CHAOS_SECONDS;
-# and every kind of write by two threads at once (tests/spark/test_concurrent_writers.py)
+# every kind of write by two threads at once (tests/spark/test_concurrent_writers.py); and
+# schedulers exactly once on an ensemble under faults (tests/scheduler/test_scheduler_processes.py)
 soak-spark: install zookeeper
 	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-150} ZKLOCK_CHAOS_REPORT=.zklock/soak-spark.json \
-		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py
+		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py \
+		tests/scheduler/test_scheduler_processes.py
 
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py

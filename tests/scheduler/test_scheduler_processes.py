@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import wait_for
 from zklock.scheduler.admin import ScheduledQueries
 from zklock.scheduler.ddl import parse_scheduled_ddl
@@ -35,6 +36,7 @@ def test_three_schedulers_leader_killed_every_trigger_once(sched_conf, tmp_path)
     exactly_once(sched_conf, tmp_path)
 
 
+@pytest.mark.soak  # an ensemble under faults for a minute: run with `make soak-spark`
 def test_exactly_once_under_ensemble_faults(sched_conf, tmp_path_factory, tmp_path):
     """The same, on a 3-node ensemble whose leader is killed and a follower paused too."""
     from zklock.servers.ensemble import Ensemble
