@@ -5,7 +5,7 @@ The rules are LockPlanner.java's, run inside Spark where the plans are (the JVM 
 asks it only for what it locks itself or shows: EXPLAIN LOCKS, the objects zklock's own
 statements name, :meth:`LockingSession.holding`. A classic session calls it through py4j
 (:class:`ClassicPlanner`); a Spark Connect session asks zklock's plugin in the server
-(:class:`~zklock.spark.connect_planner.ConnectPlanner`). Both read the same answer
+(:class:`ConnectPlanner`). Both read the same answer
 (:mod:`.answer`): it is the same code.
 """
 
@@ -19,6 +19,7 @@ from ..locks.lockrequest import LockTarget
 from ..locks.mode import Mode
 from ..locks.objects import LockObject
 from . import answer, jvm
+from .connect import plan_dataframe, plan_statement, plan_write
 
 
 @dataclass
@@ -126,3 +127,36 @@ class ClassicPlanner:
 
     def validate(self, statement: str) -> None:
         self._call(self._java.validate, statement)
+
+
+class ConnectPlanner:
+    """Plans for one Spark Connect session through zklock's server plugin.
+
+    A Spark Connect client has no parser, analyzer or catalog, so it asks zklock's plugin in
+    the Connect server (:mod:`zklock.spark.connect`), which runs LockPlanner.java: the same
+    rules as :class:`ClassicPlanner`'s, so classic and Connect sessions lock the same objects.
+    """
+
+    def __init__(self, spark: Any, unknown_statements: str = "refuse") -> None:
+        self.spark = spark
+        #: refuse (default) or lock: what to do with a command zklock has no rule for
+        self.unknown_statements = unknown_statements
+
+    def plan_sql(self, sql: str, strict: bool = True) -> LockPlan:
+        locks = plan_statement(self.spark, sql, self.unknown_statements, strict=strict)
+        return LockPlan(sql, locks.targets, locks.is_command, locks.notes, locks.whole)
+
+    def plan_dataframe(self, df: Any) -> list[LockTarget]:
+        return plan_dataframe(self.spark, df, self.unknown_statements).targets
+
+    def refresh_listings(self, df: Any) -> int:
+        """None from here: the server lists again the files of each query it runs under a
+        client's locks (LockedQueryExec.java), which a Connect client cannot reach."""
+        return 0
+
+    def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
+                   ) -> list[LockTarget]:
+        return plan_write(self.spark, table, partition).targets
+
+    def validate(self, statement: str) -> None:
+        plan_statement(self.spark, statement, "lock", strict=False)

@@ -47,7 +47,7 @@ from .lock_client import (
     settings_of,
 )
 from .locked_statement import is_connect
-from .planner import ClassicPlanner, LockPlan, Planner
+from .planner import ClassicPlanner, ConnectPlanner, LockPlan, Planner
 
 SYSTEM_DATABASE = "sysdb"
 
@@ -129,9 +129,7 @@ class LockingSession:
 
     def _make_planner(self, spark: Any) -> Planner:
         policy = self.settings.unknown_statements
-        if self.connect:  # PySpark's Connect client, which needs packages of its own
-            from .connect_planner import ConnectPlanner
-
+        if self.connect:
             return ConnectPlanner(spark, unknown_statements=policy)
         return ClassicPlanner(spark, unknown_statements=policy)
 

@@ -10,12 +10,13 @@ has one way to route a statement that is not Spark's: ask the registry.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
-from ..config import SET_KEYS, SETTABLE
+from ..config import SET_KEYS, SETTABLE, Settings
 from ..errors import InvalidArguments, LeaseNotFound
 from ..locks.listing import LockRecord, hive_rows
 from ..locks.objects import LockObject
+from ..manager import LockManager
 from ..sql.parser import (
     DropForceLease,
     ExplainLocks,
@@ -29,10 +30,8 @@ from ..sql.parser import (
     parse_extension,
 )
 from . import registry
-from .planner import quoted_name, write_target
-
-if TYPE_CHECKING:
-    from .context import SessionContext
+from .blocks import LockedExecution
+from .planner import LockPlan, Planner, quoted_name, write_target
 
 #: Columns of SHOW LOCKS, then the extra ones of SHOW LOCKS EXTENDED and sysdb.locks.
 LOCK_COLUMNS = "object STRING, mode STRING"
@@ -46,6 +45,40 @@ LEASE_COLUMNS = ("lease_id BIGINT, holder STRING, user STRING, objects STRING,"
                  " start_utc TIMESTAMP, end_utc TIMESTAMP")
 #: LOCK TABLE without FOR lasts this long (renew it, or UNLOCK it sooner).
 DEFAULT_LEASE_S = 3600.0
+
+
+class SessionContext(Protocol):
+    """The session behind a zklock statement: a LockingSession (session.py), seen only
+    through this protocol, so that this module does not import the session that imports
+    it."""
+
+    execution: LockedExecution
+
+    @property
+    def settings(self) -> Settings:
+        """The session's settings now (its own over its manager's, and what SET changed)."""
+
+    def set(self, **changes: Any) -> Settings:
+        """Change settings for the session's every path, as ``SET zklock.*`` does."""
+
+    @property
+    def spark(self) -> Any:
+        """The wrapped SparkSession."""
+
+    @property
+    def planner(self) -> Planner:
+        """The session's lock planner."""
+
+    @property
+    def manager(self) -> LockManager:
+        """The session's LockManager."""
+
+    def refresh_system_views(self, text: str) -> None:
+        """Publish the sysdb views ``text`` names."""
+
+    def explain_locks(self, sql: str) -> LockPlan:
+        """The locks ``sql`` would take, without taking anything."""
+
 
 def recognises(sql: str) -> bool:
     return parse_extension(sql) is not None
