@@ -9,6 +9,7 @@ from typing import Any, Optional
 import click
 
 from zklock.config import parse_duration
+from zklock.spark.protocol import Field
 
 from .app import Context, cli, echo_status
 
@@ -209,8 +210,8 @@ def thrift_status(obj: Context, as_json: bool) -> None:
     lc = st["lock_client"]
     client = ("lock client not started yet (the first statement starts it)"
               if not lc["started"] else
-              f"lock client {'up, pid ' + str(lc['pid']) if lc['up'] else 'down'},"
-              f" restarted {lc['restarts']} time(s)"
-              + (f"; last error: {lc['last_error']}" if lc.get("last_error") else ""))
+              f"lock client {'up, pid ' + str(lc[Field.PID]) if lc[Field.UP] else 'down'},"
+              f" restarted {lc[Field.RESTARTS]} time(s)"
+              + (f"; last error: {lc[Field.LAST_ERROR]}" if lc.get(Field.LAST_ERROR) else ""))
     echo_status(st, as_json, [f"running, pid {st['pid']}; {st['url']}; jar {st['jar']};"
                               f" log {st['log']}", client])

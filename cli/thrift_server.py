@@ -23,7 +23,7 @@ from typing import ClassVar, Optional
 
 from zklock.errors import ServerError, ZkLockError
 from zklock.spark.jvm import jar_info, module_jar
-from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE
+from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE, Field
 
 from .connect_server import pyspark_home
 from .local_service import LocalService
@@ -71,10 +71,10 @@ class ThriftServer(LocalService):
         try:
             state = json.loads(self.lock_client_file.read_text())
         except (OSError, ValueError):
-            return {"up": False, "pid": None, "restarts": 0, "failures_in_a_row": 0,
-                    "last_error": None, "started": False}
-        pid = state.get("pid")
-        state["up"] = bool(state.get("up") and pid and Path(f"/proc/{pid}").exists())
+            return {Field.UP: False, Field.PID: None, Field.RESTARTS: 0,
+                    Field.FAILURES_IN_A_ROW: 0, Field.LAST_ERROR: None, "started": False}
+        pid = state.get(Field.PID)
+        state[Field.UP] = bool(state.get(Field.UP) and pid and Path(f"/proc/{pid}").exists())
         state["started"] = True
         return state
 

@@ -27,7 +27,7 @@ from ..errors import InvalidArguments, SparkConnectError, UnsupportedStatement
 from ..locks.lockrequest import LockTarget, normalize
 from ..locks.mode import Mode
 from ..locks.objects import LockObject
-from .protocol import ANSWER_VERSION, AnswerKind
+from .protocol import ANSWER_VERSION, AnswerKind, Field
 
 #: The answer format this zklock reads (LockAnswer.VERSION).
 VERSION = ANSWER_VERSION
@@ -52,7 +52,7 @@ def read(text: str) -> PlannedLocks:
     InvalidLockObject, SparkConnectError for an incompatible plugin)."""
     try:
         doc = json.loads(text)
-        version = doc["version"]
+        version = doc[Field.VERSION]
     except (ValueError, TypeError, KeyError):
         raise SparkConnectError(f"zklock's planner gave an unreadable answer: {text[:200]!r}"
                                 ) from None
@@ -60,26 +60,26 @@ def read(text: str) -> PlannedLocks:
         raise SparkConnectError(f"zklock's planner answered in format {version}, and this"
                                 f" zklock reads format {VERSION}: use one zklock version on"
                                 " both sides")
-    kind = doc["kind"]
+    kind = doc[Field.KIND]
     if kind == AnswerKind.REFUSED:
-        raise _refusal(doc["refusal"], doc["message"])
-    specs = [(_object(t), Mode(t["mode"])) for t in doc["targets"]]
-    return PlannedLocks(normalize(specs), kind == AnswerKind.COMMAND, list(doc.get("notes", [])),
-                        whole=bool(doc.get("whole", False)))
+        raise _refusal(doc[Field.REFUSAL], doc[Field.MESSAGE])
+    specs = [(_object(t), Mode(t[Field.MODE])) for t in doc[Field.TARGETS]]
+    return PlannedLocks(normalize(specs), kind == AnswerKind.COMMAND,
+                        list(doc.get(Field.NOTES, [])), whole=bool(doc.get(Field.WHOLE, False)))
 
 
 def write(targets: list[LockTarget]) -> str:
     """An answer asking for ``targets``, as the planner writes one (:func:`read` reads it
     back): what a block Python holds asks the engine for (EngineCalls.hold)."""
-    return json.dumps({"version": VERSION, "kind": AnswerKind.QUERY, "targets": [
-        {"db": t.obj.db, "table": t.obj.table,
-         "partition": [[k, v] for k, v in t.obj.partition], "mode": t.mode.value}
+    return json.dumps({Field.VERSION: VERSION, Field.KIND: AnswerKind.QUERY, Field.TARGETS: [
+        {Field.DB: t.obj.db, Field.TABLE: t.obj.table,
+         Field.PARTITION: [[k, v] for k, v in t.obj.partition], Field.MODE: t.mode.value}
         for t in targets]})
 
 
 def _object(target: dict) -> LockObject:
-    partition = tuple((k, v) for k, v in target["partition"])
-    return LockObject(target["db"], target["table"], partition)
+    partition = tuple((k, v) for k, v in target[Field.PARTITION])
+    return LockObject(target[Field.DB], target[Field.TABLE], partition)
 
 
 def _refusal(kind: str, message: str) -> Exception:

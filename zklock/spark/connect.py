@@ -28,7 +28,7 @@ from ..errors import InvalidArguments, SparkConnectError
 from . import answer
 from .answer import PlannedLocks
 from .jvm import PROTOCOL, build_hash, zklock_version
-from .protocol import CONNECT_TYPE_URL, JvmClass
+from .protocol import CONNECT_TYPE_URL, Field, JvmClass, Op
 
 #: Spark Connect's setting naming the relation plugins it loads (zklock's: JvmClass).
 PLUGIN_SETTING = "spark.connect.extensions.relation.classes"
@@ -64,25 +64,25 @@ def plan_statement(session: Any, sql: str, unknown_statements: str = "refuse", *
                    strict: bool = True) -> PlannedLocks:
     """The locks of a statement of a Spark Connect ``session``, and whether Spark runs it
     as a command (eagerly, in ``sql()``) rather than lazily as a query."""
-    return ask(session, {"op": "plan", "sql": str(sql), "strict": bool(strict),
-                         "unknown_statements": unknown_statements})
+    return ask(session, {Field.OP: Op.PLAN, Field.SQL: str(sql), Field.STRICT: bool(strict),
+                         Field.UNKNOWN_STATEMENTS: unknown_statements})
 
 
 def plan_dataframe(session: Any, df: Any, unknown_statements: str = "refuse"
                    ) -> PlannedLocks:
     """The locks of a Connect DataFrame: S on what an action on it reads (or, when its plan
     holds a command, that command's locks)."""
-    return ask(session, {"op": "plan", "relation": _relation(session, df),
-                         "unknown_statements": unknown_statements})
+    return ask(session, {Field.OP: Op.PLAN, Field.RELATION: _relation(session, df),
+                         Field.UNKNOWN_STATEMENTS: unknown_statements})
 
 
 def plan_write(session: Any, table: str, partition: Optional[dict[str, Any]] = None
                ) -> PlannedLocks:
     """X on ``table``, or on its static ``partition`` prefix: the object zklock's own
     statements name (Spark's writes are planned in the server's engine)."""
-    request: dict[str, Any] = {"op": "write", "table": str(table)}
+    request: dict[str, Any] = {Field.OP: Op.WRITE, Field.TABLE: str(table)}
     if partition:  # a None value ends the static prefix
-        request["partition"] = {str(k): str(v) for k, v in partition.items() if v is not None}
+        request[Field.PARTITION] = {str(k): str(v) for k, v in partition.items() if v is not None}
     return ask(session, request)
 
 
@@ -91,7 +91,7 @@ def plugin_version(session: Any) -> dict[str, Any]:
     version), ``protocol``, ``build`` (hash of its planner and node table), ``built_for``
     (the Spark it was compiled for), ``spark`` (the server's Spark) and ``nodes`` (how many
     plan node classes its table knows). Raises SparkConnectError without the plugin."""
-    (row,) = _rows(session, {"op": "version"})
+    (row,) = _rows(session, {Field.OP: Op.VERSION})
     return dict(zip(["plugin", "protocol", "build", "built_for", "spark", "nodes"], row))
 
 
@@ -167,7 +167,7 @@ def _with_client(request: dict[str, Any]) -> dict[str, Any]:
     """The request with the protocol and this zklock's version and build (the plugin
     refuses a client of another build)."""
     return dict(request, protocol=PROTOCOL,
-                client={"version": zklock_version(), "build": build_hash()})
+                client={Field.VERSION: zklock_version(), Field.BUILD: build_hash()})
 
 
 def _translate(exc: Exception, session: Any) -> Exception:

@@ -55,7 +55,7 @@ from ..manager import LockManager
 from . import answer, protocol
 from .jvm import JvmModuleError
 from .locked_statement import fence_refusal, new_query_id
-from .protocol import Outcome
+from .protocol import Field, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def lock_error(exc: BaseException) -> BaseException:
             return LockLost([], refused)
         return exc
     if CONDITIONS[condition] is LockLost:
-        objects = [o for o in parameters.get("objects", "").split("\n") if o]
+        objects = [o for o in parameters.get(Field.OBJECTS, "").split("\n") if o]
         return LockLost(objects, message)
     return CONDITIONS[condition](message)
 
@@ -167,20 +167,20 @@ class EngineLockClient:
         lockset: Optional[LockSet] = None
         try:
             doc = json.loads(request)
-            if doc.get("version") != VERSION:
+            if doc.get(Field.VERSION) != VERSION:
                 return _answer(Outcome.REFUSED, message=f"zklock: a lock request in format"
                                f" {doc.get('version')}, where this client reads {VERSION}")
             settings = self.settings
             if not settings.support_concurrency:  # (or SET so), as Hive
                 return _answer(Outcome.UNLOCKED)
-            planned = answer.read(json.dumps(doc["answer"]))
-            query_id = str(doc.get("query_id") or new_query_id())
-            handle = str(doc.get("handle") or query_id)
-            data = self.manager.lock_data(query_id, doc.get("statement") or "", "implicit",
+            planned = answer.read(json.dumps(doc[Field.ANSWER]))
+            query_id = str(doc.get(Field.QUERY_ID) or new_query_id())
+            handle = str(doc.get(Field.HANDLE) or query_id)
+            data = self.manager.lock_data(query_id, doc.get(Field.STATEMENT) or "", "implicit",
                                           settings)
-            data = dataclasses.replace(data, app=str(doc.get("application") or ""))
-            if doc.get("user"):  # a Spark Connect client's user, not the server's
-                data = dataclasses.replace(data, user=str(doc["user"]))
+            data = dataclasses.replace(data, app=str(doc.get(Field.APPLICATION) or ""))
+            if doc.get(Field.USER):  # a Spark Connect client's user, not the server's
+                data = dataclasses.replace(data, user=str(doc[Field.USER]))
             lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
                                                    query_id=query_id, settings=settings)
             with self._lock:
@@ -195,9 +195,10 @@ class EngineLockClient:
                 lockset.release(wait=False)
             return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
         lockset.on_lost(lambda _set: self._on_lost(query_id))
-        return _answer(Outcome.GRANTED, handle=handle, query_id=query_id,
-                       token=str(lockset.fencing_token), attempts=lockset.attempts,
-                       zookeeper=lockset.connect_string or "", nodes=lockset.node_paths)
+        return _answer(Outcome.GRANTED, fields={
+            Field.HANDLE: handle, Field.QUERY_ID: query_id,
+            Field.TOKEN: str(lockset.fencing_token), Field.ATTEMPTS: lockset.attempts,
+            Field.ZOOKEEPER: lockset.connect_string or "", Field.NODES: lockset.node_paths})
 
     def verify(self, request: str) -> str:
         """Does a Spark Connect client's claim (its LockingSession statement's lock nodes,
@@ -206,12 +207,12 @@ class EngineLockClient:
         root, of the modes the command needs, and alive."""
         try:
             doc = json.loads(request)
-            if doc.get("version") != VERSION:
+            if doc.get(Field.VERSION) != VERSION:
                 return _answer(Outcome.REFUSED, message="zklock: a claim in an unknown format")
-            planned = answer.read(json.dumps(doc["answer"]))
+            planned = answer.read(json.dumps(doc[Field.ANSWER]))
             held = {}
             root = self.manager.root.rstrip("/")
-            for path in doc.get("nodes", []):
+            for path in doc.get(Field.NODES, []):
                 parts = str(path).split("/")
                 name = LockNodeName.parse(parts[-1])
                 if not str(path).startswith(root + "/") or name is None:
@@ -227,7 +228,7 @@ class EngineLockClient:
                                f" cover {missing[0].obj.name} in {missing[0].mode.value}: the"
                                " command does not run")
             client = self.manager.client
-            asked = [(p, client.exists_async(p)) for p in doc.get("nodes", [])]  # one round
+            asked = [(p, client.exists_async(p)) for p in doc.get(Field.NODES, [])]  # one round
             gone = [p for p, reply in asked if reply.get(timeout=self.manager.settings
                                                          .connect_timeout) is None]
             if gone:
@@ -246,8 +247,8 @@ class EngineLockClient:
         reason = lockset.lost_reason or "session lost"
         lockset.release(wait=False)
         if lost:
-            return _answer(Outcome.LOST, message=reason, objects=lockset.objects)
-        return _answer(Outcome.RELEASED, objects=lockset.objects)
+            return _answer(Outcome.LOST, reason, {Field.OBJECTS: lockset.objects})
+        return _answer(Outcome.RELEASED, fields={Field.OBJECTS: lockset.objects})
 
     class Java:
         implements = [protocol.JvmClass.LOCK_CLIENT]
@@ -379,9 +380,10 @@ def client_profile(where: Settings, policy: Optional[Settings]) -> str:
             over = policy.level(setting.name) > Level.SPARK_CONF
             value = getattr(policy if over else below, setting.name)
             settings[setting.spark] = {
-                "value": str(value).lower() if isinstance(value, bool) else str(value),
-                "over_spark_conf": over}
-    return json.dumps({"version": VERSION, "space": where.lock_space(), "settings": settings})
+                Field.VALUE: str(value).lower() if isinstance(value, bool) else str(value),
+                Field.OVER_SPARK_CONF: over}
+    return json.dumps({Field.VERSION: VERSION, Field.SPACE: where.lock_space(),
+                       Field.SETTINGS: settings})
 
 
 def local_connect_server(session: Any) -> Optional[Any]:
@@ -452,5 +454,11 @@ def _engine(spark: Any) -> _Engine:
     return found
 
 
-def _answer(outcome: str, **fields: Any) -> str:
-    return json.dumps({"version": VERSION, "outcome": outcome, **fields})
+def _answer(outcome: str, message: Optional[str] = None,
+            fields: Optional[dict[str, Any]] = None) -> str:
+    """The lock client's answer (EngineLockClient.java lists them): ``outcome``, the
+    ``message`` saying why where there is one, and the call's ``fields``."""
+    doc: dict[str, Any] = {Field.VERSION: VERSION, Field.OUTCOME: outcome}
+    if message is not None:
+        doc[Field.MESSAGE] = message
+    return json.dumps({**doc, **(fields or {})})

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from ..locks.locknode import LockNodeName
 from ..manager import LockManager
 from .lock_client import VERSION, EngineLockClient, client_profile, settings_from
-from .protocol import Call, Event, Outcome
+from .protocol import Call, Event, Field, Outcome
 
 #: Requests answered at once: each statement of the JVM waits on one.
 WORKERS = 64
@@ -45,7 +45,7 @@ class LockProcess:
         self.client: EngineLockClient | None = None
 
     def send(self, doc: dict[str, Any]) -> None:
-        line = json.dumps({"version": VERSION, **doc})
+        line = json.dumps({Field.VERSION: VERSION, **doc})
         with self._write:
             self.stdout.write(line + "\n")
             self.stdout.flush()
@@ -53,21 +53,21 @@ class LockProcess:
     def start(self) -> None:
         """Read the application's conf, connect, and say ready."""
         hello = json.loads(self.stdin.readline() or "{}")
-        if hello.get("version") != VERSION:
+        if hello.get(Field.VERSION) != VERSION:
             raise SystemExit(f"zklock lock client: the JVM speaks format {hello.get('version')},"
                              f" this zklock {VERSION}: install the same zklock on both")
-        conf = {str(k): str(v) for k, v in (hello.get("conf") or {}).items()}
-        hadoop = {str(k): str(v) for k, v in (hello.get("hadoop") or {}).items()}
+        conf = {str(k): str(v) for k, v in (hello.get(Field.CONF) or {}).items()}
+        hadoop = {str(k): str(v) for k, v in (hello.get(Field.HADOOP) or {}).items()}
         settings = settings_from(conf.get, {}, hadoop=hadoop.get)
         # it connects: a ZooKeeper that cannot be reached fails the start
         self.manager = LockManager(settings=settings)
-        self.manager.application = str(hello.get("application") or "")
-        self._delete_abandoned([str(n) for n in hello.get("abandoned") or ()])
+        self.manager.application = str(hello.get(Field.APPLICATION) or "")
+        self._delete_abandoned([str(n) for n in hello.get(Field.ABANDONED) or ()])
         self.client = EngineLockClient(None, self.manager, settings=lambda: settings,
                                        on_lost=lambda query_id: self.send(
-                                           {"event": Event.LOST, "query_id": query_id}))
-        self.send({"event": Event.READY, "pid": os.getpid(),
-                   "profile": json.loads(client_profile(settings, settings))})
+                                           {Field.EVENT: Event.LOST, Field.QUERY_ID: query_id}))
+        self.send({Field.EVENT: Event.READY, Field.PID: os.getpid(),
+                   Field.PROFILE: json.loads(client_profile(settings, settings))})
 
     def _delete_abandoned(self, nodes: list[str]) -> None:
         """Delete the lock nodes a child before this one held when it died: the JVM failed
@@ -82,21 +82,22 @@ class LockProcess:
 
     def answer(self, message: dict[str, Any]) -> None:
         assert self.client is not None
-        call = message.get("call")
+        call = message.get(Field.CALL)
         try:
             if call == Call.ACQUIRE:
-                reply = self.client.acquire(json.dumps(message["request"]))
+                reply = self.client.acquire(json.dumps(message[Field.REQUEST]))
             elif call == Call.VERIFY:
-                reply = self.client.verify(json.dumps(message["request"]))
+                reply = self.client.verify(json.dumps(message[Field.REQUEST]))
             elif call == Call.RELEASE:
-                reply = self.client.release(str(message["handle"]), bool(message.get("failed")))
+                reply = self.client.release(str(message[Field.HANDLE]),
+                                            bool(message.get(Field.FAILED)))
             else:
-                reply = json.dumps({"version": VERSION, "outcome": Outcome.REFUSED,
-                                    "message": f"zklock: no such call {call!r}"})
+                reply = json.dumps({Field.VERSION: VERSION, Field.OUTCOME: Outcome.REFUSED,
+                                    Field.MESSAGE: f"zklock: no such call {call!r}"})
         except Exception as exc:  # fail closed: the statement does not run
-            reply = json.dumps({"version": VERSION, "outcome": Outcome.REFUSED,
-                                "message": f"zklock: {exc}"})
-        self.send({"id": message.get("id"), "reply": json.loads(reply)})
+            reply = json.dumps({Field.VERSION: VERSION, Field.OUTCOME: Outcome.REFUSED,
+                                Field.MESSAGE: f"zklock: {exc}"})
+        self.send({Field.ID: message.get(Field.ID), Field.REPLY: json.loads(reply)})
 
     def serve(self) -> None:
         """Answer until stdin ends, then release everything and return."""

@@ -37,6 +37,7 @@ from .protocol import (
     FENCE_TAG,
     FENCE_ZOOKEEPER,
     QUERY_ID,
+    Field,
     message,
 )
 
@@ -105,7 +106,7 @@ class ConnectJobs:
               nodes: Optional[str]) -> None:
         tags = [tag, f"zklock-token-{token}"]
         if zookeeper and nodes:
-            fence = json.dumps({"zookeeper": zookeeper, "nodes": nodes.split("\n")})
+            fence = json.dumps({Field.ZOOKEEPER: zookeeper, Field.NODES: nodes.split("\n")})
             tags.append(FENCE_TAG + base64.urlsafe_b64encode(fence.encode()).decode())
         for t in tags:
             self.spark.addTag(t)

@@ -135,3 +135,75 @@ class JvmClass:
 
 
 CONNECT_TYPE_URL = _VALUES["connect.type_url"]
+
+
+class Field:
+    """The fields of the JSON documents that cross between Python and the JVM."""
+
+    # the lock client's requests and answers (EngineLockClient.java, lock_client.py)
+    VERSION = _VALUES["field.version"]
+    OUTCOME = _VALUES["field.outcome"]
+    MESSAGE = _VALUES["field.message"]
+    HANDLE = _VALUES["field.handle"]
+    QUERY_ID = _VALUES["field.query_id"]
+    TOKEN = _VALUES["field.token"]
+    ATTEMPTS = _VALUES["field.attempts"]
+    ZOOKEEPER = _VALUES["field.zookeeper"]
+    NODES = _VALUES["field.nodes"]
+    OBJECTS = _VALUES["field.objects"]
+    ANSWER = _VALUES["field.answer"]
+    STATEMENT = _VALUES["field.statement"]
+    USER = _VALUES["field.user"]
+    APPLICATION = _VALUES["field.application"]
+    COMMAND = _VALUES["field.command"]
+    # the planner's answer and its targets (LockAnswer.java, answer.py)
+    KIND = _VALUES["field.kind"]
+    TARGETS = _VALUES["field.targets"]
+    DB = _VALUES["field.db"]
+    TABLE = _VALUES["field.table"]
+    PARTITION = _VALUES["field.partition"]
+    MODE = _VALUES["field.mode"]
+    NOTES = _VALUES["field.notes"]
+    RECHECK = _VALUES["field.recheck"]
+    WHOLE = _VALUES["field.whole"]
+    REFUSAL = _VALUES["field.refusal"]
+    # what a lock client says of itself (ClientProfile.java, lock_client.py)
+    SPACE = _VALUES["field.space"]
+    SETTINGS = _VALUES["field.settings"]
+    VALUE = _VALUES["field.value"]
+    OVER_SPARK_CONF = _VALUES["field.over_spark_conf"]
+    # the child lock client's pipe (ChildLockClient.java, lock_process.py)
+    CONF = _VALUES["field.conf"]
+    HADOOP = _VALUES["field.hadoop"]
+    ABANDONED = _VALUES["field.abandoned"]
+    ID = _VALUES["field.id"]
+    CALL = _VALUES["field.call"]
+    REQUEST = _VALUES["field.request"]
+    FAILED = _VALUES["field.failed"]
+    REPLY = _VALUES["field.reply"]
+    EVENT = _VALUES["field.event"]
+    PID = _VALUES["field.pid"]
+    PROFILE = _VALUES["field.profile"]
+    # the Spark Connect plugin's requests (ConnectLockPlugin.java, connect.py)
+    PROTOCOL = _VALUES["field.protocol"]
+    OP = _VALUES["field.op"]
+    SQL = _VALUES["field.sql"]
+    STRICT = _VALUES["field.strict"]
+    UNKNOWN_STATEMENTS = _VALUES["field.unknown_statements"]
+    RELATION = _VALUES["field.relation"]
+    CLIENT = _VALUES["field.client"]
+    BUILD = _VALUES["field.build"]
+    # the child lock client's status, for operators (ChildSupervisor.java, cli/thrift_server.py)
+    UP = _VALUES["field.up"]
+    RESTARTS = _VALUES["field.restarts"]
+    LAST_ERROR = _VALUES["field.last_error"]
+    FAILURES_IN_A_ROW = _VALUES["field.failures_in_a_row"]
+    UPDATED_MS = _VALUES["field.updated_ms"]
+
+
+class Op:
+    """The operations of the Spark Connect plugin's requests."""
+
+    PLAN = _VALUES["op.plan"]
+    WRITE = _VALUES["op.write"]
+    VERSION = _VALUES["op.version"]

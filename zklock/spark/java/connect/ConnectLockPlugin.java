@@ -46,6 +46,7 @@ import org.apache.spark.sql.connect.plugin.RelationPlugin;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import zklock.Protocol.Field;
 
 public final class ConnectLockPlugin implements RelationPlugin {
     /** The type URL of a zklock request (not a registered protobuf message: a name of ours). */
@@ -88,8 +89,8 @@ public final class ConnectLockPlugin implements RelationPlugin {
             throw new IllegalArgumentException("unreadable zklock request: " + e.getMessage());
         }
         SparkSession session = planner.session();
-        String op = request.path("op").asText("plan");
-        if (op.equals("version")) {
+        String op = request.path(Field.OP).asText(Protocol.Op.PLAN);
+        if (op.equals(Protocol.Op.VERSION)) {
             return Optional.of(version(session));
         }
         return Optional.of(answer(plan(request, planner, session)));
@@ -102,38 +103,38 @@ public final class ConnectLockPlugin implements RelationPlugin {
         if (mismatch != null) {
             return LockAnswer.refused(new LockAnswer.Refusal(Protocol.REFUSAL_INCOMPATIBLE, mismatch)).toJson();
         }
-        String op = request.path("op").asText("plan");
+        String op = request.path(Field.OP).asText(Protocol.Op.PLAN);
         LockPlanner locks;
         try {
-            locks = new LockPlanner(session, request.path("unknown_statements").asText(null));
+            locks = new LockPlanner(session, request.path(Field.UNKNOWN_STATEMENTS).asText(null));
         } catch (IllegalArgumentException e) {
             return LockAnswer.refused(LockAnswer.invalidArguments(e.getMessage())).toJson();
         }
-        boolean strict = request.path("strict").asBoolean(true);
+        boolean strict = request.path(Field.STRICT).asBoolean(true);
         LogicalPlan relation = relation(request, planner);
-        if (op.equals("write")) {
+        if (op.equals(Protocol.Op.WRITE)) {
             Map<String, String> partition = null;
-            if (request.hasNonNull("partition")) {
+            if (request.hasNonNull(Field.PARTITION)) {
                 partition = new LinkedHashMap<>();
-                for (Map.Entry<String, JsonNode> e : request.get("partition").properties()) {
+                for (Map.Entry<String, JsonNode> e : request.get(Field.PARTITION).properties()) {
                     partition.put(e.getKey(), e.getValue().asText());
                 }
             }
-            if (!request.hasNonNull("table")) {
+            if (!request.hasNonNull(Field.TABLE)) {
                 return LockAnswer.refused(LockAnswer.invalidArguments("a zklock write request"
                     + " needs a table")).toJson();
             }
-            return locks.planWrite(request.get("table").asText(), partition);
+            return locks.planWrite(request.get(Field.TABLE).asText(), partition);
         }
-        if (!op.equals("plan")) {
+        if (!op.equals(Protocol.Op.PLAN)) {
             return LockAnswer.refused(LockAnswer.invalidArguments("unknown zklock request " + op))
                 .toJson();
         }
         if (relation != null) {
             return locks.planPlan(relation, strict);
         }
-        if (request.hasNonNull("sql")) {
-            return locks.planSql(request.get("sql").asText(), strict);
+        if (request.hasNonNull(Field.SQL)) {
+            return locks.planSql(request.get(Field.SQL).asText(), strict);
         }
         return LockAnswer.refused(LockAnswer.invalidArguments("a zklock plan request needs sql"
             + " or a relation")).toJson();
@@ -142,7 +143,7 @@ public final class ConnectLockPlugin implements RelationPlugin {
     /** Why this plugin cannot answer this client (another protocol, Spark or build); null
      *  when it can. */
     private static String mismatch(JsonNode request, SparkSession session) {
-        int protocol = request.path("protocol").asInt(-1);
+        int protocol = request.path(Field.PROTOCOL).asInt(-1);
         if (protocol != PROTOCOL) {
             return "the zklock plugin of this Spark Connect server speaks protocol " + PROTOCOL
                 + ", the client " + protocol + ": use the same zklock version on both sides";
@@ -154,11 +155,11 @@ public final class ConnectLockPlugin implements RelationPlugin {
                 + " (zklock spark plugin-jar)";
         }
         String build = BUILD.getProperty("build", "unknown");
-        String clientBuild = request.path("client").path("build").asText("");
+        String clientBuild = request.path(Field.CLIENT).path(Field.BUILD).asText("");
         if (!clientBuild.isEmpty() && !clientBuild.equals(build)) {
             return "the zklock plugin of this Spark Connect server is zklock "
                 + BUILD.getProperty("version", "unknown") + " (build " + build + ") and the"
-                + " client is zklock " + request.path("client").path("version").asText("unknown")
+                + " client is zklock " + request.path(Field.CLIENT).path(Field.VERSION).asText("unknown")
                 + " (build " + clientBuild + "): both must plan with the same rules; run the"
                 + " server with the client's jar (zklock spark plugin-jar)";
         }

@@ -45,9 +45,12 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.databind.util.RawValue;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
+import zklock.Protocol.Field;
 
 final class ChildLockClient implements EngineLockClient {
     /** child (default) starts this client where no other runs; none never does (the engine
@@ -155,7 +158,7 @@ final class ChildLockClient implements EngineLockClient {
         errors.start();
         Runtime.getRuntime().addShutdownHook(new Thread(this::close, "zklock-lock-client-stop"));
         Map<String, Object> hello = new LinkedHashMap<>();
-        hello.put("version", VERSION);
+        hello.put(Field.VERSION, VERSION);
         Map<String, String> conf = new LinkedHashMap<>();
         for (scala.Tuple2<String, String> kv : sc.getConf().getAll()) {
             if (kv._1().startsWith("spark.zklock.") || kv._1().startsWith("spark.hadoop.hive.")
@@ -163,21 +166,21 @@ final class ChildLockClient implements EngineLockClient {
                 conf.put(kv._1(), kv._2());
             }
         }
-        hello.put("conf", conf);
+        hello.put(Field.CONF, conf);
         Map<String, String> hadoop = new LinkedHashMap<>();  // hive-site.xml's, among others
         for (Map.Entry<String, String> kv : sc.hadoopConfiguration()) {
             if (kv.getKey().startsWith("hive.")) {
                 hadoop.put(kv.getKey(), kv.getValue());
             }
         }
-        hello.put("hadoop", hadoop);
-        hello.put("application", sc.applicationId());
-        hello.put("abandoned", abandonedBefore);
+        hello.put(Field.HADOOP, hadoop);
+        hello.put(Field.APPLICATION, sc.applicationId());
+        hello.put(Field.ABANDONED, abandonedBefore);
         try {
             send(JSON.writeValueAsString(hello));
             JsonNode said = ready.get(READY_MS, TimeUnit.MILLISECONDS);
-            pid = said.path("pid").asLong(-1);
-            profile = ClientProfile.read(said.path("profile"));
+            pid = said.path(Field.PID).asLong(-1);
+            profile = ClientProfile.read(said.path(Field.PROFILE));
         } catch (IOException | ExecutionException | TimeoutException e) {
             close();
             try {
@@ -235,14 +238,14 @@ final class ChildLockClient implements EngineLockClient {
     @Override
     public String acquire(String request) {
         JsonNode reply = call(Protocol.ACQUIRE, request, null, false);
-        if (Protocol.GRANTED.equals(reply.path("outcome").asText())) {
+        if (Protocol.GRANTED.equals(reply.path(Field.OUTCOME).asText())) {
             served = true;
             List<String> nodes = new ArrayList<>();
-            reply.path("nodes").forEach(n -> nodes.add(n.asText()));
-            held.put(reply.path("handle").asText(),
-                new Granted(reply.path("query_id").asText(), nodes));
+            reply.path(Field.NODES).forEach(n -> nodes.add(n.asText()));
+            held.put(reply.path(Field.HANDLE).asText(),
+                new Granted(reply.path(Field.QUERY_ID).asText(), nodes));
             if (death != null) {  // it died as it answered: the grant is lost already
-                lose(reply.path("handle").asText());
+                lose(reply.path(Field.HANDLE).asText());
             }
         }
         return reply.toString();
@@ -272,17 +275,15 @@ final class ChildLockClient implements EngineLockClient {
             if (death != null) {
                 return unavailable();
             }
-            StringBuilder line = new StringBuilder();
-            line.append("{\"version\":").append(VERSION).append(",\"id\":").append(id)
-                .append(",\"call\":").append(JSON.writeValueAsString(name));
+            ObjectNode line = JSON.createObjectNode();
+            line.put(Field.VERSION, VERSION).put(Field.ID, id).put(Field.CALL, name);
             if (request != null) {
-                line.append(",\"request\":").append(request);  // a JSON document already
+                line.putRawValue(Field.REQUEST, new RawValue(request));  // JSON already
             }
             if (handle != null) {
-                line.append(",\"handle\":").append(JSON.writeValueAsString(handle))
-                    .append(",\"failed\":").append(failed);
+                line.put(Field.HANDLE, handle).put(Field.FAILED, failed);
             }
-            send(line.append('}').toString());
+            send(JSON.writeValueAsString(line));
             return reply.get();
         } catch (IOException | ExecutionException e) {
             return unavailable();
@@ -305,18 +306,18 @@ final class ChildLockClient implements EngineLockClient {
             String line;
             while ((line = in.readLine()) != null) {
                 JsonNode doc = JSON.readTree(line);
-                if (doc.path("version").asInt() != VERSION) {
-                    throw new IOException("a message in format " + doc.path("version"));
+                if (doc.path(Field.VERSION).asInt() != VERSION) {
+                    throw new IOException("a message in format " + doc.path(Field.VERSION));
                 }
-                if (doc.has("id")) {
-                    CompletableFuture<JsonNode> reply = pending.get(doc.path("id").asLong());
+                if (doc.has(Field.ID)) {
+                    CompletableFuture<JsonNode> reply = pending.get(doc.path(Field.ID).asLong());
                     if (reply != null) {
-                        reply.complete(doc.path("reply"));
+                        reply.complete(doc.path(Field.REPLY));
                     }
-                } else if (Protocol.EVENT_READY.equals(doc.path("event").asText())) {
+                } else if (Protocol.EVENT_READY.equals(doc.path(Field.EVENT).asText())) {
                     ready.complete(doc);
-                } else if (Protocol.EVENT_LOST.equals(doc.path("event").asText())) {
-                    cancel(doc.path("query_id").asText());
+                } else if (Protocol.EVENT_LOST.equals(doc.path(Field.EVENT).asText())) {
+                    cancel(doc.path(Field.QUERY_ID).asText());
                 }
             }
             died("its output ended" + exit());
@@ -404,9 +405,9 @@ final class ChildLockClient implements EngineLockClient {
 
     private static JsonNode answer(String outcome, String message) {
         Map<String, Object> doc = new LinkedHashMap<>();
-        doc.put("version", VERSION);
-        doc.put("outcome", outcome);
-        doc.put("message", message);
+        doc.put(Field.VERSION, VERSION);
+        doc.put(Field.OUTCOME, outcome);
+        doc.put(Field.MESSAGE, message);
         return JSON.valueToTree(doc);
     }
 

@@ -25,6 +25,7 @@ import java.util.Map;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.SparkContext;
+import zklock.Protocol.Field;
 
 final class ChildSupervisor {
     /** Where to keep the child's state as JSON (unset: nowhere). */
@@ -131,14 +132,14 @@ final class ChildSupervisor {
      *  failures in a row and the last error. */
     synchronized Map<String, Object> status() {
         Map<String, Object> doc = new LinkedHashMap<>();
-        doc.put("version", Protocol.ENGINE_VERSION);
+        doc.put(Field.VERSION, Protocol.ENGINE_VERSION);
         boolean up = child != null && child.alive();
-        doc.put("up", up);
-        doc.put("pid", up ? child.pid() : null);
-        doc.put("restarts", Math.max(0, started - 1));
-        doc.put("failures_in_a_row", strikes);
-        doc.put("last_error", lastError);
-        doc.put("updated_ms", System.currentTimeMillis());
+        doc.put(Field.UP, up);
+        doc.put(Field.PID, up ? child.pid() : null);
+        doc.put(Field.RESTARTS, Math.max(0, started - 1));
+        doc.put(Field.FAILURES_IN_A_ROW, strikes);
+        doc.put(Field.LAST_ERROR, lastError);
+        doc.put(Field.UPDATED_MS, System.currentTimeMillis());
         return doc;
     }
 

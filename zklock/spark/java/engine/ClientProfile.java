@@ -13,6 +13,7 @@ package zklock;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import zklock.Protocol.Field;
 
 final class ClientProfile {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -22,15 +23,15 @@ final class ClientProfile {
     private final JsonNode settings;
 
     private ClientProfile(JsonNode doc) {
-        space = doc.path("space").asText("");
-        settings = doc.path("settings");
+        space = doc.path(Field.SPACE).asText("");
+        settings = doc.path(Field.SETTINGS);
     }
 
     /** The profile in {@code doc}; a refusal naming the format when it is not this one. */
     static ClientProfile read(JsonNode doc) {
-        if (doc.path("version").asInt() != Protocol.ENGINE_VERSION) {
+        if (doc.path(Field.VERSION).asInt() != Protocol.ENGINE_VERSION) {
             throw EngineRefusal.refused("zklock: a lock client's profile in format "
-                + doc.path("version") + ", where this module reads format "
+                + doc.path(Field.VERSION) + ", where this module reads format "
                 + Protocol.ENGINE_VERSION + ": install the same zklock on both sides");
         }
         return new ClientProfile(doc);
@@ -51,9 +52,9 @@ final class ClientProfile {
      *  null when neither says. */
     String resolve(String key, String conf) {
         JsonNode mine = settings.path(key);
-        if (mine.path("value").isTextual()
-                && (mine.path("over_spark_conf").asBoolean(false) || conf == null)) {
-            return mine.path("value").asText();
+        if (mine.path(Field.VALUE).isTextual()
+                && (mine.path(Field.OVER_SPARK_CONF).asBoolean(false) || conf == null)) {
+            return mine.path(Field.VALUE).asText();
         }
         return conf;
     }

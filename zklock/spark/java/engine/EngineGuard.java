@@ -36,6 +36,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.SparkSession;
+import zklock.Protocol.Field;
 
 final class EngineGuard {
     /** The format of the lock client's requests and answers (EngineLockClient.java). */
@@ -146,10 +147,10 @@ final class EngineGuard {
             return COVERED;
         }
         JsonNode answer = planned.get();
-        if (answer.path("targets").size() == 0) {
+        if (answer.path(Field.TARGETS).size() == 0) {
             return COVERED;
         }
-        String what = describe(answer.path("targets"));
+        String what = describe(answer.path(Field.TARGETS));
         EngineLockClient client = LockClients.client(session);
         if (client == null) {
             withoutClient.accept(what);
@@ -164,7 +165,7 @@ final class EngineGuard {
         for (int i = 0; i < REPLANS; i++) {
             Grant grant = take(session, client, answer, name, what, text);
             if (grant.guard == COVERED || replan == null
-                    || (grant.attempts <= 1 && !answer.path("recheck").asBoolean(false))) {
+                    || (grant.attempts <= 1 && !answer.path(Field.RECHECK).asBoolean(false))) {
                 return grant.guard;
             }
             // Granted only after waiting, or planned on what existed (CREATE ... IF NOT
@@ -202,15 +203,15 @@ final class EngineGuard {
         SparkContext sc = session.sparkContext();
         String handle = java.util.UUID.randomUUID().toString();
         Map<String, Object> request = new LinkedHashMap<>();
-        request.put("version", VERSION);
-        request.put("handle", handle);
-        request.put("answer", answer);
-        request.put("statement", statement);
-        request.put("user", clientUser(sc));
-        request.put("application", sc.applicationId());
-        request.put("command", name);
-        request.put("objects", what);
-        request.put("query_id", sc.getLocalProperty(Protocol.QUERY_ID));
+        request.put(Field.VERSION, VERSION);
+        request.put(Field.HANDLE, handle);
+        request.put(Field.ANSWER, answer);
+        request.put(Field.STATEMENT, statement);
+        request.put(Field.USER, clientUser(sc));
+        request.put(Field.APPLICATION, sc.applicationId());
+        request.put(Field.COMMAND, name);
+        request.put(Field.OBJECTS, what);
+        request.put(Field.QUERY_ID, sc.getLocalProperty(Protocol.QUERY_ID));
         JsonNode grant;
         try {
             grant = read(client.acquire(write(request)), VERSION);
@@ -228,25 +229,25 @@ final class EngineGuard {
             }
             throw e;
         }
-        String outcome = grant.path("outcome").asText();
+        String outcome = grant.path(Field.OUTCOME).asText();
         if (Protocol.UNLOCKED.equals(outcome)) {  // its LockingSession turned locking off (as Hive's
             return new Grant(COVERED, 1);  // hive.support.concurrency=false does)
         }
         if (!Protocol.GRANTED.equals(outcome)) {
-            throw EngineRefusal.raise(EngineRefusal.of(outcome, grant.path("message").asText(
+            throw EngineRefusal.raise(EngineRefusal.of(outcome, grant.path(Field.MESSAGE).asText(
                 "zklock: " + name + " on " + what + ": the lock client refused it"), null));
         }
         List<String> nodes = new ArrayList<>();
-        grant.path("nodes").forEach(n -> nodes.add(n.asText()));
-        String jobTag = grant.path("query_id").asText();
+        grant.path(Field.NODES).forEach(n -> nodes.add(n.asText()));
+        String jobTag = grant.path(Field.QUERY_ID).asText();
         sc.addJobTag(jobTag);
-        sc.setLocalProperty(Protocol.FENCING_TOKEN, grant.path("token").asText());
-        sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path("zookeeper").asText());
+        sc.setLocalProperty(Protocol.FENCING_TOKEN, grant.path(Field.TOKEN).asText());
+        sc.setLocalProperty(CommitFence.ZOOKEEPER, grant.path(Field.ZOOKEEPER).asText());
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
         sc.setLocalProperty(ENGINE_HELD, handle);
         WriteOutcome.begin();
         return new Grant(new EngineGuard(client, handle, jobTag, sc, exclusive(answer), nodes,
-            answer), grant.path("attempts").asInt(1));
+            answer), grant.path(Field.ATTEMPTS).asInt(1));
     }
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
@@ -271,7 +272,7 @@ final class EngineGuard {
                 if (missing != null) {
                     throw EngineRefusal.refused("zklock: the block's locks do not cover "
                         + describe(JSON.createArrayNode().add(missing)) + " in "
-                        + missing.path("mode").asText() + ": the statement does not run");
+                        + missing.path(Field.MODE).asText() + ": the statement does not run");
                 }
             }
         } else {
@@ -279,22 +280,22 @@ final class EngineGuard {
             if (fence == null) {
                 return false;
             }
-            zookeeper = fence.path("zookeeper").asText();
-            fence.path("nodes").forEach(n -> paths.add(n.asText()));
+            zookeeper = fence.path(Field.ZOOKEEPER).asText();
+            fence.path(Field.NODES).forEach(n -> paths.add(n.asText()));
             claimed = true;
         }
         if (claimed) {  // a Connect client's nodes, or ones this engine did not grant
             EngineLockClient client = LockClients.client(session);
             if (client != null) {
                 Map<String, Object> claim = new LinkedHashMap<>();
-                claim.put("version", VERSION);
-                claim.put("answer", planned.get());
-                claim.put("nodes", paths);
+                claim.put(Field.VERSION, VERSION);
+                claim.put(Field.ANSWER, planned.get());
+                claim.put(Field.NODES, paths);
                 JsonNode verdict = read(client.verify(write(claim)), VERSION);
-                String outcome = verdict.path("outcome").asText();
+                String outcome = verdict.path(Field.OUTCOME).asText();
                 if (!Protocol.COVERED.equals(outcome)) {
                     throw EngineRefusal.raise(EngineRefusal.of(outcome,
-                        verdict.path("message").asText("zklock: claim refused"), null));
+                        verdict.path(Field.MESSAGE).asText("zklock: claim refused"), null));
                 }
                 return true;
             }
@@ -365,10 +366,10 @@ final class EngineGuard {
         LogicalPlan analyzed = EngineLocks.analyzed(command);
         JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
             : planner.planPlan(parsed, true), LockAnswer.VERSION);
-        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
-            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
+        if (Protocol.KIND_REFUSED.equals(answer.path(Field.KIND).asText())) {
+            throw EngineRefusal.refused("zklock: " + answer.path(Field.MESSAGE).asText());
         }
-        if (!Protocol.KIND_COMMAND.equals(answer.path("kind").asText())) {
+        if (!Protocol.KIND_COMMAND.equals(answer.path(Field.KIND).asText())) {
             throw EngineRefusal.refused("zklock: " + name + " was planned as a query; it does not run"
                 + " unlocked");
         }
@@ -380,8 +381,8 @@ final class EngineGuard {
     private static JsonNode replan(SparkSession session, LogicalPlan command) {
         JsonNode answer = read(new LockPlanner(session, LockClients.unknownStatements(session)).planPlan(
             EngineLocks.parsed(session, command), true), LockAnswer.VERSION);
-        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
-            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
+        if (Protocol.KIND_REFUSED.equals(answer.path(Field.KIND).asText())) {
+            throw EngineRefusal.refused("zklock: " + answer.path(Field.MESSAGE).asText());
         }
         return answer;
     }
@@ -391,8 +392,8 @@ final class EngineGuard {
     private static JsonNode planQuery(SparkSession session, LogicalPlan analyzed) {
         JsonNode answer = read(new LockPlanner(session, LockClients.unknownStatements(session)).planQuery(analyzed),
             LockAnswer.VERSION);
-        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
-            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
+        if (Protocol.KIND_REFUSED.equals(answer.path(Field.KIND).asText())) {
+            throw EngineRefusal.refused("zklock: " + answer.path(Field.MESSAGE).asText());
         }
         return answer;
     }
@@ -400,15 +401,15 @@ final class EngineGuard {
     /** A planner answer, read; EngineRefusal when the planner refused. */
     static JsonNode answer(String text) {
         JsonNode answer = read(text, LockAnswer.VERSION);
-        if (Protocol.KIND_REFUSED.equals(answer.path("kind").asText())) {
-            throw EngineRefusal.refused("zklock: " + answer.path("message").asText());
+        if (Protocol.KIND_REFUSED.equals(answer.path(Field.KIND).asText())) {
+            throw EngineRefusal.refused("zklock: " + answer.path(Field.MESSAGE).asText());
         }
         return answer;
     }
 
     /** The tables a query reads, as a person names them; null when it reads none. */
     static String describeReads(SparkSession session, LogicalPlan analyzed) {
-        JsonNode targets = planQuery(session, analyzed).path("targets");
+        JsonNode targets = planQuery(session, analyzed).path(Field.TARGETS);
         return targets.size() == 0 ? null : describe(targets);
     }
 
@@ -474,18 +475,18 @@ final class EngineGuard {
                 throw e;
             }
             LockClients.gone(client, nodes);  // its Python is gone, and with it the set's session
-            released = JSON.createObjectNode().put("outcome", Protocol.OUTCOME_LOST).put("message",
+            released = JSON.createObjectNode().put(Field.OUTCOME, Protocol.OUTCOME_LOST).put(Field.MESSAGE,
                 "the lock client in this application's Python stopped answering");
         }
         List<String> objects = new ArrayList<>();
-        released.path("objects").forEach(o -> objects.add(o.asText()));
-        Map<String, String> parameters = Collections.singletonMap("objects", String.join("\n", objects));
+        released.path(Field.OBJECTS).forEach(o -> objects.add(o.asText()));
+        Map<String, String> parameters = Collections.singletonMap(Field.OBJECTS, String.join("\n", objects));
         String refused = fenceRefusal(failure);
         if (refused != null) {  // the loss may be known to ZooKeeper only, not to the client yet
             return EngineRefusal.of(Protocol.OUTCOME_LOST, Protocol.message("commit_refused",
                 "refused", refused, "command", command), failure, parameters);
         }
-        if (!Protocol.OUTCOME_LOST.equals(released.path("outcome").asText())) {
+        if (!Protocol.OUTCOME_LOST.equals(released.path(Field.OUTCOME).asText())) {
             return failure == null ? null : writeFailed(command, failure, written);
         }
         if (failure == null && writes != null && written.committedThroughFence()) {
@@ -494,12 +495,12 @@ final class EngineGuard {
             // caller it failed (a retry would duplicate it), so it returns, and the loss,
             // which came after, is logged. A query's loss is raised: its rows may mix states.
             System.err.println("zklock: locks lost after " + command + " writing " + writes
-                + " committed through the fence (" + released.path("message").asText("session"
+                + " committed through the fence (" + released.path(Field.MESSAGE).asText("session"
                 + " lost") + "); the statement returns: its write is complete");
             return null;
         }
         String why = Protocol.message(failure != null ? "lost_cancelled" : "lost_completed",
-            "command", command, "reason", released.path("message").asText("session lost"));
+            "command", command, "reason", released.path(Field.MESSAGE).asText("session lost"));
         return EngineRefusal.of(Protocol.OUTCOME_LOST, why, failure, parameters);
     }
 
@@ -522,7 +523,7 @@ final class EngineGuard {
         }
         return EngineRefusal.writeFailed("zklock: " + command + " writing " + writes
             + " failed; " + outcome + ". Spark's error: " + cause, failure,
-            Collections.singletonMap("table", writes));
+            Collections.singletonMap(Field.TABLE, writes));
     }
 
     private static String firstLine(Throwable e) {
@@ -532,9 +533,9 @@ final class EngineGuard {
 
     /** The objects {@code answer} locks in X, as a person names them; null for none. */
     private static String exclusive(JsonNode answer) {
-        for (JsonNode t : answer.path("targets")) {
-            if ("X".equals(t.path("mode").asText())) {
-                return describe(answer.path("targets"));
+        for (JsonNode t : answer.path(Field.TARGETS)) {
+            if ("X".equals(t.path(Field.MODE).asText())) {
+                return describe(answer.path(Field.TARGETS));
             }
         }
         return null;
@@ -581,9 +582,9 @@ final class EngineGuard {
         List<String> names = new ArrayList<>();
         for (String mode : new String[] {"X", "S"}) {
             for (JsonNode t : targets) {
-                String name = t.path("db").asText()
-                    + (t.path("table").isNull() ? "" : "." + t.path("table").asText());
-                if (mode.equals(t.path("mode").asText()) && !names.contains(name)) {
+                String name = t.path(Field.DB).asText()
+                    + (t.path(Field.TABLE).isNull() ? "" : "." + t.path(Field.TABLE).asText());
+                if (mode.equals(t.path(Field.MODE).asText()) && !names.contains(name)) {
                     names.add(name);
                 }
             }
@@ -616,8 +617,8 @@ final class EngineGuard {
     private static JsonNode read(String text, int version) {
         try {
             JsonNode doc = JSON.readTree(text);
-            if (doc.path("version").asInt() != version) {
-                throw EngineRefusal.refused("zklock: an answer in format " + doc.path("version")
+            if (doc.path(Field.VERSION).asInt() != version) {
+                throw EngineRefusal.refused("zklock: an answer in format " + doc.path(Field.VERSION)
                     + ", where this module reads format " + version);
             }
             return doc;

@@ -61,6 +61,83 @@ final class Protocol {
     static final String REFUSAL_INCOMPATIBLE = get("refusal.incompatible");
     static final String CONNECT_TYPE_URL = get("connect.type_url");
 
+
+    /** The fields of the JSON documents that cross between Python and the JVM. */
+    static final class Field {
+        // the lock client's requests and answers (EngineLockClient.java, lock_client.py)
+        static final String VERSION = get("field.version");
+        static final String OUTCOME = get("field.outcome");
+        static final String MESSAGE = get("field.message");
+        static final String HANDLE = get("field.handle");
+        static final String QUERY_ID = get("field.query_id");
+        static final String TOKEN = get("field.token");
+        static final String ATTEMPTS = get("field.attempts");
+        static final String ZOOKEEPER = get("field.zookeeper");
+        static final String NODES = get("field.nodes");
+        static final String OBJECTS = get("field.objects");
+        static final String ANSWER = get("field.answer");
+        static final String STATEMENT = get("field.statement");
+        static final String USER = get("field.user");
+        static final String APPLICATION = get("field.application");
+        static final String COMMAND = get("field.command");
+        // the planner's answer and its targets (LockAnswer.java, answer.py)
+        static final String KIND = get("field.kind");
+        static final String TARGETS = get("field.targets");
+        static final String DB = get("field.db");
+        static final String TABLE = get("field.table");
+        static final String PARTITION = get("field.partition");
+        static final String MODE = get("field.mode");
+        static final String NOTES = get("field.notes");
+        static final String RECHECK = get("field.recheck");
+        static final String WHOLE = get("field.whole");
+        static final String REFUSAL = get("field.refusal");
+        // what a lock client says of itself (ClientProfile.java, lock_client.py)
+        static final String SPACE = get("field.space");
+        static final String SETTINGS = get("field.settings");
+        static final String VALUE = get("field.value");
+        static final String OVER_SPARK_CONF = get("field.over_spark_conf");
+        // the child lock client's pipe (ChildLockClient.java, lock_process.py)
+        static final String CONF = get("field.conf");
+        static final String HADOOP = get("field.hadoop");
+        static final String ABANDONED = get("field.abandoned");
+        static final String ID = get("field.id");
+        static final String CALL = get("field.call");
+        static final String REQUEST = get("field.request");
+        static final String FAILED = get("field.failed");
+        static final String REPLY = get("field.reply");
+        static final String EVENT = get("field.event");
+        static final String PID = get("field.pid");
+        static final String PROFILE = get("field.profile");
+        // the Spark Connect plugin's requests (ConnectLockPlugin.java, connect.py)
+        static final String PROTOCOL = get("field.protocol");
+        static final String OP = get("field.op");
+        static final String SQL = get("field.sql");
+        static final String STRICT = get("field.strict");
+        static final String UNKNOWN_STATEMENTS = get("field.unknown_statements");
+        static final String RELATION = get("field.relation");
+        static final String CLIENT = get("field.client");
+        static final String BUILD = get("field.build");
+        // the child lock client's status, for operators (ChildSupervisor.java, cli/thrift_server.py)
+        static final String UP = get("field.up");
+        static final String RESTARTS = get("field.restarts");
+        static final String LAST_ERROR = get("field.last_error");
+        static final String FAILURES_IN_A_ROW = get("field.failures_in_a_row");
+        static final String UPDATED_MS = get("field.updated_ms");
+
+        private Field() {
+        }
+    }
+
+    /** The operations of the Spark Connect plugin's requests. */
+    static final class Op {
+        static final String PLAN = get("op.plan");
+        static final String WRITE = get("op.write");
+        static final String VERSION = get("op.version");
+
+        private Op() {
+        }
+    }
+
     /** One of zklock's settings the JVM module reads: a row of zklock/config.py's SETTINGS,
      *  as the build appended it to the jar's copy of this file (its Spark conf key,
      *  environment variable, default and choices). */

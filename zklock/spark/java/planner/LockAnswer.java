@@ -29,6 +29,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import zklock.Protocol.Field;
 
 public final class LockAnswer {
     /** The answer's format; answer.py refuses any other. */
@@ -56,14 +57,14 @@ public final class LockAnswer {
 
         Map<String, Object> json() {
             Map<String, Object> out = new LinkedHashMap<>();
-            out.put("db", db);
-            out.put("table", table);
+            out.put(Field.DB, db);
+            out.put(Field.TABLE, table);
             List<List<String>> spec = new ArrayList<>();
             for (String[] kv : partition) {
                 spec.add(Arrays.asList(kv[0], kv[1]));
             }
-            out.put("partition", spec);
-            out.put("mode", mode);
+            out.put(Field.PARTITION, spec);
+            out.put(Field.MODE, mode);
             return out;
         }
     }
@@ -99,8 +100,8 @@ public final class LockAnswer {
     private final Map<String, Object> fields = new LinkedHashMap<>();
 
     private LockAnswer(String kind) {
-        fields.put("version", VERSION);
-        fields.put("kind", kind);
+        fields.put(Field.VERSION, VERSION);
+        fields.put(Field.KIND, kind);
     }
 
     static LockAnswer locks(boolean command, List<Target> targets, List<String> notes,
@@ -114,29 +115,29 @@ public final class LockAnswer {
                             boolean recheck, boolean whole) {
         LockAnswer answer = new LockAnswer(command ? Protocol.KIND_COMMAND : Protocol.KIND_QUERY);
         if (recheck) {
-            answer.fields.put("recheck", true);
+            answer.fields.put(Field.RECHECK, true);
         }
         if (whole) {
-            answer.fields.put("whole", true);
+            answer.fields.put(Field.WHOLE, true);
         }
         List<Map<String, Object>> out = new ArrayList<>();
         for (Target t : targets) {
             out.add(t.json());
         }
-        answer.fields.put("targets", out);
-        answer.fields.put("notes", notes);
+        answer.fields.put(Field.TARGETS, out);
+        answer.fields.put(Field.NOTES, notes);
         return answer;
     }
 
     static LockAnswer refused(Refusal refusal) {
         LockAnswer answer = new LockAnswer(Protocol.KIND_REFUSED);
-        answer.fields.put("refusal", refusal.kind);
-        answer.fields.put("message", refusal.getMessage());
+        answer.fields.put(Field.REFUSAL, refusal.kind);
+        answer.fields.put(Field.MESSAGE, refusal.getMessage());
         return answer;
     }
 
     public boolean isRefused() {
-        return Protocol.KIND_REFUSED.equals(fields.get("kind"));
+        return Protocol.KIND_REFUSED.equals(fields.get(Field.KIND));
     }
 
     public String toJson() {
@@ -163,11 +164,11 @@ public final class LockAnswer {
     /** The first of {@code wanted}'s targets that {@code held} does not cover (the same
      *  object, in X, or in S for an S target); null when it covers them all. */
     static JsonNode uncovered(JsonNode held, JsonNode wanted) {
-        for (JsonNode w : wanted.path("targets")) {
+        for (JsonNode w : wanted.path(Field.TARGETS)) {
             boolean found = false;
-            for (JsonNode h : held.path("targets")) {
-                if (sameObject(h, w) && ("X".equals(h.path("mode").asText())
-                        || "S".equals(w.path("mode").asText()))) {
+            for (JsonNode h : held.path(Field.TARGETS)) {
+                if (sameObject(h, w) && ("X".equals(h.path(Field.MODE).asText())
+                        || "S".equals(w.path(Field.MODE).asText()))) {
                     found = true;
                     break;
                 }
@@ -183,15 +184,15 @@ public final class LockAnswer {
      *  winning), with no recheck left. */
     static JsonNode union(JsonNode first, JsonNode second) {
         ObjectNode out = first.deepCopy();
-        ArrayNode targets = out.putArray("targets");
-        first.path("targets").forEach(targets::add);
-        second.path("targets").forEach(targets::add);
-        out.remove("recheck");
+        ArrayNode targets = out.putArray(Field.TARGETS);
+        first.path(Field.TARGETS).forEach(targets::add);
+        second.path(Field.TARGETS).forEach(targets::add);
+        out.remove(Field.RECHECK);
         return out;
     }
 
     private static boolean sameObject(JsonNode a, JsonNode b) {
-        return a.path("db").equals(b.path("db")) && a.path("table").equals(b.path("table"))
-            && a.path("partition").equals(b.path("partition"));
+        return a.path(Field.DB).equals(b.path(Field.DB)) && a.path(Field.TABLE).equals(b.path(Field.TABLE))
+            && a.path(Field.PARTITION).equals(b.path(Field.PARTITION));
     }
 }
