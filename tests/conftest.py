@@ -286,7 +286,7 @@ class Latch:
 
             open(entered, "a").close()
             while not os.path.exists(gate) and t.time() < until:
-                t.sleep(0.02)
+                t.sleep(0.02)  # poll: the gate file
             return x
 
         spark.udf.register(name, wait, "int")

@@ -158,7 +158,7 @@ def ensure_tables(session, rec: Recorder, work: Path, deadline: float) -> None:
         while time.monotonic() < deadline:
             if rec.run("ddl", key, lambda q=sql: do(session, q)) is not False:
                 break
-            time.sleep(0.5)
+            time.sleep(0.5)  # pacing: a denied or failed DDL tries again
 
 
 def gen_loop(session, rec: Recorder, deadline: float) -> None:

@@ -231,7 +231,7 @@ def test_spark_under_chaos(ensemble, tmp_path):
                 i = leader if kind == "kill-leader" and leader is not None else rng.choice(
                     [m for m in range(3) if m != leader])
                 ens.kill(i)
-                time.sleep(2)
+                time.sleep(2)  # pacing: the fault itself, a member down for 2 s
                 ens.restart(i)
             elif kind == "pause-member":
                 i = rng.randrange(3)
@@ -276,7 +276,7 @@ def test_spark_under_chaos(ensemble, tmp_path):
                 apps.start("writer")
             fault["end"] = time.time()
             faults.append(fault)
-            time.sleep(rng.uniform(2.0, 5.0))
+            time.sleep(rng.uniform(2.0, 5.0))  # pacing: the harness's cadence of faults
         for p in apps.procs.values():
             p.wait(timeout=SECONDS + 300)
     finally:

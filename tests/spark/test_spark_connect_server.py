@@ -93,7 +93,7 @@ class PlainServer:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.2)  # poll: the server does not listen yet
         raise AssertionError("the plain Spark Connect server did not listen")
 
     def stop(self) -> None:

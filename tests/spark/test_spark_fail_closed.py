@@ -336,7 +336,7 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root, t
         import time as _t
 
         pathlib.Path(marker).touch()
-        _t.sleep(0.5)
+        _t.sleep(0.5)  # the subject: a slow row, so that the script is still running
         return x
     locking = make_locking()
     locking.udf.register("slow_script", slow, "int")
