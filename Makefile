@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2
 RUNS ?= 3
 HUNT ?=
 
-.PHONY: dist flake-hunt soak soak-spark test-docs install zookeeper imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
+.PHONY: dist flake-hunt soak soak-spark test-docs install zookeeper prometheus imports test test-compat demo zk-up zk-down bench bench-locks bench-fairness bench-spark bench-scheduler lint clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,9 +25,12 @@ install: $(STAMP)
 zookeeper:
 	@scripts/ensure-zookeeper.sh
 
+prometheus: zookeeper  # (after it: one apt-get at a time)
+	@scripts/ensure-prometheus.sh
+
 # (the Spark chaos suite and the writers' matrix, marked soak, run apart: `make soak-spark`,
 # which .ci/run runs after; the writers' core cases run here, on local-cluster)
-test: install zookeeper imports
+test: install zookeeper prometheus imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not soak and not docs"
 
 # every command README.md and docs/deploy.md show, as written (five Spark starts: apart

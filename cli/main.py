@@ -529,6 +529,7 @@ def completion(shell: str) -> None:
 
 
 from . import metastore as _metastore  # noqa: E402, F401  (adds its commands to the group)
+from . import monitoring as _monitoring  # noqa: E402, F401  (adds its commands to the group)
 from . import schedule as _schedule  # noqa: E402, F401  (adds its commands to the group)
 from . import spark as _spark  # noqa: E402, F401  (adds its commands to the group)
 

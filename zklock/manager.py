@@ -601,7 +601,9 @@ class LockManager:
         naming the holder, InvalidArguments on bad input, ExceedsMaxLeaseTime
         past ``max_lease_s``.
         """
-        return self.leases.grab(objs, duration_s, wait_s, holder)
+        lease_id = self.leases.grab(objs, duration_s, wait_s, holder)
+        metrics.LEASE_OPS.labels("grab").inc()
+        return lease_id
 
     def list_lease(self, objs: Optional[Sequence[Union[str, LockObject]]] = None,
                    include_expired: bool = False) -> list[Lease]:
@@ -618,13 +620,17 @@ class LockManager:
                      holder: Optional[str] = None) -> Lease:
         """Push the lease's end to ZooKeeper's now + its duration (its holder only:
         ``holder`` or this process's :attr:`lease_holder`; else NotLeaseHolder)."""
-        return self.leases.extend(lease_id, objs, holder)
+        lease = self.leases.extend(lease_id, objs, holder)
+        metrics.LEASE_OPS.labels("extend").inc()
+        return lease
 
     def drop_lease(self, lease_id: int,
                    objs: Optional[Sequence[Union[str, LockObject]]] = None,
                    holder: Optional[str] = None) -> Lease:
         """Release a lease (its holder only, as :meth:`extend_lease`)."""
-        return self.leases.drop(lease_id, objs, holder)
+        lease = self.leases.drop(lease_id, objs, holder)
+        metrics.LEASE_OPS.labels("drop").inc()
+        return lease
 
     @property
     def lease_holder(self) -> str:
@@ -636,16 +642,22 @@ class LockManager:
                          include_implicit: bool = False) -> int:
         """Admin break-lock: drop leases at or below ``objs`` (every lease when empty)."""
         self.identity.require_admin("force-drop")
-        return self.leases.force_drop(objs or [], include_implicit)
+        dropped = self.leases.force_drop(objs or [], include_implicit)
+        metrics.LEASE_OPS.labels("force_drop").inc(dropped)
+        return dropped
 
     def recover_lease(self, obj: Union[str, LockObject]) -> list[int]:
         """HDFS's recoverLease: drop the leases on ``obj`` past their soft limit, whoever
         holds them; returns their ids."""
-        return self.leases.recover(obj)
+        recovered = self.leases.recover(obj)
+        metrics.LEASE_OPS.labels("recover").inc(len(recovered))
+        return recovered
 
     def reap_leases(self, hard_limit_s: Optional[float] = None) -> list[int]:
         self.identity.require_admin("reaping leases")
-        return self.leases.reap(hard_limit_s)
+        reaped = self.leases.reap(hard_limit_s)
+        metrics.LEASE_OPS.labels("reap").inc(len(reaped))
+        return reaped
 
     @property
     def identity(self) -> Any:

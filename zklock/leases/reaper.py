@@ -26,6 +26,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ..config import Settings
 from ..errors import InvalidArguments
+from ..observe import metrics
 from ..zk import ZkOps
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,11 @@ class LeaseReaper:
             except Exception as exc:  # ZooKeeper away, say: try again next round
                 log.warning("lease reaper round failed: %s", exc)
                 result = None
-            if result is not None and self.on_round is not None:
-                self.on_round(result)
+            if result is not None:
+                # the alert "the lease reaper is not running" reads its age
+                metrics.REAPER_ROUND.labels(self.manager.root).set_to_current_time()
+                if self.on_round is not None:
+                    self.on_round(result)
             done += 1
             if rounds and done >= rounds:
                 return

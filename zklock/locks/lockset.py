@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Protocol
@@ -78,6 +79,7 @@ class LockSet:
         self.query_id = query_id
         self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)
         self.set_id = ""  # names the set in lock events (grant, release, loss)
+        self.granted_at = time.monotonic()  # its age, for zklock_lock_oldest_held_seconds
         self.counted = False  # its locks are in the held gauge (granted, not yet lost)
         #: intents the request left while it was denied, kept until release so that a
         #: newer request that saw them is never granted beside this set (zklock/locks/intents.py)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -60,7 +61,7 @@ from typing import Any, Optional
 from kazoo.client import KazooClient, KazooState
 
 from ..observe import metrics
-from ..observe.events import LockEvents
+from ..observe.events import LockEvents, strongest
 from ..zk import ZkOps, connect_string
 from .lockset import LockSet, State
 
@@ -106,6 +107,7 @@ class SessionWatcher:
         self._closed = threading.Event()
         self._checker: Optional[threading.Thread] = None
         client.add_listener(self._on_state)
+        metrics.track_holdings(self, self._held_ages)
 
     def close(self) -> None:
         """Stop watching. Sets still held are lost: nothing checks them any more, so a
@@ -120,6 +122,15 @@ class SessionWatcher:
     def session_id(self) -> Optional[int]:
         cid = self.client.client_id
         return cid[0] if cid else None
+
+    def _held_ages(self) -> dict[str, float]:
+        """The age of the oldest set held now, by its strongest mode (read at a scrape)."""
+        now = time.monotonic()
+        ages: dict[str, float] = {}
+        for s in self._live_sets():
+            mode = strongest(s.locks)
+            ages[mode] = max(ages.get(mode, 0.0), now - s.granted_at)
+        return ages
 
     # ---- handing sets out ---------------------------------------------------
     def hand_out(self, lockset: LockSet) -> bool:

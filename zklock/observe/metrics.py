@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
+from collections.abc import Callable
 from typing import Optional
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
@@ -36,6 +38,25 @@ EXECUTIONS = Counter("zklock_scheduled_executions_total",
 TRIGGER_TO_START = Histogram("zklock_scheduled_trigger_to_start_seconds",
                              "Time from a scheduled trigger to its execution's start.",
                              buckets=WAIT_BUCKETS)
+OLDEST_HELD = Gauge("zklock_lock_oldest_held_seconds",
+                    "Age of the oldest lock set this process holds now, by its strongest mode"
+                    " (0 when it holds none).", ["mode"])
+SCHEDULER_LEADER = Gauge("zklock_scheduler_leader",
+                         "1 while this process leads the scheduler of its namespace, else 0.",
+                         ["namespace"])
+LEASE_OPS = Counter("zklock_lease_operations_total",
+                    "Lease operations that succeeded, by operation (grab, extend, drop,"
+                    " force_drop, recover, reap; for recover and reap, one per lease).", ["op"])
+# Every series from the start, at 0: Prometheus's increase() and rate() count nothing for a
+# series' first sample, so a counter born at its first loss would never fire an alert.
+for _op in ("grab", "extend", "drop", "force_drop", "recover", "reap"):
+    LEASE_OPS.labels(_op)
+for _mode in "SX":
+    for _counter in (GRANTS, DENIALS, RETRIES, LOSSES):
+        _counter.labels(_mode)
+REAPER_ROUND = Gauge("zklock_lease_reaper_last_round_timestamp_seconds",
+                     "When this process's lease reaper of a root last finished a round (Unix"
+                     " time); only processes that run a reaper have it.", ["root"])
 
 log = logging.getLogger("zklock")
 _served: dict[int, object] = {}
@@ -56,6 +77,26 @@ def serve(port: int, addr: str = "127.0.0.1") -> bool:
                             " a free port, or 0", addr, port, exc.strerror or exc)
                 return False
     return True
+
+
+#: What each live lock holder (a SessionWatcher) holds: a callable giving the ages of its
+#: held sets by strongest mode, read when Prometheus scrapes (nothing on the lock path).
+_holders: weakref.WeakKeyDictionary[object, Callable[[], dict[str, float]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def track_holdings(owner: object, ages: Callable[[], dict[str, float]]) -> None:
+    """Count ``owner``'s held sets into :data:`OLDEST_HELD` while ``owner`` lives."""
+    _holders[owner] = ages
+
+
+def _oldest(mode: str) -> float:
+    ages = [fn().get(mode, 0.0) for fn in list(_holders.values())]
+    return max(ages, default=0.0)
+
+
+for _mode in "SX":
+    OLDEST_HELD.labels(_mode).set_function(lambda m=_mode: _oldest(m))
 
 
 def session_state(session: str, state: Optional[str]) -> None:
