@@ -74,6 +74,14 @@ final class EngineGuard {
     /** Whether a detached guard's set was released (releaseDetached runs once). */
     private final java.util.concurrent.atomic.AtomicBoolean released =
         new java.util.concurrent.atomic.AtomicBoolean();
+    // Its figures (LockFigures.java): waited for the grant, over how many attempts (those of
+    // an earlier grant of the same statement, given back to replan, included); when granted
+    // and released; whether the set was lost.
+    private long waitNanos;
+    private int attempts;
+    private long grantedAt;
+    private long releasedAt;
+    private volatile boolean lost;
 
     private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc,
                         String writes, List<String> nodes, JsonNode held) {
@@ -162,8 +170,14 @@ final class EngineGuard {
                 + Protocol.ENGINE_MODE.key + "=refuse runs only what a LockingSession runs");
         }
         String text = statement.apply(what);
+        long waitedBefore = 0;
+        int attemptsBefore = 0;
         for (int i = 0; i < REPLANS; i++) {
             Grant grant = take(session, client, answer, name, what, text);
+            if (grant.guard.holds()) {
+                grant.guard.waitNanos += waitedBefore;
+                grant.guard.attempts += attemptsBefore;
+            }
             if (grant.guard == COVERED || replan == null
                     || (grant.attempts <= 1 && !answer.path(Field.RECHECK).asBoolean(false))) {
                 return grant.guard;
@@ -176,6 +190,8 @@ final class EngineGuard {
             if (LockAnswer.covers(answer, fresh)) {
                 return grant.guard;
             }
+            waitedBefore = grant.guard.waitNanos;
+            attemptsBefore = grant.guard.attempts;
             grant.guard.exit(name, null);
             answer = LockAnswer.union(answer, fresh);
         }
@@ -213,6 +229,7 @@ final class EngineGuard {
         request.put(Field.OBJECTS, what);
         request.put(Field.QUERY_ID, sc.getLocalProperty(Protocol.QUERY_ID));
         JsonNode grant;
+        long asked = System.nanoTime();
         try {
             grant = read(client.acquire(write(request)), VERSION);
         } catch (RuntimeException e) {  // the grant may have happened: release it, if any
@@ -246,8 +263,12 @@ final class EngineGuard {
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", nodes));
         sc.setLocalProperty(ENGINE_HELD, handle);
         WriteOutcome.begin();
-        return new Grant(new EngineGuard(client, handle, jobTag, sc, exclusive(answer), nodes,
-            answer), grant.path(Field.ATTEMPTS).asInt(1));
+        EngineGuard guard = new EngineGuard(client, handle, jobTag, sc, exclusive(answer), nodes,
+            answer);
+        guard.grantedAt = System.nanoTime();
+        guard.waitNanos = guard.grantedAt - asked;
+        guard.attempts = grant.path(Field.ATTEMPTS).asInt(1);
+        return new Grant(guard, guard.attempts);
     }
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
@@ -423,6 +444,44 @@ final class EngineGuard {
         return client != null;
     }
 
+    /** How long the statement waited for its locks, in ms (LockFigures.java). */
+    long waitMillis() {
+        return waitNanos / 1_000_000;
+    }
+
+    /** How many attempts its lock client made for them. */
+    int attempts() {
+        return attempts;
+    }
+
+    /** How many objects it holds in S (a partition's parents included). */
+    int sharedObjects() {
+        return objectsIn("S");
+    }
+
+    /** How many objects it holds in X. */
+    int exclusiveObjects() {
+        return objectsIn("X");
+    }
+
+    private int objectsIn(String mode) {
+        int n = 0;
+        for (JsonNode target : held.path(Field.TARGETS)) {
+            n += mode.equals(target.path(Field.MODE).asText()) ? 1 : 0;
+        }
+        return n;
+    }
+
+    /** How long it held them, in ms, once released (0 before). */
+    long heldMillis() {
+        return releasedAt == 0 ? 0 : (releasedAt - grantedAt) / 1_000_000;
+    }
+
+    /** Whether its set was lost while it held it. */
+    boolean lost() {
+        return lost;
+    }
+
     /** For a query whose jobs run after the call that planned them (an RDD handed to its
      *  caller): nested executions on this thread no longer see the set, but the thread's
      *  later jobs keep its tag (cancelled if it is lost) until its next statement; the set
@@ -460,6 +519,7 @@ final class EngineGuard {
         if (client == null) {
             return null;
         }
+        releasedAt = System.nanoTime();
         WriteOutcome.Summary written = WriteOutcome.end();
         BLOCKS.remove(handle);
         sc.removeJobTag(jobTag);
@@ -482,6 +542,7 @@ final class EngineGuard {
         released.path(Field.OBJECTS).forEach(o -> objects.add(o.asText()));
         Map<String, String> parameters = Collections.singletonMap(Field.OBJECTS, String.join("\n", objects));
         String refused = fenceRefusal(failure);
+        lost = refused != null || Protocol.OUTCOME_LOST.equals(released.path(Field.OUTCOME).asText());
         if (refused != null) {  // the loss may be known to ZooKeeper only, not to the client yet
             return EngineRefusal.of(Protocol.OUTCOME_LOST, Protocol.message("commit_refused",
                 "refused", refused, "command", command), failure, parameters);

@@ -14,6 +14,7 @@ import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.V2CommandExec;
+import org.apache.spark.sql.execution.metric.SQLMetric;
 
 public abstract class LockedExec extends V2CommandExec {
     private static final long serialVersionUID = 1L;
@@ -24,6 +25,8 @@ public abstract class LockedExec extends V2CommandExec {
     /** The output, as the Scala 2.13 collection Spark 4 expects (and Spark 3.5's Scala 2.12
      *  accepts): copied once. */
     private final scala.collection.immutable.Seq<Attribute> output;
+    /** Its lock figures, as SQL metrics (created on the driver when Spark first asks). */
+    private transient LockFigures figures;
 
     protected LockedExec(LogicalPlan plan, SparkPlan child,
                          scala.collection.Seq<Attribute> output) {
@@ -38,7 +41,7 @@ public abstract class LockedExec extends V2CommandExec {
     /** Run {@code work} holding {@code guard}'s locks and release them after; a failure
      *  caused by losing them (its jobs cancelled) is reported as the loss, and so is a loss
      *  found at the release of work that completed. */
-    static <T> T underGuard(EngineGuard guard, String statement, Supplier<T> work) {
+    <T> T underGuard(EngineGuard guard, String statement, Supplier<T> work) {
         T out;
         try {
             out = work.get();
@@ -49,14 +52,51 @@ public abstract class LockedExec extends V2CommandExec {
             } catch (RuntimeException releaseFailed) {  // the statement's own error first
                 e.addSuppressed(releaseFailed);
                 throw LockedExec.<RuntimeException>rethrow(e);
+            } finally {
+                report(guard, true);
             }
             throw LockedExec.<RuntimeException>rethrow(lost != null ? lost : e);
         }
-        EngineRefusal lost = guard.exit(statement, null);
+        EngineRefusal lost;
+        try {
+            lost = guard.exit(statement, null);
+        } finally {
+            report(guard, true);
+        }
         if (lost != null) {
             throw EngineRefusal.raise(lost);
         }
         return out;
+    }
+
+    /** Post {@code guard}'s figures to this node's SQL metrics: its grant, and, once
+     *  {@code released}, how long it held and whether it lost its set. */
+    protected void report(EngineGuard guard, boolean released) {
+        if (!guard.holds()) {
+            return;
+        }
+        LockFigures mine = figures();
+        if (mine == null) {
+            return;
+        }
+        mine.granted(guard);
+        if (released) {
+            mine.released(guard, guard.lost());
+        }
+        mine.post(sparkContext());
+    }
+
+    private LockFigures figures() {
+        if (figures == null && sparkContext() != null) {
+            figures = new LockFigures(sparkContext());
+        }
+        return figures;
+    }
+
+    @Override
+    public scala.collection.immutable.Map<String, SQLMetric> metrics() {
+        LockFigures mine = figures();
+        return mine == null ? scala.collection.immutable.Map$.MODULE$.empty() : mine.asMap();
     }
 
     @Override

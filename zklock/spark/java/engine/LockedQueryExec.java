@@ -84,15 +84,17 @@ public final class LockedQueryExec extends LockedExec {
     /** Start {@code work}, whose rows are read after this call returns (on other threads
      *  too): a failure releases the locks at once; otherwise the guard is detached, to be
      *  released when the rows are (the iterator's end, the SQL execution's end). */
-    private static <T> T detached(EngineGuard guard, java.util.function.Supplier<T> work) {
+    private <T> T detached(EngineGuard guard, java.util.function.Supplier<T> work) {
         T out;
         try {
             out = work.get();
         } catch (Throwable e) {
             guard.exit("a query", e);
+            report(guard, true);
             throw LockedExec.<RuntimeException>rethrow(e);
         }
         guard.detach();
+        report(guard, false);  // its release comes after this node's last word
         return out;
     }
 

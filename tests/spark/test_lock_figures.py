@@ -1,0 +1,79 @@
+"""Lock figures on zklock's plan nodes (LockFigures.java): a statement that waited for
+another holder shows, in its SQL metrics (Spark's SQL tab, the event log, the History
+Server), how long it waited, how many attempts, and what it locked in S and in X; read
+back here from Spark's own SQL status store, where the UI reads them."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from conftest import wait_for
+
+from zklock.locks.mode import Mode
+from zklock.locks.objects import LockObject
+from zklock.spark import enforce
+
+
+def sql_metrics(spark, execution_id: int) -> dict[str, str]:
+    """The SQL metrics of one execution, by name, as the UI shows them."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    plan_metrics = store.execution(execution_id).get().metrics()
+    values = store.executionMetrics(execution_id)
+    shown = {}
+    for i in range(plan_metrics.size()):
+        m = plan_metrics.apply(i)
+        value = values.get(m.accumulatorId())
+        if value.isDefined():
+            shown[m.name()] = str(value.get())
+    return shown
+
+
+def executions(spark) -> list[int]:
+    store = spark._jsparkSession.sharedState().statusStore()
+    listed = store.executionsList()
+    return [listed.apply(i).executionId() for i in range(listed.size())]
+
+
+def number(text: str) -> float:
+    """The figure a metric shows (a sum: '2'; a time: '1.6 s', or Spark's
+    'total (min, med, max)' block, whose total comes first)."""
+    value, unit = re.search(r"([\d.,]+)\s*(ms|s|m|h)?", text.split("\n")[-1]).groups()
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}.get(unit or "", 1)
+    return float(value.replace(",", "")) * scale
+
+
+def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
+        spark, db, make_manager, zk, root) -> None:
+    table = f"{db}.dim"
+    holder = make_manager()
+    held = holder.acquire([(LockObject.parse(table), Mode.EXCLUSIVE)], query_id="backfill")
+    before = set(executions(spark))
+    outcome: dict[str, object] = {}
+
+    def insert() -> None:
+        try:
+            spark.sql(f"INSERT INTO {table} SELECT * FROM {table} LIMIT 1")
+            outcome["done"] = True
+        except Exception as exc:  # the test fails on it below
+            outcome["error"] = exc
+
+    with enforce(spark, make_manager(retries=400, retry_interval=0.05)):
+        writer = threading.Thread(target=insert)
+        writer.start()
+        # the insert is waiting: its wait record is in ZooKeeper (after its first denial)
+        assert wait_for(lambda: zk.exists(f"{root}/.waits") and zk.get_children(f"{root}/.waits"),
+                        timeout=60)
+        held.release()
+        writer.join(120)
+    assert outcome.get("done"), outcome
+    # the insert's execution: the new one whose root is zklock's node, with figures posted
+    figures = [sql_metrics(spark, e) for e in executions(spark) if e not in before]
+    locked = [f for f in figures if "lock attempts" in f]
+    assert len(locked) == 1, figures
+    shown = locked[0]
+    assert number(shown["lock attempts"]) >= 2, shown
+    assert number(shown["time waiting for locks"]) > 0, shown
+    assert number(shown["objects locked in X"]) == 1, shown  # the table
+    assert number(shown["objects locked in S"]) >= 1, shown  # its database
+    assert number(shown["time holding locks"]) >= 0 and number(shown["lock sets lost"]) == 0
