@@ -1,10 +1,12 @@
 """Lock figures on zklock's plan nodes (LockFigures.java): a statement that waited for
 another holder shows, in its SQL metrics (Spark's SQL tab, the event log, the History
 Server), how long it waited, how many attempts, and what it locked in S and in X; read
-back here from Spark's own SQL status store, where the UI reads them."""
+back here from Spark's own SQL status store, where the UI reads them. The application's
+totals are a source of Spark's metrics system (LockMetricsSource.java), read back from it."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 
@@ -77,3 +79,23 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
     assert number(shown["objects locked in X"]) == 1, shown  # the table
     assert number(shown["objects locked in S"]) >= 1, shown  # its database
     assert number(shown["time holding locks"]) >= 0 and number(shown["lock sets lost"]) == 0
+
+
+def zklock_totals(spark) -> dict[str, int]:
+    """What zklock's source in the driver's metrics system counts, read from Spark's
+    metrics system in the JVM, as a sink reads it (py4j cannot reflect MetricsSystem)."""
+    return json.loads(str(spark._jvm.zklock.EngineCalls.lockTotals()))
+
+
+def test_the_applications_lock_totals_are_a_source_of_sparks_metrics_system(
+        spark, db, make_manager) -> None:
+    table = f"{db}.dim"
+    with enforce(spark, make_manager()):
+        spark.sql(f"SELECT count(*) FROM {table}").collect()  # a first statement registers it
+        before = zklock_totals(spark)
+        spark.sql(f"INSERT INTO {table} SELECT * FROM {table} LIMIT 1")
+    after = zklock_totals(spark)
+    assert after["statementsLocked"] == before["statementsLocked"] + 1, (before, after)
+    assert after["lockWait"] == before["lockWait"] + 1
+    assert after["lockHeld"] == before["lockHeld"] + 1
+    assert after["lockSetsLost"] == 0

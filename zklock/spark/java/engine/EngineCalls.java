@@ -33,6 +33,12 @@ public final class EngineCalls {
         return LockClients.childStatus();
     }
 
+    /** The counters and timers of zklock's source in this driver's metrics system
+     *  (LockMetricsSource.java), as Spark's sinks read them, as JSON: {name: count}. */
+    public static String lockTotals() {
+        return LockMetricsSource.registered();
+    }
+
     /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
      *  spark.sql.extensions names this class: Spark skips an extension it cannot load, and a
      *  session made over an existing SparkContext may carry the setting without it. */

@@ -79,9 +79,12 @@ public abstract class LockedExec extends V2CommandExec {
         if (mine == null) {
             return;
         }
+        LockMetricsSource application = LockMetricsSource.of(sparkContext());
         mine.granted(guard);
+        application.granted(guard);
         if (released) {
             mine.released(guard, guard.lost());
+            application.released(guard);
         }
         mine.post(sparkContext());
     }

@@ -1,0 +1,98 @@
+// zklock's figures in Spark's own metrics system: a metrics Source of the driver, named
+// "zklock", so that every sink a platform already scrapes serves them with Spark's
+// application labels: PrometheusServlet on the UI port, JMX, Graphite, StatsD, CSV.
+// zklock's Python serves its own Prometheus endpoint where asked (metrics_port); this one
+// needs no port of its own and covers every client of the engine (a Thrift server's JDBC
+// users, spark-sql, Spark Connect), whatever runs their lock client.
+//
+// Counted from the grant each statement's guard already holds (LockFigures.java): nothing
+// is added to a statement's path but a few counter increments.
+package zklock;
+
+import java.util.concurrent.TimeUnit;
+
+import com.codahale.metrics.Counter;
+import com.codahale.metrics.MetricRegistry;
+import com.codahale.metrics.Timer;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.metrics.source.Source;
+
+final class LockMetricsSource implements Source {
+    static final String NAME = "zklock";
+
+    private static LockMetricsSource current;
+
+    private final SparkContext sc;
+    private final MetricRegistry registry = new MetricRegistry();
+    private final Counter statements = registry.counter("statementsLocked");
+    private final Timer waits = registry.timer("lockWait");
+    private final Counter attempts = registry.counter("lockAttempts");
+    private final Counter denials = registry.counter("lockDenials");
+    private final Timer holds = registry.timer("lockHeld");
+    private final Counter lost = registry.counter("lockSetsLost");
+
+    private LockMetricsSource(SparkContext sc) {
+        this.sc = sc;
+    }
+
+    /** The source of {@code sc}'s application, registered with its metrics system on first
+     *  use (a new SparkContext in the same JVM gets a new one). */
+    static synchronized LockMetricsSource of(SparkContext sc) {
+        if (current == null || current.sc != sc) {
+            current = new LockMetricsSource(sc);
+            SparkEnv env = SparkEnv.get();
+            if (env != null) {
+                env.metricsSystem().registerSource(current);
+            }
+        }
+        return current;
+    }
+
+    /** The counts of the zklock source registered in this JVM's metrics system, read from
+     *  there (as a sink reads them): {"statementsLocked": n, "lockWait": n, ...}; {} when
+     *  none is registered. */
+    static String registered() {
+        SparkEnv env = SparkEnv.get();
+        com.fasterxml.jackson.databind.node.ObjectNode counts =
+            new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode();
+        if (env == null) {
+            return counts.toString();
+        }
+        scala.collection.Iterator<Source> sources =
+            env.metricsSystem().getSourcesByName(NAME).iterator();
+        while (sources.hasNext()) {
+            MetricRegistry found = sources.next().metricRegistry();
+            found.getCounters().forEach((name, c) -> counts.put(name, c.getCount()));
+            found.getTimers().forEach((name, t) -> counts.put(name, t.getCount()));
+        }
+        return counts.toString();
+    }
+
+    @Override
+    public String sourceName() {
+        return NAME;
+    }
+
+    @Override
+    public MetricRegistry metricRegistry() {
+        return registry;
+    }
+
+    /** A statement was granted its locks after {@code guard}'s wait and attempts. */
+    void granted(EngineGuard guard) {
+        statements.inc();
+        waits.update(guard.waitMillis(), TimeUnit.MILLISECONDS);
+        attempts.inc(guard.attempts());
+        denials.inc(Math.max(0, guard.attempts() - 1));
+    }
+
+    /** It released them (lost or not). */
+    void released(EngineGuard guard) {
+        holds.update(guard.heldMillis(), TimeUnit.MILLISECONDS);
+        if (guard.lost()) {
+            lost.inc();
+        }
+    }
+}
