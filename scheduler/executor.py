@@ -36,6 +36,10 @@ from .model import Execution, State
 from .runner import Runner
 from .store import ExecutorInfo, Fenced, SchedulerStore
 
+# every state's series from the start, at 0 (zklock/observe/metrics.py says why)
+for _state in State:
+    metrics.EXECUTIONS.labels(_state.value)
+
 log = logging.getLogger(__name__)
 
 

@@ -118,6 +118,14 @@ class Leader:
 
     # ---- the loop -------------------------------------------------------------
     def _run(self) -> None:
+        leading = metrics.SCHEDULER_LEADER.labels(self.store.namespace)
+        leading.set(1)  # the alert "no scheduler leads" reads the sum over processes
+        try:
+            self._lead()
+        finally:
+            leading.set(0)
+
+    def _lead(self) -> None:
         backoff = 0.1
         while not self._stopped:
             try:
