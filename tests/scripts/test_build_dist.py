@@ -92,3 +92,22 @@ def test_a_pipeline_runs_from_the_wheel_as_a_user_without_home_on_a_jre(
         f"zklock-spark-{line}.jar"], seen
     assert [p.name for p in run.iterdir() if p.name not in ("spark-warehouse",
                                                             "metastore_db", "derby.log")] == []
+
+
+def test_every_package_of_the_tree_is_in_the_wheel() -> None:
+    """setup.cfg lists the packages the wheel carries: a new package (a folder with an
+    __init__.py) that it misses works in the editable install and is absent from the wheel."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    roots = {"zklock": ROOT / "zklock", "zklock.cli": ROOT / "cli",
+             "zklock.scheduler": ROOT / "scheduler"}
+    found = set()
+    for name, folder in roots.items():
+        for init in folder.rglob("__init__.py"):
+            parts = init.parent.relative_to(folder).parts
+            if "__pycache__" not in parts:
+                found.add(".".join((name, *parts)))
+    assert found == listed, (found - listed, listed - found)
