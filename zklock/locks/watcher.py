@@ -107,7 +107,7 @@ class SessionWatcher:
         self._closed = threading.Event()
         self._checker: Optional[threading.Thread] = None
         client.add_listener(self._on_state)
-        metrics.track_holdings(self, self._held_ages)
+        metrics.track_holdings(self)
 
     def close(self) -> None:
         """Stop watching. Sets still held are lost: nothing checks them any more, so a
@@ -123,7 +123,7 @@ class SessionWatcher:
         cid = self.client.client_id
         return cid[0] if cid else None
 
-    def _held_ages(self) -> dict[str, float]:
+    def held_ages(self) -> dict[str, float]:
         """The age of the oldest set held now, by its strongest mode (read at a scrape)."""
         now = time.monotonic()
         ages: dict[str, float] = {}

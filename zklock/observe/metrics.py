@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable
-from typing import Optional
+from typing import Optional, Protocol
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
@@ -79,20 +78,24 @@ def serve(port: int, addr: str = "127.0.0.1") -> bool:
     return True
 
 
-#: What each live lock holder (a SessionWatcher) holds: a callable giving the ages of its
-#: held sets by strongest mode, read when Prometheus scrapes (nothing on the lock path).
-_holders: weakref.WeakKeyDictionary[object, Callable[[], dict[str, float]]] = (
-    weakref.WeakKeyDictionary())
+class Holder(Protocol):
+    """A live lock holder (a SessionWatcher): the ages of its held sets by strongest mode."""
+
+    def held_ages(self) -> dict[str, float]: ...
 
 
-def track_holdings(owner: object, ages: Callable[[], dict[str, float]]) -> None:
+#: The live lock holders, read when Prometheus scrapes (nothing on the lock path); weakly,
+#: so that a closed manager's watcher goes.
+_holders: weakref.WeakSet[Holder] = weakref.WeakSet()
+
+
+def track_holdings(owner: Holder) -> None:
     """Count ``owner``'s held sets into :data:`OLDEST_HELD` while ``owner`` lives."""
-    _holders[owner] = ages
+    _holders.add(owner)
 
 
 def _oldest(mode: str) -> float:
-    ages = [fn().get(mode, 0.0) for fn in list(_holders.values())]
-    return max(ages, default=0.0)
+    return max((h.held_ages().get(mode, 0.0) for h in list(_holders)), default=0.0)
 
 
 for _mode in "SX":

@@ -63,15 +63,17 @@ final class LockFigures {
         return map;
     }
 
-    /** The guard was granted its locks (a guard that holds none adds nothing). */
+    /** The guard was granted its locks (a guard that holds none adds nothing). The figures
+     *  are set, not added: a plan run again (a second collect() of one DataFrame) shows its
+     *  latest statement's, as each of Spark's executions of it posts its own. */
     void granted(EngineGuard guard) {
         if (!guard.holds()) {
             return;
         }
-        wait.add(guard.waitMillis());
-        attempts.add(guard.attempts());
-        shared.add(guard.sharedObjects());
-        exclusive.add(guard.exclusiveObjects());
+        wait.set(guard.waitMillis());
+        attempts.set(guard.attempts());
+        shared.set(guard.sharedObjects());
+        exclusive.set(guard.exclusiveObjects());
     }
 
     /** The guard released its locks, lost or not. */
@@ -79,10 +81,8 @@ final class LockFigures {
         if (!guard.holds()) {
             return;
         }
-        held.add(guard.heldMillis());
-        if (wasLost) {
-            lost.add(1);
-        }
+        held.set(guard.heldMillis());
+        lost.set(wasLost ? 1 : 0);
     }
 
     /** Post the figures to the SQL execution the statement runs in (the UI, the event log). */
