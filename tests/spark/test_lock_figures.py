@@ -98,4 +98,5 @@ def test_the_applications_lock_totals_are_a_source_of_sparks_metrics_system(
     assert after["statementsLocked"] == before["statementsLocked"] + 1, (before, after)
     assert after["lockWait"] == before["lockWait"] + 1
     assert after["lockHeld"] == before["lockHeld"] + 1
-    assert after["lockSetsLost"] == 0
+    # a process-wide counter: earlier tests of this Spark application lose sets on purpose
+    assert after["lockSetsLost"] == before["lockSetsLost"]
