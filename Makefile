@@ -28,8 +28,8 @@ zookeeper:
 prometheus: zookeeper  # (after it: one apt-get at a time)
 	@scripts/ensure-prometheus.sh
 
-# (the Spark chaos suite and the writers' matrix, marked soak, run apart: `make soak-spark`,
-# which .ci/run runs after; the writers' core cases run here, on local-cluster)
+# (the Spark chaos suite, the writers' matrix and the local-cluster cases, marked soak, run
+# apart: `make soak-spark`, which .ci/run runs after; the writers' core cases run here)
 test: install zookeeper prometheus imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not soak and not docs"
 
@@ -77,11 +77,12 @@ soak: install zookeeper
 # Spark applications under ensemble, connection, lock-node, lock-client and driver faults,
 # judged by the data (tests/spark/test_spark_chaos.py): 150 s unless ZKLOCK_CHAOS_SECONDS;
 # every kind of write by two threads at once (tests/spark/test_concurrent_writers.py); and
-# schedulers exactly once on an ensemble under faults (tests/scheduler/test_scheduler_processes.py)
+# schedulers exactly once on an ensemble under faults (tests/scheduler/test_scheduler_processes.py);
+# the writers and a lost lock with executors in JVMs of their own (tests/spark/test_local_cluster.py)
 soak-spark: install zookeeper
 	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-150} ZKLOCK_CHAOS_REPORT=.zklock/soak-spark.json \
 		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py \
-		tests/scheduler/test_scheduler_processes.py
+		tests/scheduler/test_scheduler_processes.py tests/spark/test_local_cluster.py
 
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py

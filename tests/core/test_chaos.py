@@ -12,7 +12,7 @@ refused its later writes), every loss was reported within the session timeout,
 no lock node is left once the clients are gone, and no request gave up in a
 fault-free window.
 
-ZKLOCK_CHAOS_SECONDS sets the length (50 s here; `make soak` runs 20 minutes).
+ZKLOCK_CHAOS_SECONDS sets the length (30 s here; `make soak` runs 20 minutes).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from kazoo.client import KazooClient
 from zklock.testing.chaos import check, read_lines
 from zklock.testing.proxy import FaultProxy
 
-SECONDS = float(os.environ.get("ZKLOCK_CHAOS_SECONDS", "50"))
+SECONDS = float(os.environ.get("ZKLOCK_CHAOS_SECONDS", "30"))
 CLIENTS = 8
 SESSION_TIMEOUT = 4.0
 
@@ -199,7 +199,8 @@ def test_chaos(ensemble, tmp_path):
             json.dumps({"lines": lines, "faults": client_faults}))
     if os.environ.get("ZKLOCK_CHAOS_REPORT"):
         Path(os.environ["ZKLOCK_CHAOS_REPORT"]).write_text(json.dumps(summary, indent=2))
-    assert report.sections > 100, summary
+    # the workload went on through the faults: about 3 critical sections a second here
+    assert report.sections > 1.5 * SECONDS, summary
     assert not report.overlaps, report.overlaps[:3]
     assert not report.unreported, report.unreported[:3]
     assert not orphans and not waits, (orphans[:5], waits[:5])

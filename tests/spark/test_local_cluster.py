@@ -7,6 +7,9 @@ One application (tests/spark/cluster_app.py, in a process of its own) runs every
 two partition writers of one table at once; the fenced commit refusing a write whose lock
 node was deleted; a lost lock cancelling tasks that run in the executors. The wheel's jar
 reaching the executors is tests/scripts/test_build_dist.py's pipeline, on the same master.
+
+Marked soak: its cluster takes a minute and a half to start, so `make soak-spark` runs it
+(CI too, after `make test`), beside the other all-or-nothing cases under faults.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import subprocess
 
 import pytest
 from conftest import PROJECT, PYTHON
+
+pytestmark = pytest.mark.soak
 
 
 @pytest.fixture(scope="module")

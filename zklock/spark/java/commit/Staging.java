@@ -34,14 +34,20 @@ final class Staging {
             return t;
         });
 
+    /** The failed jobs' directories whose later removals are still to come, with the
+     *  configuration that reaches their file system. */
+    private static final java.util.Map<Path, Configuration> SETTLING =
+        new java.util.concurrent.ConcurrentHashMap<>();
+
     static {
-        // Removals still waiting when the JVM stops run then: its tasks are gone by then.
+        // Removals still to come when the JVM stops run then: its tasks are gone by then.
         // Hadoop's hook manager, before it closes the file systems (a higher priority runs
-        // first), after Spark's stop (higher still).
+        // first), after Spark's stop (higher still). Run from SETTLING, not from the
+        // executor's queue: a delayed task that shutdownNow() hands back cancels itself
+        // when run (ScheduledThreadPoolExecutor), which left failed jobs' directories behind.
         org.apache.hadoop.util.ShutdownHookManager.get().addShutdownHook(() -> {
-            for (Runnable pending : LATER.shutdownNow()) {
-                pending.run();
-            }
+            LATER.shutdownNow();
+            SETTLING.forEach((mine, conf) -> quietlyRemove(mine, conf));
         }, FileSystem.SHUTDOWN_HOOK_PRIORITY + 1);
     }
 
@@ -101,14 +107,23 @@ final class Staging {
         Path mine = committer.getJobAttemptPath(context);
         Configuration conf = context.getConfiguration();
         remove(mine, conf);
+        SETTLING.put(mine, conf);
+        long last = SETTLE_MS[SETTLE_MS.length - 1];
         for (long delay : SETTLE_MS) {
             LATER.schedule(() -> {
-                try {
-                    remove(mine, conf);
-                } catch (IOException | RuntimeException e) {
-                    // clutter no job reads (a stopped file system, a dropped table)
+                quietlyRemove(mine, conf);
+                if (delay == last) {
+                    SETTLING.remove(mine);
                 }
             }, delay, TimeUnit.MILLISECONDS);
+        }
+    }
+
+    private static void quietlyRemove(Path mine, Configuration conf) {
+        try {
+            remove(mine, conf);
+        } catch (IOException | RuntimeException e) {
+            // clutter no job reads (a stopped file system, a dropped table)
         }
     }
 
