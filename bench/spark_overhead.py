@@ -11,7 +11,10 @@ applications of the same shape, each in a process of its own (one JVM cannot be 
 The driver sends each statement to both, interleaved (the order alternating) so that noise
 hits both sides, and each application times the statement itself, so the pipe between
 them costs nothing. Per statement it reports the medians and the median of the paired
-differences (zklock minus bare, run back to back):
+differences (zklock minus bare, run back to back), and the crossings between Python and
+the JVM each application made for it, counted by instrumenting py4j (its client's
+commands, Python to JVM, and its callback server's calls, JVM to Python; py4j's own
+garbage-collection messages, which any PySpark program sends, apart):
 
 - a LockingSession ``INSERT INTO t PARTITION (ds, hr) VALUES (...)`` (4 objects) and a
   ``SELECT count(*)`` over one ds prefix (10 objects), both locked by the engine, as the
@@ -64,6 +67,37 @@ PLAIN_READS = {
 
 
 # ---- the applications -----------------------------------------------------------------
+class Crossings:
+    """Counts py4j's crossings in this process: commands Python sends the JVM (on any
+    thread) and the JVM's calls into Python (callbacks: zklock's lock client); py4j's
+    messages that free Java objects (its finalizer's) are counted apart."""
+
+    def __init__(self) -> None:
+        import py4j.clientserver as cs
+        from py4j import protocol
+
+        self.to_jvm = self.callbacks = self.gc = 0
+        send, call = cs.ClientServerConnection.send_command, cs.ClientServerConnection._call_proxy
+        gc_prefix = protocol.MEMORY_COMMAND_NAME + protocol.MEMORY_DEL_SUBCOMMAND_NAME
+
+        def counted_send(connection: Any, command: str) -> Any:
+            if command.startswith(gc_prefix):
+                self.gc += 1
+            else:
+                self.to_jvm += 1
+            return send(connection, command)
+
+        def counted_call(connection: Any, obj_id: str, input: Any) -> Any:
+            self.callbacks += 1
+            return call(connection, obj_id, input)
+
+        cs.ClientServerConnection.send_command = counted_send
+        cs.ClientServerConnection._call_proxy = counted_call
+
+    def mark(self) -> tuple[int, int]:
+        return self.to_jvm, self.callbacks
+
+
 def serve(kind: str, hosts: str) -> int:
     """One application (``bare`` or ``zklock``): runs what the driver asks, one JSON line
     each way, and answers with the seconds the statement took here."""
@@ -95,12 +129,18 @@ def serve(kind: str, hosts: str) -> int:
         ops["check"], ops["check1"] = engine_checks(session)
         ops["zk_read"] = zk_read(session)
         ops["py4j"] = lambda i: spark._jvm.java.lang.System.nanoTime()
+    crossings = Crossings()
     print(json.dumps({"ready": True}), file=answers, flush=True)
     for line in sys.stdin:
         req = json.loads(line)
+        to_jvm, callbacks = crossings.mark()
         t0 = time.perf_counter()
         ops[req["op"]](req["i"])
-        print(json.dumps({"s": time.perf_counter() - t0}), file=answers, flush=True)
+        took = time.perf_counter() - t0
+        # (a callback the statement caused may end just after it returns: counted with it)
+        print(json.dumps({"s": took, "to_jvm": crossings.to_jvm - to_jvm,
+                          "callbacks": crossings.callbacks - callbacks}),
+              file=answers, flush=True)
     return 0
 
 
@@ -143,11 +183,21 @@ class App:
         line = self.proc.stdout.readline()
         if not line:
             raise SystemExit(f"the {kind} application did not start")
+        self.crossings: dict[str, list[tuple[int, int]]] = {}
+
+    def crossings_of(self, op: str) -> tuple[float, float]:
+        """The median (Python to JVM, JVM to Python) crossings of ``op``'s runs."""
+        runs = self.crossings.get(op, [(0, 0)])
+        return (sorted(r[0] for r in runs)[len(runs) // 2],
+                sorted(r[1] for r in runs)[len(runs) // 2])
 
     def run(self, op: str, i: int) -> float:
+        """The seconds ``op`` took; its crossings are kept in :attr:`crossings`."""
         self.proc.stdin.write(json.dumps({"op": op, "i": i}) + "\n")
         self.proc.stdin.flush()
-        return float(json.loads(self.proc.stdout.readline())["s"])
+        answer = json.loads(self.proc.stdout.readline())
+        self.crossings.setdefault(op, []).append((answer["to_jvm"], answer["callbacks"]))
+        return float(answer["s"])
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -155,14 +205,18 @@ class App:
 
 
 # ---- measuring ------------------------------------------------------------------------
-def side_by_side(cases: dict[str, tuple[Any, Any]], reps: int, warm: int = 5) -> list:
+def side_by_side(cases: dict[str, tuple[Any, Any]], reps: int, warm: int = 10) -> list:
     """(name, bare ms, zklock ms, paired difference ms) per case; each case is two
     ``run(i) -> seconds``, run back to back, the order alternating."""
     rows = []
-    for name, (bare, ours) in cases.items():
+    # every case warmed before any is measured: the first case measured alone paid the
+    # JVMs' warm-up (a LockingSession INSERT once showed +17 ms against +8 ms for the same
+    # statement of the plain session measured after it)
+    for bare, ours in cases.values():
         for i in range(warm):
             bare(i)
             ours(i)
+    for name, (bare, ours) in cases.items():
         b, z, d = [], [], []
         for i in range(reps):
             if i % 2:
@@ -178,32 +232,44 @@ def side_by_side(cases: dict[str, tuple[Any, Any]], reps: int, warm: int = 5) ->
     return rows
 
 
-def markdown(title: str, rows: list) -> str:
-    out = [title, "", "| statement | bare ms | zklock ms | paired difference ms (%) |",
-           "|---|---:|---:|---:|"]
-    for name, b, z, d in rows:
-        out.append(f"| {name} | {b:.1f} | {z:.1f} | {d:+.1f} ({100 * d / b:+.1f}%) |")
+def markdown(title: str, rows: list, crossings: Optional[list] = None) -> str:
+    """The table; ``crossings``, per row: (bare, zklock) medians of (Python to JVM, JVM to
+    Python) crossings."""
+    head = "| statement | bare ms | zklock ms | paired difference ms (%) |"
+    rule = "|---|---:|---:|---:|"
+    if crossings is not None:
+        head += " py4j calls bare / zklock | callbacks (JVM to Python) |"
+        rule += "---:|---:|"
+    out = [title, "", head, rule]
+    for k, (name, b, z, d) in enumerate(rows):
+        line = f"| {name} | {b:.1f} | {z:.1f} | {d:+.1f} ({100 * d / b:+.1f}%) |"
+        if crossings is not None:
+            (bj, _), (zj, zc) = crossings[k]
+            line += f" {bj:g} / {zj:g} | {zc:g} |"
+        out.append(line)
     return "\n".join(out)
+
+
+#: The classic cases: (the bare application's op, zklock's).
+CLASSIC = {
+    "LockingSession `INSERT INTO t PARTITION (ds, hr) VALUES`": ("insert", "insert"),
+    "LockingSession `SELECT count(*) ... WHERE ds = 'd0'`": ("select", "select"),
+    "plain session `INSERT`, locked by the engine": ("insert", "engine_insert"),
+    "plain session `count()` of a table, read-locked by the engine":
+        ("plain_count", "plain_count"),
+    "plain session `collect()` of 1,000 rows, read-locked by the engine":
+        ("plain_collect", "plain_collect"),
+    "plain session join of two tables, read-locked by the engine": ("plain_join", "plain_join"),
+}
 
 
 def classic_tables(hosts: str, reps: int) -> str:
     bare, ours = App("bare", hosts), App("zklock", hosts)
     try:
         rows = side_by_side({
-            "LockingSession `INSERT INTO t PARTITION (ds, hr) VALUES`":
-                (lambda i: bare.run("insert", i), lambda i: ours.run("insert", i)),
-            "LockingSession `SELECT count(*) ... WHERE ds = 'd0'`":
-                (lambda i: bare.run("select", i), lambda i: ours.run("select", i)),
-            "plain session `INSERT`, locked by the engine":
-                (lambda i: bare.run("insert", i), lambda i: ours.run("engine_insert", i)),
-            "plain session `count()` of a table, read-locked by the engine":
-                (lambda i: bare.run("plain_count", i), lambda i: ours.run("plain_count", i)),
-            "plain session `collect()` of 1,000 rows, read-locked by the engine":
-                (lambda i: bare.run("plain_collect", i),
-                 lambda i: ours.run("plain_collect", i)),
-            "plain session join of two tables, read-locked by the engine":
-                (lambda i: bare.run("plain_join", i), lambda i: ours.run("plain_join", i)),
-        }, reps)
+            name: (lambda i, op=b: bare.run(op, i), lambda i, op=z: ours.run(op, i))
+            for name, (b, z) in CLASSIC.items()}, reps)
+        crossings = [(bare.crossings_of(b), ours.crossings_of(z)) for b, z in CLASSIC.values()]
         check = [ours.run("check", i) for i in range(reps)]
         check1 = [ours.run("check1", i) for i in range(reps)]
         read = [ours.run("zk_read", i) for i in range(reps)]
@@ -211,7 +277,8 @@ def classic_tables(hosts: str, reps: int) -> str:
     finally:
         bare.close()
         ours.close()
-    text = markdown("Classic (two local applications, 2 cores each, one ZooKeeper):", rows)
+    text = markdown("Classic (two local applications, 2 cores each, one ZooKeeper):", rows,
+                    crossings)
     own = median_ms(check) - median_ms(py4j)
     return (text + f"\n\nThe engine's check of a LockingSession statement (its 4 lock nodes"
             f" still exist: 4 exists, pipelined): {own:.2f} ms (called through py4j here:"
