@@ -49,7 +49,8 @@ import datetime as dt
 import enum
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from typing import Any, Optional
 
 from .mode import Mode
@@ -281,7 +282,10 @@ class LockData:
         return json.dumps(self._fields(), separators=(",", ":"), ensure_ascii=False).encode()
 
     def _fields(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items()
+        # the fields as they are: dataclasses.asdict deep-copies each, a cost on every
+        # acquire that JSON does not need
+        data = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
+        data = {k: v for k, v in data.items()
                 if v not in (None, "", {}) and k != "extra" and not (k == "ticket" and not v)}
         data.update({k: v for k, v in self.extra.items() if k not in data})
         return data
