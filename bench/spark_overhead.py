@@ -137,7 +137,8 @@ def serve(kind: str, hosts: str) -> int:
         t0 = time.perf_counter()
         ops[req["op"]](req["i"])
         took = time.perf_counter() - t0
-        # (a callback the statement caused may end just after it returns: counted with it)
+        # (callbacks are counted as they start: a release Spark's listener bus makes after the
+        # statement returned, a read's, may count with the next statement or with none)
         print(json.dumps({"s": took, "to_jvm": crossings.to_jvm - to_jvm,
                           "callbacks": crossings.callbacks - callbacks}),
               file=answers, flush=True)

@@ -199,8 +199,9 @@ def test_chaos(ensemble, tmp_path):
             json.dumps({"lines": lines, "faults": client_faults}))
     if os.environ.get("ZKLOCK_CHAOS_REPORT"):
         Path(os.environ["ZKLOCK_CHAOS_REPORT"]).write_text(json.dumps(summary, indent=2))
-    # the workload went on through the faults: about 3 critical sections a second here
-    assert report.sections > 1.5 * SECONDS, summary
+    # the workload went on through the faults (about 3 critical sections a second here;
+    # the bar is the old 100 for long runs, less for the short one of make test)
+    assert report.sections > min(100, 1.5 * SECONDS), summary
     assert not report.overlaps, report.overlaps[:3]
     assert not report.unreported, report.unreported[:3]
     assert not orphans and not waits, (orphans[:5], waits[:5])

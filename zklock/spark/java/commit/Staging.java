@@ -46,7 +46,7 @@ final class Staging {
         // executor's queue: a delayed task that shutdownNow() hands back cancels itself
         // when run (ScheduledThreadPoolExecutor), which left failed jobs' directories behind.
         org.apache.hadoop.util.ShutdownHookManager.get().addShutdownHook(() -> {
-            LATER.shutdownNow();
+            LATER.shutdown();  // (not shutdownNow: it would interrupt a removal under way)
             SETTLING.forEach((mine, conf) -> quietlyRemove(mine, conf));
         }, FileSystem.SHUTDOWN_HOOK_PRIORITY + 1);
     }
