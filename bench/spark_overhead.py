@@ -70,20 +70,19 @@ PLAIN_READS = {
 class Crossings:
     """Counts py4j's crossings in this process: commands Python sends the JVM (on any
     thread) and the JVM's calls into Python (callbacks: zklock's lock client); py4j's
-    messages that free Java objects (its finalizer's) are counted apart."""
+    messages that free Java objects (its finalizer's, which any PySpark program sends) are
+    not counted."""
 
     def __init__(self) -> None:
         import py4j.clientserver as cs
         from py4j import protocol
 
-        self.to_jvm = self.callbacks = self.gc = 0
+        self.to_jvm = self.callbacks = 0
         send, call = cs.ClientServerConnection.send_command, cs.ClientServerConnection._call_proxy
         gc_prefix = protocol.MEMORY_COMMAND_NAME + protocol.MEMORY_DEL_SUBCOMMAND_NAME
 
         def counted_send(connection: Any, command: str) -> Any:
-            if command.startswith(gc_prefix):
-                self.gc += 1
-            else:
+            if not command.startswith(gc_prefix):
                 self.to_jvm += 1
             return send(connection, command)
 

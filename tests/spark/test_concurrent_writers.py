@@ -7,8 +7,9 @@ its own), two threads write their own partitions (or tables) of one table at onc
 one LockingSession and through the plain session under ``enforce()``: datasource and
 Hive-format tables; static, dynamic and mixed partitions; append and overwrite; CTAS;
 ``df.write`` with insertInto and saveAsTable; and a writer whose every job fails in a task
-beside one that commits. On ``local[4]`` here; on ``local-cluster`` (tasks and their
-commits in executor JVMs of their own) in tests/spark/test_local_cluster.py.
+beside one that commits. On ``local[4]`` here (every kind, marked soak; the core case on
+``local[2]`` in make test); on ``local-cluster`` (tasks and their commits in executor JVMs
+of their own) in tests/spark/test_local_cluster.py.
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ def test_every_kind_of_write_by_two_threads_at_once_is_all_or_nothing(local4) ->
     assert set(local4["locking"]) == set(LOCKING_CASES)
     assert len(local4["locking"]["ds_static"]["a"]["outcomes"]) == 12
     check(local4)
+
+
+def test_two_threads_of_one_application_writing_one_table_are_all_or_nothing(
+        tmp_path, zk_hosts) -> None:
+    """The core case, in make test: two threads of a LockingSession, then of the plain
+    session under enforce(), each writing its own partition of one table twelve times,
+    beside a writer whose every job fails in a task (the local-cluster run of the same is
+    marked soak)."""
+    seen = run_app(tmp_path, zk_hosts, "/zklock-tests-writers-core", "local[2]",
+                   "ds_static,failing")
+    assert set(seen["locking"]) == set(seen["plain"]) == {"ds_static", "failing"}
+    check(seen)
 
 
 def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(

@@ -284,9 +284,9 @@ class LockData:
     def _fields(self) -> dict[str, Any]:
         # the fields as they are: dataclasses.asdict deep-copies each, a cost on every
         # acquire that JSON does not need
-        data = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
-        data = {k: v for k, v in data.items()
-                if v not in (None, "", {}) and k != "extra" and not (k == "ticket" and not v)}
+        data = {f.name: v for f in dataclass_fields(self)
+                if (v := getattr(self, f.name)) not in (None, "", {}) and f.name != "extra"
+                and not (f.name == "ticket" and not v)}
         data.update({k: v for k, v in self.extra.items() if k not in data})
         return data
 
