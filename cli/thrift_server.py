@@ -29,6 +29,14 @@ from .connect_server import pyspark_home
 from .local_service import LocalService
 
 SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+#: HiveServer2 runs a JDBC session's work as its user (impersonation, Hive's default: on).
+#: Spark's Thrift server runs its jobs as its own user either way, and with it on, two
+#: sessions closing at once can leave one whose thread's Hive client is no longer its user's
+#: (Spark shares one between threads): Hive's SessionState.close then builds another, which
+#: loads Hive's function registry, and on Spark 4 (its PySpark has no hive-llap-common) the
+#: close fails with NoClassDefFoundError LlapSigner$Signable. Off unless ``--conf`` sets it;
+#: the lock holder data names each JDBC client's user either way (Spark's current_user()).
+IMPERSONATION = "spark.hadoop.hive.server2.enable.doAs"
 DEFAULT_PORT = 10000  # HiveServer2's own default
 
 
@@ -95,6 +103,7 @@ class ThriftServer(LocalService):
                 # the child lock client runs in this zklock's Python
                 "spark.zklock.lockClient.python": sys.executable,
                 LOCK_CLIENT_STATUS_FILE: str(self.lock_client_file),
+                IMPERSONATION: "false",
                 **self.locks, **self.conf}
         if self.warehouse:
             conf["spark.sql.warehouse.dir"] = str(Path(self.warehouse).resolve())
