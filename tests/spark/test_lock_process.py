@@ -114,6 +114,11 @@ def test_killing_the_child_lock_client_loses_the_commands_locks(
         assert held, "the INSERT never held its X"
         child = held[0].data.pid
         assert "zklock.spark.lock_process" in Path(f"/proc/{child}/cmdline").read_text()
+        # the node is in ZooKeeper before the child's grant reaches the JVM: a death in
+        # between refuses the statement before it runs ("is gone"). The command holds its
+        # locks once its task writes a file under its staging.
+        assert wait_for(lambda: any(p.is_file() for p in (table / "wh" / "t").rglob(
+            "_temporary/**/*")), timeout=120), "the INSERT's task never wrote"
         os.kill(child, signal.SIGKILL)
         code, out = finished(proc)
     finally:
