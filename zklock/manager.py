@@ -280,6 +280,7 @@ class LockManager:
         req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data,
                       naming=naming, client_ip=self._client_ip)
         denied = 0  # attempts denied so far
+        blockers: list[Conflict] = []  # the last denial's, described (who: one read each)
         races = _Races()  # undecided tries of the current attempt
         pre_read = False  # the first attempt is optimistic: every object node exists
         started = time.monotonic()
@@ -307,6 +308,7 @@ class LockManager:
                     case Granted(lockset):
                         lockset.query_id = query_id
                         lockset.attempts = denied + 1
+                        lockset.waited_for = "; ".join(c.describe() for c in blockers[:3])
                         # a lease's events name it by its id, whichever process ends it
                         lockset.set_id = (f"lease:{lockset.fencing_token}" if explicit
                                           else secrets.token_hex(8))
@@ -344,8 +346,15 @@ class LockManager:
                             exhausted = pause <= 0
                         else:
                             exhausted = time.monotonic() + pause > deadline
-                        if exhausted or self.events.log is not None:
-                            self._describe(conflicts)  # who holds it: one read, only when said
+                        # who holds it: one pipelined read during the wait, again only when
+                        # the blockers changed (a grant after a wait names them)
+                        if {c.holder_node for c in conflicts} != {c.holder_node for c in blockers}:
+                            self._describe(conflicts)
+                        else:
+                            known = {b.holder_node: b.record for b in blockers}
+                            for c in conflicts:
+                                c.record = c.record or known[c.holder_node]
+                        blockers = conflicts
                         self.events.denial(wanted, query_id, denied,
                                            [c.to_event() for c in conflicts], final=exhausted)
                         if exhausted:

@@ -1,7 +1,8 @@
 """Lock figures on zklock's plan nodes (LockFigures.java): a statement that waited for
 another holder shows, in its SQL metrics (Spark's SQL tab, the event log, the History
-Server), how long it waited, how many attempts, and what it locked in S and in X; read
-back here from Spark's own SQL status store, where the UI reads them. The application's
+Server), how long it waited, how many attempts, and what it locked in S and in X, and its
+node's text names whom it waited for (WaitNote.java); read back here from Spark's own SQL
+status store, where the UI reads them. The application's
 totals are a source of Spark's metrics system (LockMetricsSource.java), read back from it."""
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def number(text: str) -> float:
     return float(value.replace(",", "")) * scale
 
 
+def plan_nodes(spark, execution_id: int) -> list[str]:
+    """The text of each node of one execution's plan graph, as the SQL tab shows it."""
+    nodes = spark._jsparkSession.sharedState().statusStore().planGraph(execution_id).allNodes()
+    return [nodes.apply(i).desc() for i in range(nodes.size())]
+
+
 def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
         spark, db, make_manager, zk, root) -> None:
     table = f"{db}.dim"
@@ -70,10 +77,15 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
         writer.join(120)
     assert outcome.get("done"), outcome
     # the insert's execution: the new one whose root is zklock's node, with figures posted
-    figures = [sql_metrics(spark, e) for e in executions(spark) if e not in before]
-    locked = [f for f in figures if "lock attempts" in f]
+    figures = {e: sql_metrics(spark, e) for e in executions(spark) if e not in before}
+    locked = [e for e, f in figures.items() if "lock attempts" in f]
     assert len(locked) == 1, figures
-    shown = locked[0]
+    shown = figures[locked[0]]
+    # its node's text names whom it waited for: the holder's object, user, process, query
+    root = plan_nodes(spark, locked[0])[0]
+    assert root.startswith("LockedCommand") and (
+        f"waited for: {table} (X requested) is held in X by user" in root), root
+    assert "query backfill" in root, root
     assert number(shown["lock attempts"]) >= 2, shown
     assert number(shown["time waiting for locks"]) > 0, shown
     assert number(shown["objects locked in X"]) == 1, shown  # the table

@@ -106,6 +106,8 @@ class Conflict:
                 parts.append(f"pid {d.pid}")
             if d.query_id:
                 parts.append(f"query {d.query_id}")
+            if d.app:
+                parts.append(f"application {d.app}")
             if r.explicit:
                 parts.append(f"lease {r.czxid} of holder {d.holder or d.user}")
             parts.append(f"since {r.acquired_at}")

@@ -78,6 +78,8 @@ class LockSet:
         self.session_id = session_id
         self.query_id = query_id
         self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)
+        #: whom it waited for: its last denial's blockers, as denials name them ("" if none)
+        self.waited_for = ""
         self.set_id = ""  # names the set in lock events (grant, release, loss)
         self.granted_at = time.monotonic()  # its age, for zklock_lock_oldest_held_seconds
         self.counted = False  # its locks are in the held gauge (granted, not yet lost)

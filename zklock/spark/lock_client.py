@@ -198,6 +198,7 @@ class EngineLockClient:
         return _answer(Outcome.GRANTED, fields={
             Field.HANDLE: handle, Field.QUERY_ID: query_id,
             Field.TOKEN: str(lockset.fencing_token), Field.ATTEMPTS: lockset.attempts,
+            Field.WAITED_FOR: lockset.waited_for,
             Field.ZOOKEEPER: lockset.connect_string or "", Field.NODES: lockset.node_paths})
 
     def verify(self, request: str) -> str:

@@ -148,6 +148,7 @@ class Field:
     QUERY_ID = _VALUES["field.query_id"]
     TOKEN = _VALUES["field.token"]
     ATTEMPTS = _VALUES["field.attempts"]
+    WAITED_FOR = _VALUES["field.waited_for"]
     ZOOKEEPER = _VALUES["field.zookeeper"]
     NODES = _VALUES["field.nodes"]
     OBJECTS = _VALUES["field.objects"]

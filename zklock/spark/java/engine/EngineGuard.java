@@ -79,6 +79,7 @@ final class EngineGuard {
     // and released; whether the set was lost.
     private long waitNanos;
     private int attempts;
+    private String waitedFor = "";
     private long grantedAt;
     private long releasedAt;
     private volatile boolean lost;
@@ -268,6 +269,7 @@ final class EngineGuard {
         guard.grantedAt = System.nanoTime();
         guard.waitNanos = guard.grantedAt - asked;
         guard.attempts = grant.path(Field.ATTEMPTS).asInt(1);
+        guard.waitedFor = grant.path(Field.WAITED_FOR).asText("");
         return new Grant(guard, guard.attempts);
     }
 
@@ -452,6 +454,11 @@ final class EngineGuard {
     /** How many attempts its lock client made for them. */
     int attempts() {
         return attempts;
+    }
+
+    /** Whom it waited for, as its last denial named them ("" when it did not wait). */
+    String waitedFor() {
+        return waitedFor;
     }
 
     /** How many objects it holds in S (a partition's parents included). */

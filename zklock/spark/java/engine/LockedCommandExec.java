@@ -17,7 +17,7 @@ public final class LockedCommandExec extends LockedExec {
 
     @Override
     public scala.collection.immutable.Seq<InternalRow> run() {
-        EngineGuard guard = EngineGuard.enter(session(), plan);
+        EngineGuard guard = noted(EngineGuard.enter(session(), plan));
         InternalRow[] rows = underGuard(guard, PlanWalker.nodeName(plan), () -> {
             TestHolds.await("zklock.guard.holdFile");  // a test loses the locks here
             FreshListings.refresh(plan);  // what it reads, as of its locks

@@ -27,6 +27,8 @@ public abstract class LockedExec extends V2CommandExec {
     private final scala.collection.immutable.Seq<Attribute> output;
     /** Its lock figures, as SQL metrics (created on the driver when Spark first asks). */
     private transient LockFigures figures;
+    /** Whom the statement waited for, once granted (WaitNote.java); "" when it did not. */
+    private transient volatile String waitNote = "";
 
     protected LockedExec(LogicalPlan plan, SparkPlan child,
                          scala.collection.Seq<Attribute> output) {
@@ -67,6 +69,24 @@ public abstract class LockedExec extends V2CommandExec {
             throw EngineRefusal.raise(lost);
         }
         return out;
+    }
+
+    /** {@code guard}, granted: when it waited, this node's text names whom for, in Spark's
+     *  SQL tab (WaitNote.java). */
+    protected EngineGuard noted(EngineGuard guard) {
+        String note = WaitNote.of(guard);
+        if (!note.isEmpty()) {
+            waitNote = note;
+            WaitNote.post(sparkContext());
+        }
+        return guard;
+    }
+
+    @Override
+    public String simpleString(int maxFields) {
+        String note = waitNote;
+        return note.isEmpty() ? super.simpleString(maxFields)
+            : super.simpleString(maxFields) + " " + note;
     }
 
     /** Post {@code guard}'s figures to this node's SQL metrics: its grant, and, once

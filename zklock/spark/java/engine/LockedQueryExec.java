@@ -104,7 +104,7 @@ public final class LockedQueryExec extends LockedExec {
      *  again (FreshListings). */
     private EngineGuard enter() {
         LogicalPlan analyzed = analyzed();
-        EngineGuard guard = EngineGuard.enterQuery(session(), analyzed);
+        EngineGuard guard = noted(EngineGuard.enterQuery(session(), analyzed));
         if (guard.holds() || EngineGuard.underClaim(sparkContext())) {
             FreshListings.refresh(analyzed, plan);
         }

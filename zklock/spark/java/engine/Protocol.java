@@ -72,6 +72,7 @@ final class Protocol {
         static final String QUERY_ID = get("field.query_id");
         static final String TOKEN = get("field.token");
         static final String ATTEMPTS = get("field.attempts");
+        static final String WAITED_FOR = get("field.waited_for");
         static final String ZOOKEEPER = get("field.zookeeper");
         static final String NODES = get("field.nodes");
         static final String OBJECTS = get("field.objects");
