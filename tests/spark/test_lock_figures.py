@@ -81,11 +81,15 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
     locked = [e for e, f in figures.items() if "lock attempts" in f]
     assert len(locked) == 1, figures
     shown = figures[locked[0]]
-    # its node's text names whom it waited for: the holder's object, user, process, query
+    # its node's text, and its details, name whom it waited for: the holder's object, user,
+    # process, query
     root = plan_nodes(spark, locked[0])[0]
     assert root.startswith("LockedCommand") and (
         f"waited for: {table} (X requested) is held in X by user" in root), root
     assert "query backfill" in root, root
+    store = spark._jsparkSession.sharedState().statusStore()
+    details = store.execution(locked[0]).get().physicalPlanDescription()  # the tab's details
+    assert f"Waited for: {table} (X requested) is held in X by user" in details, details
     assert number(shown["lock attempts"]) >= 2, shown
     assert number(shown["time waiting for locks"]) > 0, shown
     assert number(shown["objects locked in X"]) == 1, shown  # the table

@@ -72,11 +72,13 @@ public abstract class LockedExec extends V2CommandExec {
     }
 
     /** {@code guard}, granted: when it waited, this node's text names whom for, in Spark's
-     *  SQL tab (WaitNote.java). */
+     *  SQL tab (WaitNote.java); else it names no one, and a plan run again that waited the
+     *  first time, but not now, has its execution's plan posted without the old note. */
     protected EngineGuard noted(EngineGuard guard) {
         String note = WaitNote.of(guard);
-        if (!note.isEmpty()) {
-            waitNote = note;
+        String before = waitNote;
+        waitNote = note;
+        if (!note.isEmpty() || !before.isEmpty()) {
             WaitNote.post(sparkContext());
         }
         return guard;
@@ -86,7 +88,15 @@ public abstract class LockedExec extends V2CommandExec {
     public String simpleString(int maxFields) {
         String note = waitNote;
         return note.isEmpty() ? super.simpleString(maxFields)
-            : super.simpleString(maxFields) + " " + note;
+            : super.simpleString(maxFields) + " waited for: " + note;
+    }
+
+    /** The node in EXPLAIN FORMATTED, the SQL tab's plan details: Spark's, and the note. */
+    @Override
+    public String verboseStringWithOperatorId() {
+        String note = waitNote;
+        return note.isEmpty() ? super.verboseStringWithOperatorId()
+            : super.verboseStringWithOperatorId() + "Waited for: " + note + "\n";
     }
 
     /** Post {@code guard}'s figures to this node's SQL metrics: its grant, and, once

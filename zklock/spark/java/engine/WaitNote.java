@@ -1,5 +1,5 @@
 // Whom a locked statement waited for, in Spark's SQL tab: the text is part of zklock's plan
-// node (LockedExec.java), after its name. Spark's UI takes a plan's text when the execution
+// node (LockedExec.java), after its name, and of its details (EXPLAIN FORMATTED). Spark's UI takes a plan's text when the execution
 // starts, before the locks are granted, so once a statement that waited is granted them its
 // execution's plan is posted again, as adaptive execution posts a plan it re-planned
 // (SparkListenerSQLAdaptiveExecutionUpdate): the SQL tab shows the new text and, since the
@@ -21,10 +21,9 @@ final class WaitNote {
     private WaitNote() {
     }
 
-    /** The node's text: "waited for: " and whom, or "" when it did not wait. */
+    /** Whom the statement waited for, or "" when it did not wait. */
     static String of(EngineGuard guard) {
-        return guard.holds() && !guard.waitedFor().isEmpty()
-            ? "waited for: " + guard.waitedFor() : "";
+        return guard.holds() ? guard.waitedFor() : "";
     }
 
     /** Post the plan of the SQL execution running here again, with its node's new text. */
