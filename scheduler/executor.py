@@ -4,9 +4,7 @@ An executor learns of work through a watch on the queue folder, so a run
 starts as soon as the leader claims it. Taking is one multi that deletes
 the queue entry and moves the execution from INITED to EXECUTING at the
 version it was read: of all executors racing for it, exactly one wins.
-The winning multi's zxid is the execution's fencing token. The take is the
-run's first progress: it starts at once, unless it started later than the
-leader could have timed it out (then a progress write comes first).
+The winning multi's zxid is the execution's fencing token.
 
 While a run goes on, its executor moves ``next_deadline`` forward every
 ``scheduler_progress_interval`` with a versioned write. If the leader has
@@ -221,11 +219,7 @@ class Executor:
         e = run.execution
         error: Optional[BaseException] = None
         try:
-            # the take moved next_deadline: until the leader may time the run out, the take is
-            # the progress that proves it ours (a write here delayed every next take in this
-            # session behind the runs already taken: bench/scheduler.py)
-            if time.monotonic() - run.last_ok >= self._self_fence_after():
-                self._first_progress(run)
+            self._first_progress(run)  # records the fencing token before any work
             if not run.fenced and not run.stopping:
                 self.runner.run(copy.copy(e), run.group)
         except BaseException as exc:  # the run's failure is data, not our crash
@@ -307,9 +301,8 @@ class Executor:
                     log.warning("progress of %s not recorded: %s", run.execution.id, exc)
 
     def _first_progress(self, run: Running) -> None:
-        """A run's first progress write, before any work, when it started late: retried
-        through a connection loss (a ZooKeeper server failing over), as the progress loop
-        retries later writes.
+        """The run's first progress write, before any work: retried through a connection
+        loss (a ZooKeeper server failing over), as the progress loop retries later writes.
         It ends written, or the run fenced (by the leader, or by ourselves once cut off
         for longer than the leader would wait): a failover alone never fails a run."""
         pause = max(0.05, min(0.5, self.settings.scheduler_progress_interval))
