@@ -104,6 +104,23 @@ def screenshot(url: str) -> bytes:
             if browser.evaluate(shown):
                 break
             time.sleep(0.1)  # poll: drawn again, in detailed mode
+        # zklock's node clicked: the details panel names it, and its title's tooltip (what
+        # hovering shows) is the node's text, with whom the statement waited for
+        browser.evaluate("[...document.querySelectorAll('#plan-viz-graph svg g.node')]"
+                         ".find(g => g.textContent.includes('LockedCommand'))"
+                         ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+        title = "document.getElementById('plan-viz-details-title')"
+        for _ in range(200):
+            if browser.evaluate(f"{title}.textContent === 'LockedCommand'"):
+                break
+            time.sleep(0.1)  # poll: the panel fills by script
+        browser.evaluate(f"bootstrap.Tooltip.getInstance({title}).show()")
+        faded_in = ("(t => t !== null && getComputedStyle(t).opacity === '1')"
+                    "(document.querySelector('.tooltip.show'))")
+        for _ in range(200):
+            if browser.evaluate(faded_in):
+                break
+            time.sleep(0.1)  # poll: the tooltip fades in
         shot = browser.call("Page.captureScreenshot", format="png")
         return base64.b64decode(shot["data"])
     finally:
