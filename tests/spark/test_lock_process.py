@@ -316,6 +316,9 @@ go.set()
 held = wait_for(lambda: [r for r in watcher.show("default.t", extended=True)
                          if r.mode.value == "X"], timeout=120)
 holder = held[0].data.pid
+# the node is in ZooKeeper before the grant reaches the JVM: a kill in between refuses the
+# statement before it runs. Kill it once the statement's job runs under the grant.
+wait_for(lambda: spark.sparkContext.statusTracker().getActiveJobsIds(), timeout=120)
 kill(same)  # while the slow insert holds X through it
 writer.join(300)
 after = insert(1)  # goes to the child, which locks where the dead client did
