@@ -77,6 +77,15 @@ class Chromium:
         return self.call("Runtime.evaluate", expression=expression,
                          returnByValue=True)["result"].get("value")
 
+    def until(self, expression: str, what: str) -> None:
+        """Poll ``expression`` until it holds (the page works by script); raise if it never
+        does within 20 s."""
+        for _ in range(200):
+            if self.evaluate(expression):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the page never showed {what}")
+
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
@@ -93,34 +102,22 @@ def screenshot(url: str) -> bytes:
                                        flatten=True)["sessionId"]
         browser.call("Page.navigate", url=url)
         drawn = "document.querySelectorAll('#plan-viz-graph svg g.node').length > 0"
-        for _ in range(200):
-            if browser.evaluate(drawn):
-                break
-            time.sleep(0.1)  # poll: the page draws its plan by script
+        browser.until(drawn, "its plan")
         browser.evaluate("localStorage.setItem('detailed-labels-checked', 'true')")
         browser.call("Page.reload")
         shown = "document.body.innerText.includes('time waiting for locks')"
-        for _ in range(200):
-            if browser.evaluate(shown):
-                break
-            time.sleep(0.1)  # poll: drawn again, in detailed mode
+        browser.until(shown, "the plan in detailed mode")
         # zklock's node clicked: the details panel names it, and its title's tooltip (what
         # hovering shows) is the node's text, with whom the statement waited for
         browser.evaluate("[...document.querySelectorAll('#plan-viz-graph svg g.node')]"
                          ".find(g => g.textContent.includes('LockedCommand'))"
                          ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
         title = "document.getElementById('plan-viz-details-title')"
-        for _ in range(200):
-            if browser.evaluate(f"{title}.textContent === 'LockedCommand'"):
-                break
-            time.sleep(0.1)  # poll: the panel fills by script
+        browser.until(f"{title}.textContent === 'LockedCommand'", "the node's details")
         browser.evaluate(f"bootstrap.Tooltip.getInstance({title}).show()")
         faded_in = ("(t => t !== null && getComputedStyle(t).opacity === '1')"
                     "(document.querySelector('.tooltip.show'))")
-        for _ in range(200):
-            if browser.evaluate(faded_in):
-                break
-            time.sleep(0.1)  # poll: the tooltip fades in
+        browser.until(faded_in, "the node's text")
         shot = browser.call("Page.captureScreenshot", format="png")
         return base64.b64decode(shot["data"])
     finally:

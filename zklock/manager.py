@@ -52,7 +52,7 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from .config import Settings
 from .errors import LockNotAcquired, ZooKeeperUnavailable
 from .leases.lease import Lease, Leases, process_holder
-from .locks.attempt import Conflict, Denied, Granted, Outcome, Retry
+from .locks.attempt import Conflict, Denied, Granted, Outcome, Retry, describe_conflicts
 from .locks.intents import Request, View, defers_to, judge
 from .locks.leftovers import Leftovers
 from .locks.listing import LockRecord, holders_behind_intents, ms_to_iso, walk
@@ -280,7 +280,9 @@ class LockManager:
         req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data,
                       naming=naming, client_ip=self._client_ip)
         denied = 0  # attempts denied so far
-        blockers: list[Conflict] = []  # the last denial's, described (who: one read each)
+        blockers: list[Conflict] = []  # the last denial's, described (who holds them)
+        described: frozenset[str] = frozenset()  # their nodes, as the denial listed them
+        waited_for = ""  # whom a grant after a wait waited for
         races = _Races()  # undecided tries of the current attempt
         pre_read = False  # the first attempt is optimistic: every object node exists
         started = time.monotonic()
@@ -308,7 +310,7 @@ class LockManager:
                     case Granted(lockset):
                         lockset.query_id = query_id
                         lockset.attempts = denied + 1
-                        lockset.waited_for = "; ".join(c.describe() for c in blockers[:3])
+                        lockset.waited_for = waited_for
                         # a lease's events name it by its id, whichever process ends it
                         lockset.set_id = (f"lease:{lockset.fencing_token}" if explicit
                                           else secrets.token_hex(8))
@@ -346,22 +348,21 @@ class LockManager:
                             exhausted = pause <= 0
                         else:
                             exhausted = time.monotonic() + pause > deadline
-                        # who holds it: one pipelined read during the wait, again only when
-                        # the blockers changed (a grant after a wait names them)
-                        if {c.holder_node for c in conflicts} != {c.holder_node for c in blockers}:
+                        # who holds it (one pipelined read): while it waits, again only when
+                        # the blockers changed or were not read; fresh at the give-up
+                        nodes = frozenset(c.holder_node for c in conflicts)
+                        if exhausted or nodes != described or any(
+                                b.readable and b.record is None for b in blockers):
                             self._describe(conflicts)
+                            blockers, described = conflicts, nodes
                         else:
-                            known = {b.holder_node: b.record for b in blockers}
-                            for c in conflicts:
-                                c.record = c.record or known[c.holder_node]
-                        blockers = conflicts
+                            conflicts = blockers  # the same holders, described already
+                        waited_for = describe_conflicts(conflicts)
                         self.events.denial(wanted, query_id, denied,
                                            [c.to_event() for c in conflicts], final=exhausted)
                         if exhausted:
-                            text = "; ".join(c.describe() for c in conflicts[:5])
-                            more = f" (+{len(conflicts) - 5} more)" if len(conflicts) > 5 else ""
                             raise error(f"lock not acquired after {denied} attempt(s):"
-                                        f" {text}{more}", conflicts=conflicts)
+                                        f" {waited_for}", conflicts=conflicts)
                         waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
                                                      denied, started, settings.intents)
                         jittered = pause * random.uniform(0.75, 1.25)
@@ -776,7 +777,7 @@ class LockManager:
     # ---- describing holders -----------------------------------------------
     def _describe(self, conflicts: list[Conflict]) -> None:
         """Fill each conflict's holder record (one pipelined read)."""
-        readable = [c for c in conflicts if c.kind in ("lock", "intent", "hive")]  # say who
+        readable = [c for c in conflicts if c.readable]
         try:
             got = self.ops.get_many(c.holder_node for c in readable)
         except Exception:

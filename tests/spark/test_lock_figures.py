@@ -83,9 +83,11 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
     shown = figures[locked[0]]
     # its node's text, and its details, name whom it waited for: the holder's object, user,
     # process, query
-    root = plan_nodes(spark, locked[0])[0]
-    assert root.startswith("LockedCommand") and (
-        f"waited for: {table} (X requested) is held in X by user" in root), root
+    # (the UI's store is written by Spark's listener bus, after the statement returns)
+    assert wait_for(lambda: any("waited for:" in n for n in plan_nodes(spark, locked[0])),
+                    timeout=30), plan_nodes(spark, locked[0])
+    root = next(n for n in plan_nodes(spark, locked[0]) if n.startswith("LockedCommand"))
+    assert f"waited for: {table} (X requested) is held in X by user" in root, root
     assert "query backfill" in root, root
     store = spark._jsparkSession.sharedState().statusStore()
     details = store.execution(locked[0]).get().physicalPlanDescription()  # the tab's details

@@ -213,7 +213,8 @@ for n in range(3):
     child = held[0].data.pid
     # the child creates the nodes before its grant reaches the JVM: a kill in between fails
     # the statement before it runs. Kill it once the statement's job runs under the grant.
-    wait_for(lambda: spark.sparkContext.statusTracker().getActiveJobsIds(), timeout=120)
+    assert wait_for(lambda: spark.sparkContext.statusTracker().getActiveJobsIds(),
+                    timeout=120)
     os.kill(child, signal.SIGKILL)
     writer.join(300)
     spark.sql(f"INSERT INTO t VALUES ({n})")  # the next statement: a new child locks it
@@ -318,7 +319,7 @@ held = wait_for(lambda: [r for r in watcher.show("default.t", extended=True)
 holder = held[0].data.pid
 # the node is in ZooKeeper before the grant reaches the JVM: a kill in between refuses the
 # statement before it runs. Kill it once the statement's job runs under the grant.
-wait_for(lambda: spark.sparkContext.statusTracker().getActiveJobsIds(), timeout=120)
+assert wait_for(lambda: spark.sparkContext.statusTracker().getActiveJobsIds(), timeout=120)
 kill(same)  # while the slow insert holds X through it
 writer.join(300)
 after = insert(1)  # goes to the child, which locks where the dead client did

@@ -33,6 +33,10 @@ from .lockrequest import LockTarget
 from .lockset import LockSet
 from .mode import Mode
 
+#: The kinds of blocker whose node's data says who holds it (a foreign recipe's node and a
+#: node zklock cannot interpret do not).
+READABLE = frozenset({"lock", "intent", "hive"})
+
 
 @dataclass
 class Conflict:
@@ -62,10 +66,15 @@ class Conflict:
             return cls(target, f"{object_path}/{child.name}", child.intent.mode, kind="intent")
         return cls(target, f"{object_path}/{child.name}", Mode.EXCLUSIVE, kind="unknown")
 
+    @property
+    def readable(self) -> bool:
+        """Does its node's data say who holds it (a foreign or unknown node's does not)?"""
+        return self.kind in READABLE
+
     def to_event(self) -> dict[str, Any]:
         """The blocker as lock events and the wait-for view record it."""
         d = self.record.data if self.record is not None else None
-        known = self.kind in ("lock", "intent", "hive")
+        known = self.readable
         return {"object": self.target.obj.name, "requested": self.target.mode.value,
                 "held": self.holder_mode.value, "node": self.holder_node, "kind": self.kind,
                 "holder": self.describe_holder() if d is not None or not known else None,
@@ -118,6 +127,12 @@ class Conflict:
             return (f"{obj} is queued behind an earlier {self.holder_mode.value} request"
                     f" (intent) of {who}")
         return f"{obj} is held in {self.holder_mode.value} by {who}"
+
+
+def describe_conflicts(conflicts: list[Conflict], limit: int = 5) -> str:
+    """The first ``limit`` conflicts as a denial names them, and how many more there are."""
+    text = "; ".join(c.describe() for c in conflicts[:limit])
+    return text + (f" (+{len(conflicts) - limit} more)" if len(conflicts) > limit else "")
 
 
 @dataclass(frozen=True)

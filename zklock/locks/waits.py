@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from kazoo.exceptions import NodeExistsError
 
+from .attempt import READABLE
 from .listing import holders_behind_intents
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class Waits:
             except (ValueError, TypeError):
                 continue  # not ours
         def readable(b: dict) -> bool:  # a foreign or unknown node's data names nobody
-            return bool(b.get("node")) and b.get("kind", "lock") in ("lock", "intent", "hive")
+            return bool(b.get("node")) and b.get("kind", "lock") in READABLE
 
         try:  # an intent beside its request's own lock node is that holder's
             owners = holders_behind_intents(ops, [b["node"] for w in out for b in w.blockers

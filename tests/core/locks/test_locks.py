@@ -70,6 +70,28 @@ def test_retry_succeeds_after_holder_releases(make_manager):
     assert time.monotonic() - t0 >= 0.25
 
 
+def test_a_grant_after_a_wait_names_whom_it_waited_for(make_manager, zk, root):
+    """The set names the holders of its last denial, as denials name them (the Spark engine
+    shows it on the statement's plan node); a set that never waited names no one."""
+    a, b = make_manager(), make_manager()
+    held = a.acquire([("db.t", "X")], query_id="backfill-7")
+    got: dict[str, LockSet] = {}
+    waiter = threading.Thread(target=lambda: got.setdefault(
+        "set", b.acquire([("db.t", "S")], retries=400, retry_interval=0.05)))
+    waiter.start()
+    # denied at least once: its wait record is in ZooKeeper
+    assert wait_for(lambda: zk.exists(f"{root}/.waits") and zk.get_children(f"{root}/.waits"),
+                    timeout=30)
+    held.release()
+    waiter.join(60)
+    assert got["set"].attempts >= 2
+    assert "db.t (S requested) is held in X by user" in got["set"].waited_for
+    assert "query backfill-7" in got["set"].waited_for
+    got["set"].release()
+    with a.acquire([("db.t", "X")]) as unhindered:
+        assert unhindered.waited_for == ""
+
+
 def test_retries_zero_is_one_attempt(make_manager):
     a, b = make_manager(), make_manager()
     with a.acquire([("db.t", "X")]):

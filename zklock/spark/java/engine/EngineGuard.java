@@ -173,11 +173,15 @@ final class EngineGuard {
         String text = statement.apply(what);
         long waitedBefore = 0;
         int attemptsBefore = 0;
+        String waitedForBefore = "";
         for (int i = 0; i < REPLANS; i++) {
             Grant grant = take(session, client, answer, name, what, text);
             if (grant.guard.holds()) {
                 grant.guard.waitNanos += waitedBefore;
                 grant.guard.attempts += attemptsBefore;
+                if (grant.guard.waitedFor.isEmpty()) {  // the wait was before the re-plan
+                    grant.guard.waitedFor = waitedForBefore;
+                }
             }
             if (grant.guard == COVERED || replan == null
                     || (grant.attempts <= 1 && !answer.path(Field.RECHECK).asBoolean(false))) {
@@ -193,6 +197,7 @@ final class EngineGuard {
             }
             waitedBefore = grant.guard.waitNanos;
             attemptsBefore = grant.guard.attempts;
+            waitedForBefore = grant.guard.waitedFor;
             grant.guard.exit(name, null);
             answer = LockAnswer.union(answer, fresh);
         }

@@ -27,8 +27,10 @@ public abstract class LockedExec extends V2CommandExec {
     private final scala.collection.immutable.Seq<Attribute> output;
     /** Its lock figures, as SQL metrics (created on the driver when Spark first asks). */
     private transient LockFigures figures;
-    /** Whom the statement waited for, once granted (WaitNote.java); "" when it did not. */
-    private transient volatile String waitNote = "";
+    /** Whom the statement waited for, once granted (WaitNote.java); "" when it did not.
+     *  The node's, not the execution's: a plan run again shows the last run's note until
+     *  its own grant, and two runs of one plan at once show either's. */
+    private volatile String waitNote = "";
 
     protected LockedExec(LogicalPlan plan, SparkPlan child,
                          scala.collection.Seq<Attribute> output) {
