@@ -2,8 +2,8 @@
 another holder shows, in its SQL metrics (Spark's SQL tab, the event log, the History
 Server), how long it waited, how many attempts, and what it locked in S and in X, and its
 node's text names whom it waited for (WaitNote.java); read back here from Spark's own SQL
-status store, where the UI reads them. The application's
-totals are a source of Spark's metrics system (LockMetricsSource.java), read back from it."""
+status store, where the UI reads them. The application's totals are a source of Spark's
+metrics system (LockMetricsSource.java), read back from it."""
 
 from __future__ import annotations
 
@@ -82,8 +82,7 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
     assert len(locked) == 1, figures
     shown = figures[locked[0]]
     # its node's text, and its details, name whom it waited for: the holder's object, user,
-    # process, query
-    # (the UI's store is written by Spark's listener bus, after the statement returns)
+    # process, query (the UI's store is written by Spark's listener bus, after it returns)
     assert wait_for(lambda: any("waited for:" in n for n in plan_nodes(spark, locked[0])),
                     timeout=30), plan_nodes(spark, locked[0])
     root = next(n for n in plan_nodes(spark, locked[0]) if n.startswith("LockedCommand"))

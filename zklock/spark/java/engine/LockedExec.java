@@ -77,7 +77,7 @@ public abstract class LockedExec extends V2CommandExec {
      *  SQL tab (WaitNote.java); else it names no one, and a plan run again that waited the
      *  first time, but not now, has its execution's plan posted without the old note. */
     protected EngineGuard noted(EngineGuard guard) {
-        String note = WaitNote.of(guard);
+        String note = guard.waitedFor();  // ("" for a guard that holds nothing)
         String before = waitNote;
         waitNote = note;
         if (!note.isEmpty() || !before.isEmpty()) {

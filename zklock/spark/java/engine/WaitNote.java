@@ -1,7 +1,7 @@
 // Whom a locked statement waited for, in Spark's SQL tab: the text is part of zklock's plan
-// node (LockedExec.java), after its name, and of its details (EXPLAIN FORMATTED). Spark's UI takes a plan's text when the execution
-// starts, before the locks are granted, so once a statement that waited is granted them its
-// execution's plan is posted again, as adaptive execution posts a plan it re-planned
+// node (LockedExec.java), after its name, and of its details (EXPLAIN FORMATTED). Spark's UI
+// takes a plan's text when the execution starts, before the locks are granted, so once a
+// statement that waited is granted them its execution's plan is posted again, as adaptive execution posts a plan it re-planned
 // (SparkListenerSQLAdaptiveExecutionUpdate): the SQL tab shows the new text and, since the
 // event log keeps the event, so does the History Server. The names come with the grant (the
 // lock client read the holders of its last denial while the statement waited): the JVM adds
@@ -23,11 +23,6 @@ final class WaitNote {
     private static final Logger LOG = LoggerFactory.getLogger(WaitNote.class);
 
     private WaitNote() {
-    }
-
-    /** Whom the statement waited for, or "" when it did not wait. */
-    static String of(EngineGuard guard) {
-        return guard.holds() ? guard.waitedFor() : "";
     }
 
     /** Post the plan of the SQL execution running here again, with its node's new text.
