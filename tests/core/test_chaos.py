@@ -212,6 +212,7 @@ def test_losses_are_reported_within_the_session_timeout(ensemble, root):
     """A held lock whose connection goes silent (blackhole), is dropped, or whose server is
     paused or killed: the holder is told within the session timeout, every time."""
     from zklock import LockManager
+    from zklock.errors import ZooKeeperUnavailable
 
     ens = ensemble
     detect = {}
@@ -220,9 +221,12 @@ def test_losses_are_reported_within_the_session_timeout(ensemble, root):
         # the connect may follow a member's pause or restart, and on a loaded machine a new
         # session through three proxies can take longer than the default 5 s: what this
         # test bounds is the loss's detection, not the connect (CI once failed here)
-        mgr = LockManager(hosts=",".join(p.connect for p in proxies), root=root,
-                          session_timeout=SESSION_TIMEOUT, retries=50, retry_interval=0.1,
-                          connect_timeout=120)
+        try:
+            mgr = LockManager(hosts=",".join(p.connect for p in proxies), root=root,
+                              session_timeout=SESSION_TIMEOUT, retries=50, retry_interval=0.1,
+                              connect_timeout=120)
+        except ZooKeeperUnavailable as e:  # say what the ensemble was then, in one line
+            raise AssertionError(f"before {fault}: {e}; members now: {ens.modes()}") from None
         try:
             held = mgr.acquire([(f"chaos.{fault.replace('-', '_')}", "X")])
             told: list[float] = []

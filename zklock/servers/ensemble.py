@@ -71,7 +71,10 @@ class Ensemble:
         return self.connect
 
     def wait_serving(self, wait: float = 60.0, members: Optional[list[int]] = None) -> None:
-        """Until every given member (default: all running ones) serves as leader or follower."""
+        """Until every given member (default: all running ones) serves as leader or follower
+        and opens a session. ``srvr`` alone is not enough: a leader resumed after a pause
+        still says "leader" until it learns that the others elected another, and a member
+        can answer ``srvr`` while its quorum cannot commit a new session."""
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             ids = members if members is not None else [
@@ -79,11 +82,31 @@ class Ensemble:
             modes = [self.members[i].mode() for i in ids]
             if modes and all(x in ("leader", "follower") for x in modes) \
                     and "leader" in modes + [self.members[i].mode()
-                                             for i in range(self.size) if i not in ids]:
+                                             for i in range(self.size) if i not in ids] \
+                    and all(self._opens_session(i, deadline) for i in ids):
                 return
             time.sleep(0.1)
-        raise ServerError(f"the ensemble did not serve within {wait:g}s; see"
+        raise ServerError(f"the ensemble did not serve within {wait:g}s ({self.modes()}); see"
                           f" {self.state_dir}/server*/zookeeper.log")
+
+    def _opens_session(self, i: int, deadline: float) -> bool:
+        """Does member ``i`` alone open a session (its quorum committing it) within 5 s?"""
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        client = KazooClient(hosts=self.members[i].connect, timeout=4.0)
+        try:
+            client.start(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+            return True
+        except (KazooTimeoutError, OSError):
+            return False
+        finally:
+            client.stop()
+            client.close()
+
+    def modes(self) -> str:
+        """Each member's mode, for a message: ``1 leader, 2 follower, 3 -``."""
+        return ", ".join(f"{i + 1} {m.mode() or '-'}" for i, m in enumerate(self.members))
 
     def stop(self) -> None:
         for m in self.members:
