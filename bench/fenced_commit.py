@@ -38,7 +38,7 @@ def check_alone(spark, client, hosts: str, reps: int) -> list[tuple[int, float, 
 
     gateway = spark.sparkContext._gateway
     jvm = spark._jvm
-    fence = jvm.zklock.CommitFence
+    fence = jvm.zklock.commit.CommitFence
     rows = []
     for n in (2, 4, 16, 128):
         base = f"/bench-fence/n{n}"

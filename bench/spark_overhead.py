@@ -162,7 +162,7 @@ def engine_checks(locking: Any) -> tuple[Any, Any]:
             gateway = locking.spark.sparkContext._gateway
             paths = ListConverter().convert(held[0].node_paths[:nodes],
                                             gateway._gateway_client)
-            locking.spark._jvm.zklock.CommitFence.exist(held[0].connect_string, paths)
+            locking.spark._jvm.zklock.commit.CommitFence.exist(held[0].connect_string, paths)
         return run
     return check(None), check(1)
 

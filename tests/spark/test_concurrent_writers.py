@@ -1,6 +1,6 @@
 """Writers of one table at once, in one application and in several: every statement that
 returns has written all its rows, every one that raises has written none, and no staging
-is left behind (zklock/spark/java/commit/StagedCommitProtocol.java: staging per write job).
+is left behind (zklock/spark/java/StagedCommitProtocol.java: staging per write job).
 
 In one application (tests/spark/writers_app.py, a Hive-enabled application in a process of
 its own), two threads write their own partitions (or tables) of one table at once, through

@@ -15,14 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from zklock.spark import protocol
 from zklock.spark.jvm import (
+    ADAPTERS,
+    JAVA,
     PROPERTIES,
     JvmModuleError,
     adapter_line,
     build_hash,
     cache_dir,
+    has_connect_server,
     jar_info,
     module_jar,
+    sources,
+    spark_version,
 )
 
 PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
@@ -121,6 +127,32 @@ def test_the_jar_targets_the_oldest_java_of_its_spark_line():
                   if name.endswith(".class")}
         assert jar.read(PROPERTIES).decode().count(f"java={8 if expected == 52 else 17}") == 1
     assert majors == {expected}
+
+
+def test_each_java_package_is_its_folder():
+    """java/ is the package zklock, each folder below it a package of its own; the source
+    folders of adapters/, one per Spark line, are all zklock.adapters."""
+    import re
+
+    for src in sources(spark_version()):
+        folder = src.parent.relative_to(JAVA)
+        expected = ("zklock.adapters" if ADAPTERS in src.parents
+                    else ".".join(("zklock", *folder.parts)))
+        declared = re.search(r"^package ([\w.]+);", src.read_text(), re.M)
+        assert declared and declared.group(1) == expected, src
+
+
+def test_the_classes_python_and_users_name_are_in_the_jar():
+    """Every class name protocol.properties gives (the ones users write in their Spark conf
+    among them) is a class of the jar, at that name: the packages may change, those names
+    do not."""
+    named = {v for k, v in vars(protocol.JvmClass).items() if k.isupper()}
+    named.add(protocol.COMMIT_PROTOCOL_CLASS)
+    if not has_connect_server():  # PySpark 3.5's pip package: no plugin to build
+        named.discard(protocol.JvmClass.CONNECT_PLUGIN)
+    with zipfile.ZipFile(module_jar()) as jar:
+        classes = {n.removesuffix(".class").replace("/", ".") for n in jar.namelist()}
+    assert named <= classes, named - classes
 
 
 def spark_home_with(tmp_path: Path, placed: Path) -> Path:

@@ -16,6 +16,7 @@ from conftest import wait_for
 from zklock.locks.mode import Mode
 from zklock.locks.objects import LockObject
 from zklock.spark import enforce
+from zklock.spark.lock_client import engine_of
 
 
 def sql_metrics(spark, execution_id: int) -> dict[str, str]:
@@ -101,7 +102,7 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
 def zklock_totals(spark) -> dict[str, int]:
     """What zklock's source in the driver's metrics system counts, read from Spark's
     metrics system in the JVM, as a sink reads it (py4j cannot reflect MetricsSystem)."""
-    return json.loads(str(spark._jvm.zklock.EngineCalls.lockTotals()))
+    return json.loads(str(engine_of(spark).lockTotals()))
 
 
 def test_the_applications_lock_totals_are_a_source_of_sparks_metrics_system(

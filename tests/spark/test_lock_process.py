@@ -218,7 +218,7 @@ for n in range(3):
     os.kill(child, signal.SIGKILL)
     writer.join(300)
     spark.sql(f"INSERT INTO t VALUES ({n})")  # the next statement: a new child locks it
-    status = json.loads(str(spark._jvm.zklock.EngineCalls.childStatus()))
+    status = json.loads(str(spark._jvm.zklock.engine.EngineCalls.childStatus()))
     rounds.append({"killed": child, "error": outcome["error"], "status": status})
 rows = sorted(r.id for r in spark.table("t").collect())
 watcher.close()

@@ -25,6 +25,7 @@ from zklock.errors import LockNotAcquired, UnsupportedStatement
 from zklock.locks.mode import Mode
 from zklock.locks.objects import LockObject
 from zklock.spark import enforce, lock_error
+from zklock.spark.lock_client import engine_of
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def no_lock_client(spark):
     """The application's JVM without a lock client for the block (as one that never called
     enforce() and made no LockingSession)."""
-    engine = spark._jvm.zklock.EngineCalls
+    engine = engine_of(spark)
     previous = engine.install(None, None)
     try:
         yield

@@ -40,7 +40,7 @@ def configure(builder: Any) -> Any:
     builder's ``spark.jars``, unless that names a zklock jar already or Spark's ``jars/``
     has one): its engine extension, and its commit protocol and committers, which Spark
     loads by name, give every write job staging of its own (see
-    zklock/spark/java/commit/StagedCommitProtocol.java). Raises JvmModuleError when the
+    zklock/spark/java/StagedCommitProtocol.java). Raises JvmModuleError when the
     module cannot be had (a source install without a JDK) or ``spark.jars`` names a zklock
     jar of another build.
 

@@ -56,13 +56,17 @@ from ..errors import ZkLockError
 from . import protocol
 
 HERE = Path(__file__).parent
-#: The Java sources, by concept: java/engine (every statement under its locks), java/planner
-#: (the lock rules), java/commit (the committers), java/connect (the Spark Connect plugin),
-#: java/adapters (what differs between Spark lines). One package, ``zklock``: the class names
-#: users put in their Spark conf stay ``zklock.EngineLocks`` and the like.
+#: The Java sources, a package per folder. java/ itself (package ``zklock``): what users name
+#: in their Spark conf or catch (the extension, the Connect plugin, the committers, the
+#: refusal) and the protocol shared with Python, so those names never move; java/engine
+#: (``zklock.engine``: every statement under its locks), java/planner (``zklock.planner``: the
+#: lock rules), java/commit (``zklock.commit``: the fence and the staging), and
+#: java/adapters (``zklock.adapters``: what differs between Spark lines; a source folder per
+#: line, from which :func:`sources` takes each class from the newest line at or below the
+#: running Spark's).
 JAVA = HERE / "java"
 #: The Spark Connect plugin: compiled only against a Spark with a Connect server.
-CONNECT_PLUGIN = JAVA / "connect" / "ConnectLockPlugin.java"
+CONNECT_PLUGIN = JAVA / "ConnectLockPlugin.java"
 #: One directory per Spark line, ``spark-<major>.<minor>``: the adapters from that line on.
 ADAPTERS = JAVA / "adapters"
 #: The Java sources every Spark line shares.

@@ -328,7 +328,7 @@ class EngineLockClient:
         """Cancel the lost statement's jobs, now and as they start (LostJobs.java: a loss
         before its first job must reach that job too)."""
         try:
-            self.spark._jvm.zklock.LostJobs.cancel(self.spark.sparkContext._jsc.sc(), query_id)
+            engine_of(self.spark).cancelLost(self.spark.sparkContext._jsc.sc(), query_id)
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
 
@@ -447,7 +447,9 @@ def _engine(spark: Any) -> _Engine:
         return found
     from py4j.java_gateway import JavaClass
 
-    calls = spark._jvm.zklock.EngineCalls
+    calls = spark._jvm
+    for name in protocol.JvmClass.CALLS.split("."):
+        calls = getattr(calls, name)
     if not isinstance(calls, JavaClass):
         raise JvmModuleError("zklock's engine extension is not on this application's class"
                              " path: build the session with zklock.spark.configure(builder)")

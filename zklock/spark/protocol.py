@@ -130,6 +130,7 @@ class JvmClass:
     EXTENSION = _VALUES["class.extension"]
     REFUSAL = _VALUES["class.refusal"]
     LOCK_CLIENT = _VALUES["class.lock_client"]
+    CALLS = _VALUES["class.calls"]
     CONNECT_PLUGIN = _VALUES["class.connect_plugin"]
     MAPRED_COMMITTER = _VALUES["class.mapred_committer"]
 

@@ -10,7 +10,7 @@ A writer whose NAME starts with ``bad`` has every job fail half-way.
 
 With ISOLATE=false the application is built without zklock (Spark's shared
 ``_temporary/0`` staging), which shows the failures that staging per job prevents
-(zklock/spark/java/commit/StagedCommitProtocol.java).
+(zklock/spark/java/StagedCommitProtocol.java).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-package zklock;
+package zklock.commit;
 
 import java.util.Arrays;
 import java.io.IOException;
@@ -15,6 +15,8 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.SparkContext$;
 import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.ZooKeeper;
+
+import zklock.Protocol;
 
 /**
  * The fence of zklock's committers: a job whose locks were lost never commits.
@@ -90,7 +92,7 @@ public final class CommitFence {
     }
 
     /** The holder of {@code nodes} is gone ({@code why}): every later check of them fails. */
-    static void abandon(List<String> nodes, String why) {
+    public static void abandon(List<String> nodes, String why) {
         for (String node : nodes) {
             ABANDONED.put(node, why);
         }

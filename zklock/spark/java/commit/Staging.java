@@ -1,4 +1,4 @@
-package zklock;
+package zklock.commit;
 
 import java.io.IOException;
 import java.util.concurrent.Executors;
@@ -16,12 +16,15 @@ import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.parquet.hadoop.ParquetOutputCommitter;
 
+import zklock.IsolatedFileOutputCommitter;
+import zklock.IsolatedParquetOutputCommitter;
+
 /**
  * A write job's staging directory, {@code _temporary/<its attempt id>} (StagedCommitProtocol),
  * and its removal: what zklock's committers do instead of Hadoop's removal of the whole
  * {@code _temporary}, which holds the staging of every other job writing the table.
  */
-final class Staging {
+public final class Staging {
     /** When, after a failed job, its directory is removed again: Spark reports a job failed
      *  while its other tasks are still being cancelled, and such a task (in an executor JVM
      *  that may be slow to stop it) may create its directories after the first removal. No
@@ -58,7 +61,7 @@ final class Staging {
      *  but removing only its own job's staging. Any other committer is kept as it is (it
      *  stages under the job's own attempt all the same, but may clean up more than its own:
      *  docs/spark.md). */
-    static OutputCommitter isolated(OutputCommitter committer, TaskAttemptContext context)
+    public static OutputCommitter isolated(OutputCommitter committer, TaskAttemptContext context)
             throws IOException {
         if (committer == null) {
             return null;
@@ -78,7 +81,7 @@ final class Staging {
     /** Hadoop's job set-up (make the job's directory), robust to another job of the table
      *  removing an empty {@code _temporary} (see {@link #remove}) between the creation of
      *  {@code _temporary} and of the job's directory in it: made again until it exists. */
-    static void setUp(FileOutputCommitter committer, JobContext context) throws IOException {
+    public static void setUp(FileOutputCommitter committer, JobContext context) throws IOException {
         Path mine = committer.getJobAttemptPath(context);
         FileSystem fs = mine.getFileSystem(context.getConfiguration());
         IOException last = null;
@@ -97,12 +100,12 @@ final class Staging {
 
     /** Remove the job's own staging, then {@code _temporary} itself if no other job stages
      *  there (a non-recursive delete, which fails on a directory that is not empty). */
-    static void remove(FileOutputCommitter committer, JobContext context) throws IOException {
+    public static void remove(FileOutputCommitter committer, JobContext context) throws IOException {
         remove(committer.getJobAttemptPath(context), context.getConfiguration());
     }
 
     /** {@link #remove} now and again after each of {@link #SETTLE_MS} (a failed job). */
-    static void removeNowAndLater(FileOutputCommitter committer, JobContext context)
+    public static void removeNowAndLater(FileOutputCommitter committer, JobContext context)
             throws IOException {
         Path mine = committer.getJobAttemptPath(context);
         Configuration conf = context.getConfiguration();

@@ -1,4 +1,4 @@
-package zklock;
+package zklock.commit;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -13,12 +13,12 @@ import java.util.concurrent.TimeUnit;
  * Points: zklock.fence.holdFile (a job commit, before the fence's check: CommitFence) and
  * zklock.guard.holdFile (a command granted its locks, before it runs: LockedCommandExec).
  */
-final class TestHolds {
+public final class TestHolds {
     private TestHolds() {
     }
 
     /** Wait at the point {@code property} while its file exists; false if interrupted. */
-    static boolean await(String property) {
+    public static boolean await(String property) {
         String file = System.getProperty(property);
         if (file == null) {
             return true;

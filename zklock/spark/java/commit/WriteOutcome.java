@@ -1,4 +1,4 @@
-package zklock;
+package zklock.commit;
 
 /**
  * How far a locked statement's writes got, for the message of one that failed: did any of
@@ -8,7 +8,7 @@ package zklock;
  * it of their job set-ups and commits. A job whose committer is not zklock's is not
  * counted, and then the message says that zklock cannot tell.
  */
-final class WriteOutcome {
+public final class WriteOutcome {
     private static final ThreadLocal<int[]> COUNTS = new ThreadLocal<>();
     private static final int JOBS = 0;   // file write jobs set up (StagedCommitProtocol)
     private static final int OURS = 1;   // ... of them with zklock's committer
@@ -19,23 +19,23 @@ final class WriteOutcome {
     }
 
     /** A locked statement starts on this thread. */
-    static void begin() {
+    public static void begin() {
         COUNTS.set(new int[4]);
     }
 
-    static void jobSetUp() {
+    public static void jobSetUp() {
         count(JOBS);
     }
 
-    static void committerSetUp() {
+    public static void committerSetUp() {
         count(OURS);
     }
 
-    static void commitBegun() {
+    public static void commitBegun() {
         count(BEGUN);
     }
 
-    static void commitDone() {
+    public static void commitDone() {
         count(DONE);
     }
 
@@ -47,14 +47,14 @@ final class WriteOutcome {
     }
 
     /** The counts of the statement that ran on this thread, which it then forgets. */
-    static Summary end() {
+    public static Summary end() {
         int[] counts = COUNTS.get();
         COUNTS.remove();
         return new Summary(counts);
     }
 
     /** How far a finished statement's writes got. */
-    static final class Summary {
+    public static final class Summary {
         private final int[] counts;
 
         private Summary(int[] counts) {
@@ -63,13 +63,13 @@ final class WriteOutcome {
 
         /** Did every write job of it commit, each through zklock's fence (its locks checked
          *  in ZooKeeper as the last thing before its files became visible)? */
-        boolean committedThroughFence() {
+        public boolean committedThroughFence() {
             return counts != null && counts[JOBS] > 0 && counts[OURS] == counts[JOBS]
                 && counts[DONE] == counts[JOBS];
         }
 
         /** What became of its writes, as the end of a sentence ("... failed: <this>"). */
-        String describe() {
+        public String describe() {
             if (counts == null) {
                 return "zklock cannot tell how much of it was written";
             }

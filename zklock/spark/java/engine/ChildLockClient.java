@@ -23,7 +23,7 @@
 // and the next statement starts a new child (ChildSupervisor.java), which deletes the dead
 // one's lock nodes at once: nothing can use them any more, and ZooKeeper would keep them
 // until the dead child's session expires, holding up every statement that needs them.
-package zklock;
+package zklock.engine;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -50,7 +50,11 @@ import com.fasterxml.jackson.databind.util.RawValue;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
+
+import zklock.EngineRefusal;
+import zklock.Protocol;
 import zklock.Protocol.Field;
+import zklock.commit.CommitFence;
 
 final class ChildLockClient implements EngineLockClient {
     /** child (default) starts this client where no other runs; none never does (the engine

@@ -11,7 +11,7 @@
 // one line naming the last error. Each death and each refusal to restart is logged in one
 // line on the JVM's stderr, and, when spark.zklock.lockClient.statusFile names a file, the
 // child's state is written there as JSON for `zklock spark thrift-server status`.
-package zklock;
+package zklock.engine;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -25,6 +25,9 @@ import java.util.Map;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.SparkContext;
+
+import zklock.EngineRefusal;
+import zklock.Protocol;
 import zklock.Protocol.Field;
 
 final class ChildSupervisor {

@@ -9,10 +9,13 @@
 // may change them); "over_spark_conf" says whether it was set above the Spark conf (an
 // enforce() argument, the LockManager's), where the documented precedence puts it before
 // the session's conf; else it is the environment's or the default, which the conf beats.
-package zklock;
+package zklock.engine;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+
+import zklock.EngineRefusal;
+import zklock.Protocol;
 import zklock.Protocol.Field;
 
 final class ClientProfile {

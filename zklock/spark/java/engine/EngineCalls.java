@@ -2,11 +2,16 @@
 // engine_of): installing and binding lock clients, asking whether a session is guarded, and
 // holding a block's locks through the engine's guard (a SQL script, holding(), Spark 3.5
 // and 4.0's saveAsTable). The rest of the JVM module is not called from Python.
-package zklock;
+package zklock.engine;
 
 import java.util.List;
 
 import org.apache.spark.sql.SparkSession;
+
+import zklock.EngineRefusal;
+import zklock.adapters.SaveAsTable;
+import zklock.planner.LockAnswer;
+import zklock.planner.LockPlanner;
 
 public final class EngineCalls {
     /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
@@ -21,6 +26,12 @@ public final class EngineCalls {
      *  (LockClients.bind). */
     public static boolean bind(SparkSession session, EngineLockClient next, String profile) {
         return LockClients.bind(session, next, profile);
+    }
+
+    /** Cancel the jobs of the statement tagged {@code tag}, whose locks were lost, now and
+     *  as they start (LostJobs.java). */
+    public static void cancelLost(org.apache.spark.SparkContext sc, String tag) {
+        LostJobs.cancel(sc, tag);
     }
 
     /** Is a lock client installed in this process? */

@@ -8,7 +8,7 @@
 //     too; a Spark Connect client's (its operation tag, which a client could forge), by the
 //     lock client, to be lock nodes that cover it.
 //  2. Otherwise LockPlanner plans the statement (a command from its parsed form,
-//     EngineLocks.PARSED; a query from its analysed plan), the same planning EXPLAIN LOCKS
+//     ParsedForms.PARSED; a query from its analysed plan), the same planning EXPLAIN LOCKS
 //     shows. A statement with nothing to lock runs as it is.
 //  3. Without a lock client for its session it is refused, in one line naming what it needs
 //     (reads: EngineReads). Otherwise the session's lock client (LockClients.client) takes
@@ -17,7 +17,7 @@
 //     for exactly the statement. A command granted only after a wait is planned again.
 // A command whose parsed form is unknown (Spark built it analyzed) is refused: zklock cannot
 // tell what it writes, and it never runs a write unlocked.
-package zklock;
+package zklock.engine;
 
 import java.util.Collections;
 import java.util.Arrays;
@@ -36,7 +36,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.SparkSession;
+
+import zklock.EngineRefusal;
+import zklock.Protocol;
 import zklock.Protocol.Field;
+import zklock.commit.CommitFence;
+import zklock.commit.WriteOutcome;
+import zklock.planner.LockAnswer;
+import zklock.planner.LockPlanner;
+import zklock.planner.PlanWalker;
 
 final class EngineGuard {
     /** The format of the lock client's requests and answers (EngineLockClient.java). */
@@ -104,7 +112,7 @@ final class EngineGuard {
                 + " locks and no lock client runs in this process; create a LockingSession or"
                 + " call zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
-        }, what -> statement(EngineLocks.parsed(session, command), name, what),
+        }, what -> statement(ParsedForms.parsed(session, command), name, what),
             () -> replan(session, command));
     }
 
@@ -384,14 +392,14 @@ final class EngineGuard {
      *  made of it); EngineRefusal when it has none, when the planner refuses it, or when it is not
      *  planned as a command. */
     private static JsonNode plan(SparkSession session, LogicalPlan command) {
-        LogicalPlan parsed = EngineLocks.parsed(session, command);
+        LogicalPlan parsed = ParsedForms.parsed(session, command);
         String name = PlanWalker.nodeName(command);
         if (parsed == null) {
             throw EngineRefusal.refused("zklock: cannot tell what " + name + " writes (Spark built it"
                 + " already analyzed), so it does not run: run it as SQL or through a DataFrame");
         }
         LockPlanner planner = new LockPlanner(session, LockClients.unknownStatements(session));
-        LogicalPlan analyzed = EngineLocks.analyzed(command);
+        LogicalPlan analyzed = ParsedForms.analyzed(command);
         JsonNode answer = read(analyzed != null ? planner.planCommand(parsed, analyzed)
             : planner.planPlan(parsed, true), LockAnswer.VERSION);
         if (Protocol.KIND_REFUSED.equals(answer.path(Field.KIND).asText())) {
@@ -408,7 +416,7 @@ final class EngineGuard {
      *  it is now (the answer Spark's analysis of it gave was planned before a wait). */
     private static JsonNode replan(SparkSession session, LogicalPlan command) {
         JsonNode answer = read(new LockPlanner(session, LockClients.unknownStatements(session)).planPlan(
-            EngineLocks.parsed(session, command), true), LockAnswer.VERSION);
+            ParsedForms.parsed(session, command), true), LockAnswer.VERSION);
         if (Protocol.KIND_REFUSED.equals(answer.path(Field.KIND).asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path(Field.MESSAGE).asText());
         }

@@ -20,7 +20,7 @@
 //     -> {"version": 1, "outcome": "covered" | "refused" | "lost", "message": "..."}
 // The handle is the JVM's, so that it can release what a grant it never read took. The
 // words (calls, outcomes) are protocol.properties' (Protocol.java, protocol.py).
-package zklock;
+package zklock.engine;
 
 public interface EngineLockClient {
     /** Take the locks of a planned command, all or none (the client's retries included). */

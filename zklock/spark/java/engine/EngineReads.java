@@ -8,7 +8,7 @@
 //        tables); its writes are still locked.
 // Hive's Driver takes S for every query of every client; a read without its locks can see a
 // table while another job overwrites it (missing files, or a mix of old and new).
-package zklock;
+package zklock.engine;
 
 import java.util.Collections;
 import java.util.HashSet;
@@ -17,6 +17,9 @@ import java.util.Set;
 import org.apache.spark.sql.SparkSession;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+
+import zklock.EngineRefusal;
+import zklock.Protocol;
 
 final class EngineReads {
     private static final Logger LOG = LoggerFactory.getLogger(EngineReads.class);

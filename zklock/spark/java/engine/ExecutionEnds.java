@@ -3,7 +3,7 @@
 // results, foreach, checkpoint). Spark posts SparkListenerSQLExecutionEnd after the
 // execution's last job; the listener bus delivers it a moment later, so the locks are held
 // a little longer than the execution, never shorter.
-package zklock;
+package zklock.engine;
 
 import java.util.ArrayList;
 import java.util.Collections;

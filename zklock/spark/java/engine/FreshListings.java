@@ -7,7 +7,7 @@
 // next read here, under its S lock, then opens deleted files (FileNotFoundException) or
 // misses new ones (a wrong answer, silently). Hive lists the files of each query when it
 // runs, after its locks; zklock does the same for the relations of each locked statement.
-package zklock;
+package zklock.engine;
 
 import java.util.Collections;
 import java.util.IdentityHashMap;

@@ -3,12 +3,14 @@
 // LockingSession) installs the process's; where neither runs, a child process is started
 // (ChildSupervisor.java). Each py4j client comes with its profile (ClientProfile.java): where
 // it locks, and its values of the settings the engine reads.
-package zklock;
+package zklock.engine;
 
 import java.util.List;
 import java.util.Map;
 
 import org.apache.spark.sql.SparkSession;
+
+import zklock.Protocol;
 
 final class LockClients {
     /** The process's lock client installed through py4j (enforce(), a LockingSession). */

@@ -7,7 +7,7 @@
 // The figures come from the grant the guard already holds (EngineGuard.java): no ZooKeeper
 // round trip and no py4j crossing is added. They are posted once, when the locks are
 // released (or, for a query whose rows are read later, once they are granted).
-package zklock;
+package zklock.engine;
 
 import java.util.Arrays;
 

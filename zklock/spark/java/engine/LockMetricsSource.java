@@ -7,7 +7,7 @@
 //
 // Counted from the grant each statement's guard already holds (LockFigures.java): nothing
 // is added to a statement's path but a few counter increments.
-package zklock;
+package zklock.engine;
 
 import java.util.concurrent.TimeUnit;
 

@@ -2,11 +2,14 @@
 // holding the command's locks (EngineGuard.java). It is a V2CommandExec (LockedExec.java) so
 // that Spark treats it as it treats its own commands: adaptive execution plans the child apart,
 // and the command runs once, when its result is first asked for.
-package zklock;
+package zklock.engine;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.SparkPlan;
+
+import zklock.commit.TestHolds;
+import zklock.planner.PlanWalker;
 
 public final class LockedCommandExec extends LockedExec {
     private static final long serialVersionUID = 1L;

@@ -10,7 +10,7 @@
 // The strategy runs first (extensions' strategies come before Spark's own) and plans the
 // command itself with Spark's planner, skipping itself for that command: Spark's planLater
 // would hand the same command back to it.
-package zklock;
+package zklock.engine;
 
 import java.util.Collections;
 import java.util.IdentityHashMap;
@@ -22,7 +22,11 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.SparkStrategy;
 
-final class LockedCommands extends SparkStrategy {
+import zklock.EngineRefusal;
+import zklock.planner.NodeKinds;
+import zklock.planner.PlanWalker;
+
+public final class LockedCommands extends SparkStrategy {
     private static final ThreadLocal<Set<LogicalPlan>> PLANNING =
         ThreadLocal.withInitial(() -> Collections.newSetFromMap(new IdentityHashMap<>()));
     /** How many plans this thread is planning under a locked root: inside, none is wrapped. */
@@ -33,7 +37,7 @@ final class LockedCommands extends SparkStrategy {
 
     private final SparkSession session;
 
-    LockedCommands(SparkSession session) {
+    public LockedCommands(SparkSession session) {
         this.session = session;
     }
 
@@ -48,7 +52,7 @@ final class LockedCommands extends SparkStrategy {
         if (PLANNING.get().contains(plan)) {
             return empty();
         }
-        LogicalPlan parsed = EngineLocks.parsed(session, plan);
+        LogicalPlan parsed = ParsedForms.parsed(session, plan);
         String name = PlanWalker.nodeName(parsed != null ? parsed : plan);
         if (NodeKinds.is(name, NodeKinds.Kind.NO_LOCKS)) {
             if (persistentView(plan)) {  // only its statement as written tells it apart
@@ -80,7 +84,7 @@ final class LockedCommands extends SparkStrategy {
     /** Is {@code plan} a command statement: a command, or a plan holding commands (Hive's
      *  multi-insert, a Union of inserts that Spark executes as one plan)? Then it is locked
      *  whole, all or none, as a command: never as a query, which would take only its reads. */
-    static boolean isStatement(LogicalPlan plan) {
+    public static boolean isStatement(LogicalPlan plan) {
         if (plan instanceof Command) {
             return true;
         }

@@ -6,7 +6,7 @@
 //
 // A V2CommandExec because Spark's InsertAdaptiveSparkPlan keeps such a node at the root and
 // plans adaptive execution under it: the locks are granted before the first stage runs.
-package zklock;
+package zklock.engine;
 
 import java.util.function.Supplier;
 
@@ -15,6 +15,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.V2CommandExec;
 import org.apache.spark.sql.execution.metric.SQLMetric;
+
+import zklock.EngineRefusal;
 
 public abstract class LockedExec extends V2CommandExec {
     private static final long serialVersionUID = 1L;

@@ -11,7 +11,7 @@
 //    ends (ExecutionEnds.java). Outside a running SQL execution (df.rdd) the engine cannot
 //    bound the lifetime: it says so once per table set and takes nothing.
 // Inside a locked statement (a LockingSession's, or a command's), nothing more is taken.
-package zklock;
+package zklock.engine;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.rdd.RDD;

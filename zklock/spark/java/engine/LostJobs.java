@@ -6,7 +6,7 @@
 // job that starts carrying one. The listener bus delivers the start a moment after the job
 // began: a task may run before the cancel, and the commit fence (CommitFence.abandon) keeps
 // its output from ever becoming visible.
-package zklock;
+package zklock.engine;
 
 import java.util.Collections;
 import java.util.Map;

@@ -4,21 +4,25 @@
 // What an extension's first rule sees is not always that: Spark 3.5 has no hook before
 // resolution, Spark 4.0's Hive-enabled session drops the one 4.0 added, and 4.0 analyses a SQL
 // function's body in its statement's context, where it can take the statement's record
-// (EngineLocks.parsed prefers this).
-package zklock;
+// (ParsedForms.parsed prefers this).
+package zklock.engine;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.trees.Origin;
 
-final class StatementText {
+import zklock.EngineRefusal;
+import zklock.planner.NodeKinds;
+import zklock.planner.PlanWalker;
+
+public final class StatementText {
     private StatementText() {
     }
 
     /** The statement {@code command} was analyzed from, parsed again from the text Spark keeps
      *  on its origin, when the command is a whole SQL statement; null when it is not (built
      *  without SQL, or one part of a statement, as each insert of a multi-insert is). */
-    static LogicalPlan of(SparkSession session, LogicalPlan command) {
+    public static LogicalPlan of(SparkSession session, LogicalPlan command) {
         Origin origin = command.origin();
         if (origin.sqlText().isEmpty()) {
             return null;

@@ -8,13 +8,15 @@
 // a WriteToStream whose sink is a catalog table or files (a file sink, a V2 file table) is
 // refused in one line. Other sinks run: foreachBatch's batches write through the engine like
 // any statement, and console, memory, Kafka and the like write no table.
-package zklock;
+package zklock.engine;
 
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.catalyst.streaming.WriteToStream;
 
-final class StreamingWrites extends Rule<LogicalPlan> {
+import zklock.EngineRefusal;
+
+public final class StreamingWrites extends Rule<LogicalPlan> {
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
         if (plan instanceof WriteToStream) {

@@ -6,7 +6,7 @@
 // event log keeps the event, so does the History Server. The names come with the grant (the
 // lock client read the holders of its last denial while the statement waited): the JVM adds
 // no ZooKeeper round trip and no py4j crossing, and a statement that did not wait pays nothing.
-package zklock;
+package zklock.engine;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.execution.ExplainMode$;

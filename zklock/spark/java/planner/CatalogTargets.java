@@ -2,7 +2,7 @@
 // partition a static spec locks, and which catalog tables a path touches. Every statement's
 // rules (DataWrites.java, DdlWrites.java) and zklock's own statements name objects with it,
 // so a name is resolved one way whatever statement carries it.
-package zklock;
+package zklock.planner;
 
 import java.util.Collections;
 import java.util.Arrays;
@@ -21,13 +21,14 @@ import org.apache.spark.sql.catalyst.catalog.ExternalCatalog;
 import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
-import zklock.LockAnswer.Target;
+import zklock.planner.LockAnswer.Target;
 
-final class CatalogTargets {
+
+public final class CatalogTargets {
     private final SparkSession session;
     private final SessionCatalog catalog;
 
-    CatalogTargets(SparkSession session) {
+    public CatalogTargets(SparkSession session) {
         this.session = session;
         this.catalog = session.sessionState().catalog();
     }
@@ -193,7 +194,7 @@ final class CatalogTargets {
     /** X on every catalog table whose directory {@code path} is, lies in, or contains: a
      *  write there writes those tables (overwriting a parent directory replaces them, and a
      *  file written inside a table's directory is a write to that table). */
-    List<Target> tablesAt(String path) {
+    public List<Target> tablesAt(String path) {
         String target = rstripSlash(qualify(path));
         List<Target> out = new ArrayList<>();
         ExternalCatalog external = catalog.externalCatalog();

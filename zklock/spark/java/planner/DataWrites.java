@@ -3,7 +3,7 @@
 // and the commands a DataFrameWriter runs (save, saveAsTable). Hive's lock table: X on the
 // table or on the static partition prefix written, S on what the query reads (planned from
 // the analyzed plan by PlanWalker.java).
-package zklock;
+package zklock.planner;
 
 import java.util.Arrays;
 import java.util.ArrayList;
@@ -17,7 +17,9 @@ import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand;
 
-import zklock.LockAnswer.Target;
+import zklock.adapters.SaveAsTable;
+import zklock.planner.LockAnswer.Target;
+
 
 final class DataWrites {
     private final CatalogTargets names;

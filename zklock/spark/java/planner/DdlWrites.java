@@ -3,7 +3,7 @@
 // (S for the statements Hive gives S, such as ALTER ... SET SERDEPROPERTIES), X on the
 // tables whose directory a new location touches, and S only for a CREATE ... IF NOT EXISTS
 // of an object that exists.
-package zklock;
+package zklock.planner;
 
 import java.util.Arrays;
 import java.util.ArrayList;
@@ -13,8 +13,9 @@ import java.util.Map;
 
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
-import zklock.LockAnswer.Target;
-import zklock.NodeKinds.Kind;
+import zklock.planner.LockAnswer.Target;
+import zklock.planner.NodeKinds.Kind;
+
 
 final class DdlWrites {
     private final CatalogTargets names;

@@ -15,7 +15,7 @@
 // the third refusal, "invalid object"), adds parents in S and orders them, each with its one
 // definition (objects.py, lockrequest.py). Spark's own errors (ParseException,
 // AnalysisException) are thrown, never answered.
-package zklock;
+package zklock.planner;
 
 import java.util.Collections;
 import java.util.Arrays;
@@ -29,6 +29,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import zklock.Protocol;
 import zklock.Protocol.Field;
 
 public final class LockAnswer {
@@ -39,8 +41,8 @@ public final class LockAnswer {
 
     /** One lock a statement needs: an object as Spark names it, and S or X. */
     public static final class Target {
-        final String db;
-        final String table;                // null: the database itself
+        public final String db;
+        public final String table;                // null: the database itself
         final List<String[]> partition;    // (column, value) pairs, leading columns first
         final String mode;
 
@@ -70,11 +72,11 @@ public final class LockAnswer {
     }
 
     /** Why a statement is not run: planner.py's UnsupportedStatement or InvalidArguments. */
-    static final class Refusal extends RuntimeException {
+    public static final class Refusal extends RuntimeException {
         private static final long serialVersionUID = 1L;
         final String kind;
 
-        Refusal(String kind, String message) {
+        public Refusal(String kind, String message) {
             super(message, null, false, false);
             this.kind = kind;
         }
@@ -84,7 +86,7 @@ public final class LockAnswer {
         return new Refusal(Protocol.REFUSAL_UNSUPPORTED, message);
     }
 
-    static Refusal invalidArguments(String message) {
+    public static Refusal invalidArguments(String message) {
         return new Refusal(Protocol.REFUSAL_INVALID_ARGUMENTS, message);
     }
 
@@ -129,7 +131,7 @@ public final class LockAnswer {
         return answer;
     }
 
-    static LockAnswer refused(Refusal refusal) {
+    public static LockAnswer refused(Refusal refusal) {
         LockAnswer answer = new LockAnswer(Protocol.KIND_REFUSED);
         answer.fields.put(Field.REFUSAL, refusal.kind);
         answer.fields.put(Field.MESSAGE, refusal.getMessage());
@@ -157,13 +159,13 @@ public final class LockAnswer {
 
     /** Does {@code held} grant every target of {@code wanted}: the same object, in X or in the
      *  mode wanted? (Parents in S follow from their children: both answers leave them out.) */
-    static boolean covers(JsonNode held, JsonNode wanted) {
+    public static boolean covers(JsonNode held, JsonNode wanted) {
         return uncovered(held, wanted) == null;
     }
 
     /** The first of {@code wanted}'s targets that {@code held} does not cover (the same
      *  object, in X, or in S for an S target); null when it covers them all. */
-    static JsonNode uncovered(JsonNode held, JsonNode wanted) {
+    public static JsonNode uncovered(JsonNode held, JsonNode wanted) {
         for (JsonNode w : wanted.path(Field.TARGETS)) {
             boolean found = false;
             for (JsonNode h : held.path(Field.TARGETS)) {
@@ -182,7 +184,7 @@ public final class LockAnswer {
 
     /** An answer asking for the targets of both (the Python side merges duplicates, X
      *  winning), with no recheck left. */
-    static JsonNode union(JsonNode first, JsonNode second) {
+    public static JsonNode union(JsonNode first, JsonNode second) {
         ObjectNode out = first.deepCopy();
         ArrayNode targets = out.putArray(Field.TARGETS);
         first.path(Field.TARGETS).forEach(targets::add);

@@ -15,7 +15,7 @@
 // statement kind: DataWrites.java (rows written), DdlWrites.java (DDL), ScriptPlans.java
 // (EXECUTE IMMEDIATE, SQL scripts), with names resolved by CatalogTargets.java. What each
 // plan node class means is NodeKinds.java.
-package zklock;
+package zklock.planner;
 
 import java.util.Collections;
 import java.util.ArrayList;
@@ -32,9 +32,12 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.CommandExecutionMode;
 
-import zklock.LockAnswer.Refusal;
-import zklock.LockAnswer.Target;
-import zklock.NodeKinds.Kind;
+import zklock.Protocol;
+import zklock.adapters.ExecuteImmediate;
+import zklock.planner.LockAnswer.Refusal;
+import zklock.planner.LockAnswer.Target;
+import zklock.planner.NodeKinds.Kind;
+
 
 public final class LockPlanner {
     /** Statements that define a view: their sources are locked at table level only. */
@@ -94,7 +97,7 @@ public final class LockPlanner {
 
     /** The answer for a command Spark is about to execute (zklock's engine extension): its
      *  parsed form and the analysis Spark made of it, so that it is not analyzed twice. */
-    String planCommand(LogicalPlan parsed, LogicalPlan analyzed) {
+    public String planCommand(LogicalPlan parsed, LogicalPlan analyzed) {
         try {
             return answer(planParsed(parsed, true, analyzed));
         } catch (Refusal r) {
@@ -109,7 +112,7 @@ public final class LockPlanner {
 
     /** S on what a query reads, from its analyzed plan (views expanded, subqueries and CTEs
      *  visible): what zklock's engine takes before Spark executes it. */
-    String planQuery(LogicalPlan analyzed) {
+    public String planQuery(LogicalPlan analyzed) {
         try {
             return LockAnswer.locks(false, walker.reads(analyzed, true, false), Collections.emptyList(), false)
                 .toJson();

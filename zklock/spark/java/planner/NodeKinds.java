@@ -11,7 +11,7 @@
 // did not recognise it. tests/spark/test_spark_nodes.py lists the plan classes of the
 // installed Spark's jars and fails on any that this table does not classify, so a Spark
 // upgrade cannot open a hole silently.
-package zklock;
+package zklock.planner;
 
 import java.util.Arrays;
 import java.util.HashMap;
@@ -22,7 +22,7 @@ import java.util.Set;
 
 public final class NodeKinds {
     /** An unmodifiable set of names (Set.of, which the Java 8 that Spark 3.5 runs on lacks). */
-    static Set<String> setOf(String... names) {
+    public static Set<String> setOf(String... names) {
         return java.util.Collections.unmodifiableSet(new HashSet<>(Arrays.asList(names)));
     }
 
@@ -216,7 +216,7 @@ public final class NodeKinds {
         return out;
     }
 
-    static boolean is(String name, Kind kind) {
+    public static boolean is(String name, Kind kind) {
         return KINDS.get(name) == kind;
     }
 

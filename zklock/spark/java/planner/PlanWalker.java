@@ -6,7 +6,7 @@
 // (through projections, aliases, views, inner joins and other filters), are locked one by one,
 // existing or not; otherwise every existing partition matching the pinned prefix is locked.
 // Anything else falls back to the conservative answer, which locks more, never less.
-package zklock;
+package zklock.planner;
 
 import java.util.Collections;
 import java.util.ArrayList;
@@ -39,7 +39,9 @@ import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.StructField;
 
-final class PlanWalker {
+import zklock.adapters.SqlScripts;
+
+public final class PlanWalker {
     /** Nodes through which a parent's filter still constrains what a scan below reads. */
     private static final Set<String> FILTER_TRANSPARENT = NodeKinds.setOf(
         "Project", "SubqueryAlias", "View", "Filter", "Sort", "RepartitionByExpression",
@@ -68,7 +70,7 @@ final class PlanWalker {
 
     private final SessionCatalog catalog;
 
-    PlanWalker(SessionCatalog catalog) {
+    public PlanWalker(SessionCatalog catalog) {
         this.catalog = catalog;
     }
 
@@ -111,7 +113,7 @@ final class PlanWalker {
     }
 
     /** A plan node's class name as the node table writes it (a case object loses its '$'). */
-    static String nodeName(LogicalPlan plan) {
+    public static String nodeName(LogicalPlan plan) {
         String name = plan.getClass().getSimpleName();
         while (name.endsWith("$")) {
             name = name.substring(0, name.length() - 1);

@@ -3,7 +3,7 @@
 // of every statement's locks, held for the whole script because Spark runs it in one call,
 // with no hook between statements). Hive has neither; its Driver locks each statement it
 // compiles.
-package zklock;
+package zklock.planner;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -16,8 +16,12 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.trees.TreePattern$;
 import org.apache.spark.sql.execution.CommandExecutionMode;
 
-import zklock.LockAnswer.Target;
-import zklock.NodeKinds.Kind;
+import zklock.adapters.Datasets;
+import zklock.adapters.ExecuteImmediate;
+import zklock.adapters.SqlScripts;
+import zklock.planner.LockAnswer.Target;
+import zklock.planner.NodeKinds.Kind;
+
 
 final class ScriptPlans {
     private final SparkSession session;

@@ -5,18 +5,18 @@
 // their text instead (StatementText); a command built without SQL is read as this rule saw
 // it, its names often resolved, and refused where the planner cannot name what it writes.
 // An adapter: zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
-package zklock;
+package zklock.adapters;
 
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 
-final class AnalyzerHooks {
+public final class AnalyzerHooks {
     private AnalyzerHooks() {
     }
 
     /** Run {@code rule} in every analysis, as early as this Spark allows. */
-    static void first(SparkSessionExtensions extensions, Rule<LogicalPlan> rule) {
+    public static void first(SparkSessionExtensions extensions, Rule<LogicalPlan> rule) {
         extensions.injectResolutionRule(session -> rule);
     }
 }

@@ -1,19 +1,19 @@
 // Spark 3.5: a Dataset is org.apache.spark.sql.Dataset (4.0 split it into an API and the
 // classic class). An adapter (jvm.py: the newest copy not newer than the installed Spark is
 // compiled).
-package zklock;
+package zklock.adapters;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
-final class Datasets {
+public final class Datasets {
     private Datasets() {
     }
 
     /** The rows of {@code plan}, analyzed in {@code session}. */
-    static Dataset<Row> of(SparkSession session, LogicalPlan plan) {
+    public static Dataset<Row> of(SparkSession session, LogicalPlan plan) {
         return Dataset.ofRows(session, plan);
     }
 }

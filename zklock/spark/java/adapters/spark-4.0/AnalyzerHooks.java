@@ -5,18 +5,18 @@
 // elsewhere the hint batch's wins); SQL commands are read from their text on every line
 // (StatementText). An adapter: zklock/spark/jvm.py compiles the newest copy not newer than
 // the installed Spark.
-package zklock;
+package zklock.adapters;
 
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 
-final class AnalyzerHooks {
+public final class AnalyzerHooks {
     private AnalyzerHooks() {
     }
 
     /** Run {@code rule} in every analysis, before the plan is resolved where Spark allows. */
-    static void first(SparkSessionExtensions extensions, Rule<LogicalPlan> rule) {
+    public static void first(SparkSessionExtensions extensions, Rule<LogicalPlan> rule) {
         extensions.injectHintResolutionRule(session -> rule);
         extensions.injectResolutionRule(session -> rule);
     }

@@ -1,19 +1,19 @@
 // Spark 4.0 and newer: a Dataset of a classic session is org.apache.spark.sql.classic.Dataset
 // (org.apache.spark.sql.Dataset is the API that Spark Connect's Dataset shares). An adapter
 // (jvm.py: the newest copy not newer than the installed Spark is compiled).
-package zklock;
+package zklock.adapters;
 
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.Dataset;
 
-final class Datasets {
+public final class Datasets {
     private Datasets() {
     }
 
     /** The rows of {@code plan}, analyzed in {@code session}. */
-    static Dataset<Row> of(SparkSession session, LogicalPlan plan) {
+    public static Dataset<Row> of(SparkSession session, LogicalPlan plan) {
         return Dataset.ofRows((org.apache.spark.sql.classic.SparkSession) session, plan);
     }
 }

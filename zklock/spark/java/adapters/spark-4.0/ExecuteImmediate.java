@@ -1,7 +1,7 @@
 // EXECUTE IMMEDIATE on Spark 4.0: parsed as ExecuteImmediateQuery, whose text is a literal or
 // a session variable. An adapter: zklock/spark/jvm.py compiles the newest copy not newer than
 // the installed Spark.
-package zklock;
+package zklock.adapters;
 
 import org.apache.spark.sql.catalyst.analysis.ExecuteImmediateQuery;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -9,15 +9,15 @@ import org.apache.spark.sql.catalyst.expressions.Literal$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.types.StringType$;
 
-final class ExecuteImmediate {
+public final class ExecuteImmediate {
     /** The node name of a parsed EXECUTE IMMEDIATE. */
-    static final String NODE = "ExecuteImmediateQuery";
+    public static final String NODE = "ExecuteImmediateQuery";
 
     private ExecuteImmediate() {
     }
 
     /** The text an EXECUTE IMMEDIATE runs. */
-    static Expression text(LogicalPlan parsed) {
+    public static Expression text(LogicalPlan parsed) {
         scala.util.Either<String, ?> query = ((ExecuteImmediateQuery) parsed).query();
         return query.isLeft()
             ? Literal$.MODULE$.create(query.left().get(), StringType$.MODULE$)

@@ -1,19 +1,19 @@
 // SQL scripts (BEGIN ... END) from Spark 4.1 on: zklock plans them (ScriptPlans.java).
 // An adapter: zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
-package zklock;
+package zklock.adapters;
 
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.SingleStatement;
 
-final class SqlScripts {
+public final class SqlScripts {
     /** Does zklock plan scripts on this line? */
-    static final boolean SUPPORTED = true;
+    public static final boolean SUPPORTED = true;
 
     private SqlScripts() {
     }
 
     /** The statement a script's node runs, when it is one statement; null otherwise. */
-    static LogicalPlan statement(LogicalPlan node) {
+    public static LogicalPlan statement(LogicalPlan node) {
         return node instanceof SingleStatement ? ((SingleStatement) node).parsedPlan() : null;
     }
 }

@@ -20,6 +20,10 @@ import org.apache.hadoop.mapred.JobContext;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkContext$;
 import org.apache.spark.sql.SparkSession;
+
+import zklock.commit.CommitFence;
+import zklock.planner.CatalogTargets;
+import zklock.planner.LockAnswer;
 import org.apache.spark.sql.SparkSession$;
 
 public class FencedMapredOutputCommitter extends org.apache.hadoop.mapred.FileOutputCommitter {

@@ -45,28 +45,28 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     }
 
     /** A refusal: zklock cannot or will not lock the statement. Throw it with raise(). */
-    static EngineRefusal refusal(String message) {
+    public static EngineRefusal refusal(String message) {
         return new EngineRefusal(REFUSED, message, null, Collections.emptyMap());
     }
 
     /** Throw {@code refusal} from any method (see the header); never returns. */
-    static RuntimeException raise(EngineRefusal refusal) {
+    public static RuntimeException raise(EngineRefusal refusal) {
         return EngineRefusal.<RuntimeException>sneaky(refusal);
     }
 
     /** Throw a refusal with {@code message}; never returns. */
-    static RuntimeException refused(String message) {
+    public static RuntimeException refused(String message) {
         return raise(refusal(message));
     }
 
     /** The outcome a lock client answered with (denied, lost, unavailable, else a
      *  refusal). */
-    static EngineRefusal of(String outcome, String message, Throwable cause) {
+    public static EngineRefusal of(String outcome, String message, Throwable cause) {
         return of(outcome, message, cause, Collections.emptyMap());
     }
 
     /** ... with its parameters: "objects", the lost set's objects, one per line. */
-    static EngineRefusal of(String outcome, String message, Throwable cause,
+    public static EngineRefusal of(String outcome, String message, Throwable cause,
                             Map<String, String> parameters) {
         String condition = Protocol.OUTCOME_DENIED.equals(outcome) ? DENIED
             : Protocol.OUTCOME_LOST.equals(outcome) ? LOST
@@ -75,7 +75,7 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     }
 
     /** A write that failed under its locks (ZKLOCK_WRITE_FAILED), Spark's error its cause. */
-    static EngineRefusal writeFailed(String message, Throwable cause,
+    public static EngineRefusal writeFailed(String message, Throwable cause,
                                      Map<String, String> parameters) {
         return new EngineRefusal(WRITE_FAILED, message, cause, parameters);
     }

@@ -8,6 +8,9 @@ import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
+import zklock.commit.Staging;
+import zklock.commit.WriteOutcome;
+
 /**
  * Spark's commit protocol for file writes, with staging of its own for every write job.
  *
@@ -38,6 +41,45 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     static final String ATTEMPT_ID = "mapreduce.job.application.attempt.id";
     /** Hadoop's setting that keeps FileOutputCommitter's commit from deleting _temporary. */
     static final String SKIP_CLEANUP = "mapreduce.fileoutputcommitter.cleanup.skipped";
+
+    /** Every file write of every session of this application stages in a directory of its
+     *  own (StagedCommitProtocol), whatever client sent it: the protocol becomes the
+     *  application's default (its SparkConf, which each new session's SQL conf starts
+     *  from), unless the application names another. Spark applies extensions with the
+     *  application's SparkContext active, before it builds the session's state.
+     *
+     *  Spark checks that each new session can load the class named there, with its thread's
+     *  class loader. A Thrift server's JDBC sessions run with Hive's session class loader,
+     *  whose parent is the JVM's own class path, not Spark's loader of spark.jars: there
+     *  zklock's jar must be on the driver's class path (spark.driver.extraClassPath, as
+     *  `zklock spark thrift-server start` puts it), or every JDBC session would fail to
+     *  open. Without it, the default is not set, and the server says why in one line. */
+    static void becomeDefault() {
+        org.apache.spark.SparkContext sc =
+            org.apache.spark.SparkContext$.MODULE$.getActive().getOrElse(() -> null);
+        if (sc == null) {
+            return;
+        }
+        boolean thriftServer = String.valueOf(System.getProperty("sun.java.command"))
+            .contains("thriftserver.HiveThriftServer2");
+        if (thriftServer && !onDriverClassPath()) {
+            System.err.println("zklock: zklock's jar is not on this Thrift server's driver class"
+                + " path (spark.driver.extraClassPath): its JDBC sessions cannot load zklock's"
+                + " classes, and their writes do not stage per job (docs/deploy.md)");
+            return;
+        }
+        sc.conf().setIfMissing(Protocol.COMMIT_PROTOCOL, Protocol.COMMIT_PROTOCOL_CLASS);
+    }
+
+    private static boolean onDriverClassPath() {
+        try {
+            Class.forName(Protocol.COMMIT_PROTOCOL_CLASS, false,
+                ClassLoader.getSystemClassLoader());
+            return true;
+        } catch (ClassNotFoundException e) {
+            return false;
+        }
+    }
 
     private final int attempt;
 

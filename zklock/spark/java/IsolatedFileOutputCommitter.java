@@ -5,14 +5,21 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
-import org.apache.parquet.hadoop.ParquetOutputCommitter;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+
+import zklock.commit.CommitFence;
+import zklock.commit.Staging;
+import zklock.commit.WriteOutcome;
 
 /**
- * Parquet's committer (what Spark uses for parquet tables) with IsolatedFileOutputCommitter's
- * removal of only its own job's staging (Staging) and fenced job commit (CommitFence).
+ * Hadoop's FileOutputCommitter with a job clean-up (after a commit, and on abort) that
+ * deletes only its own job's staging instead of the whole _temporary that concurrent jobs
+ * writing the same table stage in (Staging), and a fenced job commit: it refuses to publish
+ * the job's files once the statement's locks are lost (CommitFence). StagedCommitProtocol
+ * puts it in place of Hadoop's.
  */
-public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
-    public IsolatedParquetOutputCommitter(Path outputPath, TaskAttemptContext context)
+public class IsolatedFileOutputCommitter extends FileOutputCommitter {
+    public IsolatedFileOutputCommitter(Path outputPath, TaskAttemptContext context)
             throws IOException {
         super(outputPath, context);
     }

@@ -46,7 +46,11 @@ import org.apache.spark.sql.connect.plugin.RelationPlugin;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+
 import zklock.Protocol.Field;
+import zklock.planner.LockAnswer;
+import zklock.planner.LockPlanner;
+import zklock.planner.NodeKinds;
 
 public final class ConnectLockPlugin implements RelationPlugin {
     /** The type URL of a zklock request (not a registered protobuf message: a name of ours). */
