@@ -439,11 +439,11 @@ def without_nodes(spark):
     removed = []
 
     def remove(*names: str) -> None:
-        removed.append(java_static(spark, "NodeKinds", "unclassify", list(names)))
+        removed.append(java_static(spark, "planner.NodeKinds", "unclassify", list(names)))
 
     yield remove
     for kinds in removed:
-        java_static(spark, "NodeKinds", "restore", kinds)
+        java_static(spark, "planner.NodeKinds", "restore", kinds)
 
 
 # ---- the lock watcher's checks ------------------------------------------------------

@@ -205,7 +205,7 @@ def test_the_plugin_reports_its_version_and_spark(cs, spark):
     v = plugin_version(cs)
     assert v == {"plugin": zklock_version(), "protocol": 1, "build": build_hash(),
                  "built_for": pyspark.__version__, "spark": pyspark.__version__,
-                 "nodes": java_static(spark, "NodeKinds", "size")}
+                 "nodes": java_static(spark, "planner.NodeKinds", "size")}
 
 
 def test_corpus_through_the_plugin_is_the_documented_lock_table(cs, cdb):

@@ -59,7 +59,7 @@ def classes(spark) -> dict[str, bool]:
 @pytest.fixture(scope="module")
 def table(spark) -> dict[str, str]:
     """NodeKinds.java's table, as the planner in this JVM reads it."""
-    found = java_static(spark, "NodeKinds", "table")
+    found = java_static(spark, "planner.NodeKinds", "table")
     return {str(k): str(found.get(k)) for k in found.keySet()}
 
 
@@ -77,7 +77,7 @@ def test_no_command_is_classified_as_a_query(classes, table):
 
 def test_unknown_names_are_treated_as_writes(spark):
     def unknown_write(name: str, is_command: bool) -> bool:
-        return bool(java_static(spark, "NodeKinds", "isUnknownWrite", name, is_command))
+        return bool(java_static(spark, "planner.NodeKinds", "isUnknownWrite", name, is_command))
 
     assert unknown_write("FancyNewCommand", True)
     assert unknown_write("InsertIntoSomethingNew", False)

@@ -89,7 +89,7 @@ class ClassicPlanner:
         self.spark = spark
         self._policy = unknown_statements
         self._java = jvm.new_instance(
-            spark, "LockPlanner", ["org.apache.spark.sql.SparkSession",
+            spark, "planner.LockPlanner", ["org.apache.spark.sql.SparkSession",
                                    "java.lang.String"],
             [spark._jsparkSession, unknown_statements])
         # Spark's errors (ParseException, AnalysisException) raised as PySpark raises them
@@ -115,7 +115,7 @@ class ClassicPlanner:
 
     def refresh_listings(self, df: Any) -> int:
         if self._listings is None:
-            self._listings = jvm.new_instance(self.spark, "FreshListings", [], [])
+            self._listings = jvm.new_instance(self.spark, "engine.FreshListings", [], [])
         return int(self._listings.refreshQuery(df._jdf.queryExecution()))
 
     def plan_write(self, table: str, partition: Optional[dict[str, Any]] = None
