@@ -37,13 +37,19 @@ def test_every_zklock_key_is_a_setting_and_parses():
 
 
 def test_the_committers_it_names_are_in_the_jvm_module():
+    """Each class deploy.md names is a source of the JVM module at that name (its package
+    is its folder: java/ is the package zklock)."""
     conf = spark_defaults()
-    sources = {p.stem for p in (DOC.parents[1] / "zklock" / "spark" / "java").rglob("*.java")}
+    java = DOC.parents[1] / "zklock" / "spark" / "java"
+
+    def source(name: str) -> Path:
+        return java / (name.removeprefix("zklock.").replace(".", "/") + ".java")
+
     for key in ("spark.hadoop.mapred.output.committer.class", "spark.sql.extensions"):
-        assert conf[key].split(".")[-1] in sources
+        assert source(conf[key]).is_file(), conf[key]
     # the commit protocol the engine extension makes the default (staging per write job)
     from zklock.spark.protocol import COMMIT_PROTOCOL, COMMIT_PROTOCOL_CLASS
 
     text = DOC.read_text()
     assert f"{COMMIT_PROTOCOL}={COMMIT_PROTOCOL_CLASS}" in text
-    assert COMMIT_PROTOCOL_CLASS.split(".")[-1] in sources
+    assert source(COMMIT_PROTOCOL_CLASS).is_file()
