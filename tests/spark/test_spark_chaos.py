@@ -198,8 +198,10 @@ def table_batches(path: Path) -> dict[str, int]:
 
     if not path.exists():
         return {}
-    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(
-        columns=["batch"])
+    dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
+    if not dataset.files:  # created, never written (an application whose start took the run)
+        return {}
+    table = dataset.to_table(columns=["batch"])
     counts: dict[str, int] = {}
     for batch in table.column("batch").to_pylist():
         counts[batch] = counts.get(batch, 0) + 1
