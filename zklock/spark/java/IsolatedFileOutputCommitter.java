@@ -7,9 +7,7 @@ import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 
-import zklock.commit.CommitFence;
 import zklock.commit.Staging;
-import zklock.commit.WriteOutcome;
 
 /**
  * Hadoop's FileOutputCommitter with a job clean-up (after a commit, and on abort) that
@@ -31,11 +29,7 @@ public class IsolatedFileOutputCommitter extends FileOutputCommitter {
 
     @Override
     public void commitJob(JobContext context) throws IOException {
-        CommitFence.check();  // last thing before the job's files become visible
-        WriteOutcome.commitBegun();
-        super.commitJob(context);
-        WriteOutcome.commitDone();
-        Staging.remove(this, context);
+        Staging.commitJob(this, context, () -> super.commitJob(context));
     }
 
     @Override

@@ -7,9 +7,7 @@ import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.parquet.hadoop.ParquetOutputCommitter;
 
-import zklock.commit.CommitFence;
 import zklock.commit.Staging;
-import zklock.commit.WriteOutcome;
 
 /**
  * Parquet's committer (what Spark uses for parquet tables) with IsolatedFileOutputCommitter's
@@ -28,11 +26,7 @@ public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
 
     @Override
     public void commitJob(JobContext context) throws IOException {
-        CommitFence.check();  // last thing before the job's files become visible
-        WriteOutcome.commitBegun();
-        super.commitJob(context);
-        WriteOutcome.commitDone();
-        Staging.remove(this, context);
+        Staging.commitJob(this, context, () -> super.commitJob(context));
     }
 
     @Override

@@ -6,6 +6,8 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.parquet.hadoop.ParquetOutputCommitter;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
 import zklock.commit.Staging;
@@ -29,7 +31,7 @@ import zklock.commit.WriteOutcome;
  *
  * <p>Hadoop's committers delete the whole {@code _temporary} when a job ends (after a
  * commit unless told to skip it, and always on abort): they are replaced by zklock's
- * (Staging.isolated), which delete only their job's directory and fence the job commit
+ * (isolated, below), which delete only their job's directory and fence the job commit
  * (CommitFence). Configured by {@code spark.sql.sources.commitProtocolClass}, which the
  * engine extension and {@code zklock.spark.configure} set; {@code spark.zklock.isolateCommits
  * =false} (the session's conf, as every SQL setting reaches a job's Hadoop conf) turns it
@@ -124,7 +126,7 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         stage(conf);  // before the committer computes its paths from it
         OutputCommitter committer;
         try {
-            committer = Staging.isolated(super.setupCommitter(context), context);
+            committer = isolated(super.setupCommitter(context), context);
         } catch (IOException e) {
             throw new IllegalStateException("zklock: cannot make the job's committer: " + e, e);
         }
@@ -139,5 +141,26 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     private void stage(Configuration conf) {
         conf.setInt(ATTEMPT_ID, attempt);
         conf.setBoolean(SKIP_CLEANUP, true);  // zklock's committers remove their own
+    }
+
+    /** zklock's committer in place of Hadoop's FileOutputCommitter or Parquet's: the same,
+     *  but removing only its own job's staging. Any other committer is kept as it is (it
+     *  stages under the job's own attempt all the same, but may clean up more than its own:
+     *  docs/spark.md). */
+    private static OutputCommitter isolated(OutputCommitter committer, TaskAttemptContext context)
+            throws IOException {
+        if (committer == null) {
+            return null;
+        }
+        Class<?> kind = committer.getClass();
+        if (kind == FileOutputCommitter.class) {
+            return new IsolatedFileOutputCommitter(
+                ((FileOutputCommitter) committer).getOutputPath(), context);
+        }
+        if (kind == ParquetOutputCommitter.class) {
+            return new IsolatedParquetOutputCommitter(
+                ((FileOutputCommitter) committer).getOutputPath(), context);
+        }
+        return committer;
     }
 }

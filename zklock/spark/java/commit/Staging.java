@@ -11,13 +11,8 @@ import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.mapreduce.JobContext;
-import org.apache.hadoop.mapreduce.OutputCommitter;
-import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
-import org.apache.parquet.hadoop.ParquetOutputCommitter;
 
-import zklock.IsolatedFileOutputCommitter;
-import zklock.IsolatedParquetOutputCommitter;
 
 /**
  * A write job's staging directory, {@code _temporary/<its attempt id>} (StagedCommitProtocol),
@@ -57,25 +52,21 @@ public final class Staging {
     private Staging() {
     }
 
-    /** zklock's committer in place of Hadoop's FileOutputCommitter or Parquet's: the same,
-     *  but removing only its own job's staging. Any other committer is kept as it is (it
-     *  stages under the job's own attempt all the same, but may clean up more than its own:
-     *  docs/spark.md). */
-    public static OutputCommitter isolated(OutputCommitter committer, TaskAttemptContext context)
-            throws IOException {
-        if (committer == null) {
-            return null;
-        }
-        Class<?> kind = committer.getClass();
-        if (kind == FileOutputCommitter.class) {
-            return new IsolatedFileOutputCommitter(
-                ((FileOutputCommitter) committer).getOutputPath(), context);
-        }
-        if (kind == ParquetOutputCommitter.class) {
-            return new IsolatedParquetOutputCommitter(
-                ((FileOutputCommitter) committer).getOutputPath(), context);
-        }
-        return committer;
+    /** What an isolated committer's job commit does around Hadoop's ({@code commit}): the
+     *  fence last before the job's files become visible (CommitFence), the write's outcome
+     *  marked on both sides of it (WriteOutcome), then only the job's own staging removed. */
+    public static void commitJob(FileOutputCommitter committer, JobContext context,
+                                 HadoopCommit commit) throws IOException {
+        CommitFence.check();
+        WriteOutcome.commitBegun();
+        commit.run();
+        WriteOutcome.commitDone();
+        remove(committer, context);
+    }
+
+    /** Hadoop's own job commit, as the committer's {@code super.commitJob}. */
+    public interface HadoopCommit {
+        void run() throws IOException;
     }
 
     /** Hadoop's job set-up (make the job's directory), robust to another job of the table
