@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
@@ -107,6 +108,19 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory):
     server.start(wait=90)  # raises ServerError (a failure, never a skip) when it cannot
     diagnostics.SERVER_LOGS.append(server.log_file)
     yield server
+    server.stop()
+
+
+@pytest.fixture
+def unswept_hosts(tmp_path: Path) -> Iterator[str]:
+    """A ZooKeeper of the test's own that sweeps no empty object node (container) in the
+    test's time: the shared one sweeps every 500 ms, and a test that reasons about a table
+    node's child version needs the node to outlive the moments it holds no lock."""
+    server = ZkServer(tmp_path / "zk", port=free_port(), tick_time_ms=TICK_MS,
+                      force_sync=False, container_check_ms=3_600_000)
+    server.start(wait=90)
+    diagnostics.SERVER_LOGS.append(server.log_file)
+    yield server.connect
     server.stop()
 
 

@@ -58,7 +58,7 @@ from .locks.leftovers import Leftovers
 from .locks.listing import LockRecord, holders_behind_intents, ms_to_iso, walk
 from .locks.locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
 from .locks.lockrequest import LockSpec, LockTarget, normalize
-from .locks.lockset import HeldLock, LockSet
+from .locks.lockset import HeldLock, LockSet, sole_versions
 from .locks.objects import LockObject
 from .locks.waits import Waits
 from .locks.watcher import SessionWatcher, dispatch
@@ -430,8 +430,9 @@ class LockManager:
             flags) for t in targets]
         session = self.session_id
         existing = [paths[t] for t in targets if paths[t] not in set(missing)]
+        tables = [paths[t] for t in targets if paths[t] in existing and t.obj.kind == "table"]
         try:
-            results, zxids, post = self.ops.multi_and_children(ops, existing)
+            results, zxids, post, stats = self.ops.multi_and_children(ops, existing, tables)
         except MultiFailed as exc:
             if isinstance(exc.error, (NodeExistsError, NoNodeError)):
                 # what this client believes exists is wrong (another client removed object
@@ -471,7 +472,8 @@ class LockManager:
         except BaseException:
             self._cleanup_attempt(paths, attempt_id)
             raise
-        return Granted(LockSet(self.watcher, held, session_id=session))
+        return Granted(LockSet(self.watcher, held, session_id=session,
+                               sole=sole_versions(held, stats())))
 
     def _view(self, req: Request, t: LockTarget, kids: Optional[list[str]],
               mine: Optional[int], attempt_id: str, own_name: str = "") -> View:

@@ -310,32 +310,51 @@ class ZkOps:
             raise ChunkedMultiFailed(error, out)
         return out, zxids
 
-    def multi_and_children(self, ops: Sequence[Any], paths: Sequence[str]
-                           ) -> tuple[list, list[int], Any]:
-        """:meth:`multi_chunked`, with a getChildren of ``paths`` pipelined right behind it.
+    def multi_and_children(self, ops: Sequence[Any], paths: Sequence[str],
+                           stat_paths: Sequence[str] = ()) -> tuple[list, list[int], Any, Any]:
+        """:meth:`multi_chunked`, with a getChildren of ``paths`` (and a getData of
+        ``stat_paths``, for their stats) pipelined right behind it.
 
         ZooKeeper serves one session's requests in order, so the read sees
         the state just after the multi, and both cost one round trip instead
-        of two. Returns (results, zxids, children) where ``children()`` gives
-        what :meth:`children_many` would (None for a missing node).
+        of two. Returns (results, zxids, children, stats) where ``children()`` gives
+        what :meth:`children_many` would (None for a missing node) and ``stats()`` the
+        ZnodeStat of each of ``stat_paths`` it could read in that round trip (none where
+        the multi or the read was split: what it does not give is not known).
         """
         chunks = chunk_ops(ops)
+        reads_n = len(paths) + len(stat_paths)
         if (len(chunks) != 1 or not self._multi_read or not paths
-                or len(paths) > MULTI_READ_CHUNK):
+                or reads_n > MULTI_READ_CHUNK):
             results, zxids = self.multi_chunked(ops)
-            return results, zxids, lambda: self.children_many(paths)
+            return results, zxids, lambda: self.children_many(paths), dict
         reads = [GetChildren(self._abs(p), None) for p in paths]
+        reads += [GetData(self._abs(p), None) for p in stat_paths]
         multi_f, read_f = self._submit_many([Multi2(list(ops)), MultiRead(reads)])
         results, zxid = self.check_multi(multi_f.get(timeout=self.timeout))
+        got: list = []
+
+        def read() -> list:
+            if not got:
+                got.append(read_f.get(timeout=self.timeout))
+            return got[0]
 
         def children() -> dict[str, Optional[list[str]]]:
             try:
-                got = read_f.get(timeout=self.timeout)
+                listed = read()
             except UnimplementedError:
                 self._multi_read = False
                 return self.children_many(paths)
-            return _by_path(paths, got)
-        return results, [zxid] * len(results), children
+            return _by_path(paths, listed[:len(paths)])
+
+        def stats() -> dict[str, ZnodeStat]:
+            try:
+                listed = read()
+            except (UnimplementedError, *CONNECTION_ERRORS):
+                return {}
+            return {p: r[1] for p, r in zip(stat_paths, listed[len(paths):])
+                    if isinstance(r, tuple)}
+        return results, [zxid] * len(results), children, stats
 
     # ---- pipelining ----------------------------------------------------------
     def _submit_many(self, requests: Sequence[Any]) -> list[Any]:

@@ -156,6 +156,50 @@ def test_a_read_takes_its_locks_with_its_statement_and_application(
     assert wait_for(lambda: watcher.show(f"{db}.dim") == [])
 
 
+def test_a_read_keeps_its_listing_until_anyone_locks_the_table(
+        spark, db, make_manager, unswept_hosts) -> None:
+    """A read lists its tables' files again under its locks (FreshListings.java), unless its
+    grant proves that no one locked the table since this application's previous read listed
+    it: the table's node changed only by that read's node and this one's (SoleVersion). A
+    file dropped into the table with no lock at all, which zklock cannot see, stays unseen
+    until anyone locks the table; the next read then lists again."""
+    import shutil
+    import uuid
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    table = f"{db}.quiet"
+    spark.sql(f"CREATE TABLE {table} (id INT) USING parquet")
+    spark.sql(f"INSERT INTO {table} VALUES (1)")
+    location = Path(urlparse(spark.sql(f"DESCRIBE TABLE EXTENDED {table}")
+                             .where("col_name = 'Location'").first()["data_type"]).path)
+
+    def drop_a_file_without_locks() -> None:
+        part = next(location.glob("part-*.parquet"))
+        shutil.copy(part, location / f"part-unlocked-{uuid.uuid4().hex}.parquet")
+
+    other = make_manager(hosts=unswept_hosts)
+    target = [(LockObject.parse(table), Mode.SHARED)]
+    def count() -> int:
+        """A read, once its locks are released (a query's are at its SQL execution's end,
+        which Spark's listener bus reports a moment after the call returns)."""
+        n = spark.table(table).count()
+        assert wait_for(lambda: other.show(table) == [])
+        return n
+
+    with enforce(spark, make_manager(hosts=unswept_hosts)):
+        assert count() == 1  # listed under its locks (its grant made the table's node)
+        assert count() == 1  # listed, its node alone on the table's
+        drop_a_file_without_locks()
+        assert count() == 1  # kept: no one locked the table since
+        other.acquire(target).release()
+        assert count() == 2  # someone did: listed again
+        drop_a_file_without_locks()
+        with other.acquire(target):
+            assert spark.table(table).count() == 3  # beside another holder: listed again
+        assert count() == 3
+
+
 def test_a_query_with_a_view_subquery_and_cache_takes_one_set_of_locks(
         spark, db, make_manager, tmp_path) -> None:
     """Nested executions (the subquery, the cached plan's materialisation) run inside the

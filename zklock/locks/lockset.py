@@ -21,10 +21,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from ..errors import LockLost
 from .lockrequest import LockTarget
+from .mode import Mode
+from .objects import LockObject
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,45 @@ class HeldLock:
     object_path: str
     node_path: str
     czxid: int
+
+
+@dataclass(frozen=True)
+class SoleVersion:
+    """A table's node as a grant found it, when the set's node there was its only child and
+    nothing had changed under it since that node was made: its path, its czxid (which names
+    it: a node removed and made again has another) and its cversion (ZooKeeper counts every
+    child created or deleted under a node there).
+
+    Every lock on a table or on one of its partitions is a child of the table's node (a
+    partition's lock comes with S on its parents: zklock's, and Hive's own lock manager's).
+    So a later grant of the same application that finds the same czxid and this cversion
+    plus 2 (this set's node deleted, its own made) proves that no one locked the table in
+    between, and so that no locked write changed it: Spark's engine then keeps the file
+    listing it took under this set instead of listing the table again
+    (zklock/spark/java/engine/FreshListings.java)."""
+
+    path: str
+    czxid: int
+    cversion: int
+
+
+def sole_versions(held: list[HeldLock], stats: dict[str, Any]) -> dict[LockObject, SoleVersion]:
+    """The tables of ``held`` where its node was alone when granted, from the ZnodeStats
+    read right behind the grant's create (``stats``, by object path): alone means one child
+    and the node's last child change (its pzxid) being the transaction that made the set's
+    node, so that nothing was made or deleted there since. (A sequence number will not do:
+    ZooKeeper numbers the creates only, where the cversion counts deletes too.) A table the
+    set writes (X on it or on one of its partitions) is left out: its files change after
+    the listing, under this very set."""
+    written = {h.target.obj.table_name for h in held if h.target.mode is Mode.EXCLUSIVE}
+    out: dict[LockObject, SoleVersion] = {}
+    for h in held:
+        if h.target.obj.table_name in written:
+            continue
+        stat = stats.get(h.object_path)
+        if stat is not None and h.czxid and stat.numChildren == 1 and stat.pzxid == h.czxid:
+            out[h.target.obj] = SoleVersion(h.object_path, stat.czxid, stat.cversion)
+    return out
 
 
 class SetOwner(Protocol):
@@ -72,9 +113,12 @@ class LockSet:
     """Locks granted together; release them together (or use ``with``)."""
 
     def __init__(self, owner: Optional[SetOwner], held: list[HeldLock],
-                 session_id: Optional[int] = None, query_id: str = "") -> None:
+                 session_id: Optional[int] = None, query_id: str = "",
+                 sole: Optional[dict[LockObject, SoleVersion]] = None) -> None:
         self._owner = owner
         self.held = held
+        #: the tables where its node was alone when granted (:class:`SoleVersion`)
+        self.sole: dict[LockObject, SoleVersion] = sole or {}
         self.session_id = session_id
         self.query_id = query_id
         self.attempts = 1  # > 1 when the grant came after denied attempts (a wait)

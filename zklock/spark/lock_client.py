@@ -199,7 +199,9 @@ class EngineLockClient:
             Field.HANDLE: handle, Field.QUERY_ID: query_id,
             Field.TOKEN: str(lockset.fencing_token), Field.ATTEMPTS: lockset.attempts,
             Field.WAITED_FOR: lockset.waited_for,
-            Field.ZOOKEEPER: lockset.connect_string or "", Field.NODES: lockset.node_paths})
+            Field.ZOOKEEPER: lockset.connect_string or "", Field.NODES: lockset.node_paths,
+            Field.SOLE: [[obj.db, obj.table, v.path, v.czxid, v.cversion]
+                         for obj, v in lockset.sole.items()]})
 
     def verify(self, request: str) -> str:
         """Does a Spark Connect client's claim (its LockingSession statement's lock nodes,

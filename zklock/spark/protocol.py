@@ -150,6 +150,7 @@ class Field:
     TOKEN = _VALUES["field.token"]
     ATTEMPTS = _VALUES["field.attempts"]
     WAITED_FOR = _VALUES["field.waited_for"]
+    SOLE = _VALUES["field.sole"]
     ZOOKEEPER = _VALUES["field.zookeeper"]
     NODES = _VALUES["field.nodes"]
     OBJECTS = _VALUES["field.objects"]

@@ -11,6 +11,8 @@ from conftest import lock_nodes, wait_for
 
 from zklock import LockManager, LockNotAcquired, LockSet, Mode
 from zklock.errors import InvalidArguments, InvalidLockObject
+from zklock.locks.lockset import SoleVersion
+from zklock.locks.objects import LockObject
 
 MODES = [Mode.SHARED, Mode.EXCLUSIVE]
 
@@ -100,6 +102,27 @@ def test_retries_zero_is_one_attempt(make_manager):
             b.acquire([("db.t", "X")], retries=0, retry_interval=30)
         assert time.monotonic() - t0 < 15  # one attempt, never a 30 s pause
         assert "after 1 attempt" in str(err.value)
+
+
+def test_a_grant_names_the_tables_its_node_is_alone_on(make_manager, unswept_hosts):
+    """SoleVersion: where the set's node is a table's only child, nothing made or deleted
+    there since, the grant names the table with its node's czxid and cversion; the same
+    client's next grant there, with no lock between, finds the cversion 2 further. Beside
+    another holder, or on a table the set writes, it names nothing."""
+    a = make_manager(hosts=unswept_hosts)
+    b = make_manager(hosts=unswept_hosts)
+    table = LockObject.parse("db.t")
+    a.acquire([("db.t", "S")]).release()  # the table's node, made by a grant that names nothing
+    with a.acquire([("db.t", "S"), ("db.u/p=1", "S")]) as first:
+        assert set(first.sole) == {table}  # db.u's node is made by this very grant
+        v = first.sole[table]
+        assert v.path == f"{a.root}/db/t"
+    with a.acquire([("db.t", "S")]) as second:
+        assert second.sole[table] == SoleVersion(v.path, v.czxid, v.cversion + 2)
+    with b.acquire([("db.t", "S")]), a.acquire([("db.t", "S")]) as beside:
+        assert beside.sole == {}
+    with a.acquire([("db.t/p=1", "X")]) as writer:  # S on db.t, but it writes the table
+        assert writer.sole == {}
 
 
 def test_fencing_tokens_increase(make_manager):

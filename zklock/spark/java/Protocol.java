@@ -73,6 +73,7 @@ public final class Protocol {
         public static final String TOKEN = get("field.token");
         public static final String ATTEMPTS = get("field.attempts");
         public static final String WAITED_FOR = get("field.waited_for");
+        public static final String SOLE = get("field.sole");
         public static final String ZOOKEEPER = get("field.zookeeper");
         public static final String NODES = get("field.nodes");
         public static final String OBJECTS = get("field.objects");

@@ -91,6 +91,8 @@ final class EngineGuard {
     private long grantedAt;
     private long releasedAt;
     private volatile boolean lost;
+    /** The tables where its node was alone when granted (FreshListings.Version). */
+    private Map<String, FreshListings.Version> sole = Collections.emptyMap();
 
     private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc,
                         String writes, List<String> nodes, JsonNode held) {
@@ -283,6 +285,8 @@ final class EngineGuard {
         guard.waitNanos = guard.grantedAt - asked;
         guard.attempts = grant.path(Field.ATTEMPTS).asInt(1);
         guard.waitedFor = grant.path(Field.WAITED_FOR).asText("");
+        guard.sole = FreshListings.versions(grant.path(Field.SOLE),
+            grant.path(Field.ZOOKEEPER).asText());
         return new Grant(guard, guard.attempts);
     }
 
@@ -490,6 +494,12 @@ final class EngineGuard {
             n += mode.equals(target.path(Field.MODE).asText()) ? 1 : 0;
         }
         return n;
+    }
+
+    /** Table {@code key}'s version at this grant (FreshListings.key), where its node was
+     *  alone; null elsewhere, and for a guard that holds nothing of its own. */
+    FreshListings.Version sole(String key) {
+        return sole.get(key);
     }
 
     /** How long it held them, in ms, once released (0 before). */

@@ -11,7 +11,8 @@
 //            "command": "<plan node>", "objects": "<what it locks, for messages>",
 //            "query_id": "<the thread's zklock.query.id>"|null})
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
-//         "token": "...", "attempts": n, "zookeeper": "...", "nodes": ["/warehouse/...", ...]}
+//         "token": "...", "attempts": n, "zookeeper": "...", "nodes": ["/warehouse/...", ...],
+//         "sole": [[db, table, "<table node>", czxid, cversion], ...]}  (FreshListings.java)
 //      | {"version": 1, "outcome": "unlocked"}   (support_concurrency is off)
 //      | {"version": 1, "outcome": "denied" | "refused" | "unavailable", "message": "..."}
 //   release("<handle>", failed) -> {"version": 1, "outcome": "released", "objects": [...]}

@@ -106,7 +106,7 @@ public final class LockedQueryExec extends LockedExec {
         LogicalPlan analyzed = analyzed();
         EngineGuard guard = noted(EngineGuard.enterQuery(session(), analyzed));
         if (guard.holds() || EngineGuard.underClaim(sparkContext())) {
-            FreshListings.refresh(analyzed, plan);
+            FreshListings.refresh(guard, analyzed, plan);
         }
         return guard;
     }
