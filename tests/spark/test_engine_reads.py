@@ -9,6 +9,7 @@ notebooks and pandas-on-Spark, which never see one.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -22,6 +23,7 @@ from zklock.locks.mode import Mode
 from zklock.locks.objects import LockObject
 from zklock.observe.events import read_events
 from zklock.spark import enforce
+from zklock.spark.lock_client import engine_of
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
                                         "ignore::UserWarning", "ignore::FutureWarning")
@@ -187,13 +189,21 @@ def test_a_read_keeps_its_listing_until_anyone_locks_the_table(
         assert wait_for(lambda: other.show(table) == [])
         return n
 
+    def totals() -> tuple[int, int]:
+        """The application's listings taken and kept (Spark's metrics system)."""
+        counts = json.loads(str(engine_of(spark).lockTotals()))
+        return counts["fileIndexesListed"], counts["fileIndexesKept"]
+
     with enforce(spark, make_manager(hosts=unswept_hosts)):
         assert count() == 1  # listed under its locks (its grant made the table's node)
         assert count() == 1  # listed, its node alone on the table's
         drop_a_file_without_locks()
+        listed, kept = totals()
         assert count() == 1  # kept: no one locked the table since
+        assert totals() == (listed, kept + 1)
         other.acquire(target).release()
         assert count() == 2  # someone did: listed again
+        assert totals() == (listed + 1, kept + 1)
         drop_a_file_without_locks()
         with other.acquire(target):
             assert spark.table(table).count() == 3  # beside another holder: listed again

@@ -74,6 +74,20 @@ public final class FreshListings {
         }
     }
 
+    /** What a statement's relations got: how many file indexes were listed again, how
+     *  many kept, and the time the listing took. */
+    static final class Listings {
+        final int listed;
+        final int kept;
+        final long nanos;
+
+        Listings(int listed, int kept, long nanos) {
+            this.listed = listed;
+            this.kept = kept;
+            this.nanos = nanos;
+        }
+    }
+
     /** For py4j, which calls instance methods: {@link #refreshQuery}. */
     public FreshListings() {
     }
@@ -82,14 +96,15 @@ public final class FreshListings {
      *  analysed plan (the session's cached relations) and of its optimised plan (the
      *  partitions pruned there), each listing once. Returns how many were listed again. */
     public int refreshQuery(QueryExecution query) {
-        return refresh(null, query.analyzed(), query.optimizedPlan());
+        return refresh(null, query.analyzed(), query.optimizedPlan()).listed;
     }
 
     /** The same for logical plans, their children and their subqueries, under {@code guard}'s
      *  grant (null: none of the engine's own, so every index is listed again): a file index
      *  that several of them share (an analysed plan and its optimised one) is listed once,
      *  and one whose table no one locked since it was last listed is kept. */
-    static int refresh(EngineGuard guard, LogicalPlan... plans) {
+    static Listings refresh(EngineGuard guard, LogicalPlan... plans) {
+        long start = System.nanoTime();
         Map<FileIndex, CatalogTable> indexes = new IdentityHashMap<>();
         for (LogicalPlan plan : plans) {
             collect(plan, indexes);
@@ -110,7 +125,7 @@ public final class FreshListings {
                 LISTED.put(now.node, new Listed(index, now));
             }
         }
-        return listed;
+        return new Listings(listed, indexes.size() - listed, System.nanoTime() - start);
     }
 
     /** The sole versions a grant from the ZooKeeper at {@code zookeeper} names, by table

@@ -32,6 +32,9 @@ final class LockMetricsSource implements Source {
     private final Counter denials = registry.counter("lockDenials");
     private final Timer holds = registry.timer("lockHeld");
     private final Counter lost = registry.counter("lockSetsLost");
+    private final Timer listing = registry.timer("fileListing");
+    private final Counter listed = registry.counter("fileIndexesListed");
+    private final Counter kept = registry.counter("fileIndexesKept");
 
     private LockMetricsSource(SparkContext sc) {
         this.sc = sc;
@@ -86,6 +89,16 @@ final class LockMetricsSource implements Source {
         waits.update(guard.waitMillis(), TimeUnit.MILLISECONDS);
         attempts.inc(guard.attempts());
         denials.inc(Math.max(0, guard.attempts() - 1));
+    }
+
+    /** The file indexes a locked statement reads were listed again (the statement's
+     *  listing timed) or kept (FreshListings.java). */
+    void listings(FreshListings.Listings done) {
+        if (done.listed > 0) {
+            listing.update(done.nanos, TimeUnit.NANOSECONDS);
+        }
+        listed.inc(done.listed);
+        kept.inc(done.kept);
     }
 
     /** It released them (lost or not). */

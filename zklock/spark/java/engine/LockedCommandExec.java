@@ -23,7 +23,8 @@ public final class LockedCommandExec extends LockedExec {
         EngineGuard guard = noted(EngineGuard.enter(session(), plan));
         InternalRow[] rows = underGuard(guard, PlanWalker.nodeName(plan), () -> {
             TestHolds.await("zklock.guard.holdFile");  // a test loses the locks here
-            FreshListings.refresh(guard, plan);  // what it reads, as of its locks
+            // what it reads, as of its locks
+            LockMetricsSource.of(sparkContext()).listings(FreshListings.refresh(guard, plan));
             return child.executeCollect();
         });
         scala.collection.immutable.List<InternalRow> out =

@@ -106,7 +106,8 @@ public final class LockedQueryExec extends LockedExec {
         LogicalPlan analyzed = analyzed();
         EngineGuard guard = noted(EngineGuard.enterQuery(session(), analyzed));
         if (guard.holds() || EngineGuard.underClaim(sparkContext())) {
-            FreshListings.refresh(guard, analyzed, plan);
+            LockMetricsSource.of(sparkContext()).listings(
+                FreshListings.refresh(guard, analyzed, plan));
         }
         return guard;
     }
