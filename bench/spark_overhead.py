@@ -132,6 +132,11 @@ def serve(kind: str, hosts: str) -> int:
     print(json.dumps({"ready": True}), file=answers, flush=True)
     for line in sys.stdin:
         req = json.loads(line)
+        if req["op"] == "totals":  # zklock's source in Spark's metrics system
+            from zklock.spark.lock_client import engine_of
+
+            print(str(engine_of(spark).lockTotals()), file=answers, flush=True)
+            continue
         to_jvm, callbacks = crossings.mark()
         t0 = time.perf_counter()
         ops[req["op"]](req["i"])
@@ -198,6 +203,12 @@ class App:
         answer = json.loads(self.proc.stdout.readline())
         self.crossings.setdefault(op, []).append((answer["to_jvm"], answer["callbacks"]))
         return float(answer["s"])
+
+    def totals(self) -> dict[str, float]:
+        """zklock's application totals (LockMetricsSource.java), as Spark's sinks see them."""
+        self.proc.stdin.write(json.dumps({"op": "totals"}) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -274,6 +285,7 @@ def classic_tables(hosts: str, reps: int) -> str:
         check1 = [ours.run("check1", i) for i in range(reps)]
         read = [ours.run("zk_read", i) for i in range(reps)]
         py4j = [ours.run("py4j", i) for i in range(reps)]
+        totals = ours.totals()
     finally:
         bare.close()
         ours.close()
@@ -285,7 +297,13 @@ def classic_tables(hosts: str, reps: int) -> str:
             f" {median_ms(check):.2f} ms, less an empty py4j call, {median_ms(py4j):.2f} ms);"
             f" the same check of one node (one read round trip of the JVM's ZooKeeper client):"
             f" {median_ms(check1) - median_ms(py4j):.2f} ms; one bare ZooKeeper read round"
-            f" trip from Python (kazoo exists): {median_ms(read):.2f} ms.")
+            f" trip from Python (kazoo exists): {median_ms(read):.2f} ms."
+            f"\n\nFresh file listings over the whole run (zklock's source in Spark's metrics"
+            f" system): {totals.get('fileIndexesListed', 0):.0f} file indexes listed again, by"
+            f" {totals.get('fileListing', 0):.0f} statements, at"
+            f" {totals.get('fileListingMeanMs', 0):.2f} ms each on average;"
+            f" {totals.get('fileIndexesKept', 0):.0f} kept, their tables unlocked by anyone"
+            f" since.")
 
 
 def connect_tables(hosts: str, reps: int) -> str:

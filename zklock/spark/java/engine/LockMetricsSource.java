@@ -54,8 +54,8 @@ final class LockMetricsSource implements Source {
     }
 
     /** The counts of the zklock source registered in this JVM's metrics system, read from
-     *  there (as a sink reads them): {"statementsLocked": n, "lockWait": n, ...}; {} when
-     *  none is registered. */
+     *  there (as a sink reads them): {"statementsLocked": n, "lockWait": n, "lockWaitMeanMs":
+     *  x, ...} (a timer's count and its mean); {} when none is registered. */
     static String registered() {
         SparkEnv env = SparkEnv.get();
         com.fasterxml.jackson.databind.node.ObjectNode counts =
@@ -68,7 +68,10 @@ final class LockMetricsSource implements Source {
         while (sources.hasNext()) {
             MetricRegistry found = sources.next().metricRegistry();
             found.getCounters().forEach((name, c) -> counts.put(name, c.getCount()));
-            found.getTimers().forEach((name, t) -> counts.put(name, t.getCount()));
+            found.getTimers().forEach((name, t) -> {
+                counts.put(name, t.getCount());
+                counts.put(name + "MeanMs", t.getSnapshot().getMean() / 1e6);
+            });
         }
         return counts.toString();
     }
