@@ -1,8 +1,8 @@
 """Where Spark runs (issue 33): start-up from the wheel against a compile, and a Spark Thrift
 server's INSERT, bare against locked. Side by side in one run.
 
-Run: ``.venv/bin/python bench/deploy.py [--runs 3] [--inserts 40] [--out FILE]``. It starts
-its own ZooKeeper unless ZKLOCK_ZK is set.
+Run: ``.venv/bin/python bench/deploy.py [--runs 3] [--statements 60] [--out FILE]`` (``--runs
+0``: the Thrift server only). It starts its own ZooKeeper unless ZKLOCK_ZK is set.
 
 1. **From import to the first locked statement**, in a fresh Python each time: import
    ``zklock.spark``, build a local SparkSession with ``configure()``, ``enforce()``, run one
@@ -12,11 +12,13 @@ its own ZooKeeper unless ZKLOCK_ZK is set.
    - **compile**: the source tree with an empty ``ZKLOCK_CACHE_DIR``: the jar is compiled
      first (what a source install did on every fresh machine before issue 33).
    Both start a Spark driver (most of the time); compare the difference.
-2. **A Thrift server's INSERT**: Spark's own Thrift server bare, and ``zklock spark
-   thrift-server`` (engine extension, child lock client), both from the installed PySpark;
-   after a warm-up, beeline runs the same INSERTs (``beeline -f``) in four rounds that
-   alternate which server goes first, and each statement's time is the one beeline
-   reports. Medians per server, and their difference.
+2. **A Thrift server's statements**: Spark's own Thrift server bare, and ``zklock spark
+   thrift-server`` (engine extension, child lock client), both from the installed PySpark.
+   One PyHive connection to each (what dbt's ``thrift`` method opens); after a warm-up,
+   each INSERT and each ``SELECT count(*)`` runs on both back to back, the order
+   alternating, timed by the client. Medians per server, the median of the paired
+   differences, and the calls the child lock client answered per statement, counted by
+   the child itself (a wrapper named by spark.zklock.lockClient.python).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import sysconfig
@@ -100,18 +101,96 @@ def start_up(hosts: str, runs: int, work: Path) -> dict[str, list[float]]:
     return times
 
 
-TIMING = re.compile(r"\((\d+(?:\.\d+)?) seconds\)")
+#: The child lock client, counting and timing what the JVM asks it over its pipe: a wrapper
+#: of ``python -m zklock.spark.lock_process`` named by spark.zklock.lockClient.python, which
+#: writes {call: count, call + "_s": seconds answering} to the file it is given after every
+#: call.
+COUNTING_CHILD = """
+import json, os, sys, time
+from zklock.spark import lock_process
+
+counts, where = {}, sys.argv[1]
+answer = lock_process.LockProcess.answer
 
 
-def beeline_times(url: str, statements: list[str], work: Path) -> list[float]:
-    script = work / f"statements-{free_port()}.sql"
-    script.write_text("".join(f"{s};\n" for s in statements))
-    out = subprocess.run([str(pyspark_home() / "bin" / "beeline"), "-u", url, "-n", "bench",
-                          "-f", str(script)], capture_output=True, text=True, timeout=900)
-    found = [float(t) for t in TIMING.findall(out.stdout + out.stderr)]
-    if out.returncode != 0 or len(found) < len(statements):
-        raise SystemExit((out.stdout + out.stderr)[-3000:])
-    return found[-len(statements):]
+def counted(self, message):
+    t0 = time.perf_counter()
+    answer(self, message)
+    call = message.get("call")
+    counts[call] = counts.get(call, 0) + 1
+    counts[call + "_s"] = counts.get(call + "_s", 0) + time.perf_counter() - t0
+    with open(where + ".tmp", "w") as f:
+        json.dump(counts, f)
+    os.replace(where + ".tmp", where)
+
+
+lock_process.LockProcess.answer = counted
+sys.exit(lock_process.main())
+"""
+
+
+def counting_child(work: Path) -> tuple[Path, Path]:
+    """The Python to give spark.zklock.lockClient.python, and the file it counts into."""
+    script, counts = work / "counting_child.py", work / "child-calls.json"
+    script.write_text(COUNTING_CHILD)
+    wrapper = work / "counting-python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} {counts}\n")
+    wrapper.chmod(0o755)
+    return wrapper, counts
+
+
+def csv_sink(directory: Path) -> list[str]:
+    """Spark's CSV metrics sink, every second, into ``directory``: how the bench reads the
+    engine's own figures (zklock's source: LockMetricsSource.java) from the server's JVM."""
+    prefix = "spark.metrics.conf.*.sink.csv."
+    return [arg for k, v in (("class", "org.apache.spark.metrics.sink.CsvSink"),
+                             ("period", "1"), ("unit", "seconds"),
+                             ("directory", str(directory)))
+            for arg in ("--conf", f"{prefix}{k}={v}")]
+
+
+def engine_totals(directory: Path) -> dict[str, float]:
+    """The last row of each zklock timer's CSV (count, mean ms) the sink wrote: the
+    engine's view of the grant (lockWait: the call to the child and its answer) and of the
+    fresh listings. Read after the sink's next period, so that it covers what ran."""
+    wanted = {"lockWait", "fileListing"}
+    seen = {f: f.stat().st_mtime for f in directory.glob("*zklock.*.csv")}
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(
+            f.stat().st_mtime > m for f, m in seen.items()):
+        time.sleep(0.2)  # the sink writes once a second
+    out: dict[str, float] = {}
+    for f in directory.glob("*zklock.*.csv"):
+        name = f.stem.rsplit(".", 1)[-1]
+        if name in wanted:
+            header, *rows = f.read_text().splitlines()
+            row = dict(zip(header.split(","), rows[-1].split(","))) if rows else {}
+            out[name] = float(row.get("count", 0))
+            out[name + "MeanMs"] = float(row.get("mean", 0))  # the sink writes ms
+    return out
+
+
+class JdbcClient:
+    """One PyHive connection to a Thrift server (what dbt's ``thrift`` method opens), timing
+    each statement as the client sees it: execute, and for a query its rows fetched."""
+
+    def __init__(self, url: str) -> None:
+        from pyhive import hive
+
+        host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+        self.conn = hive.connect(host=host, port=int(port), username="bench")
+        self.cursor = self.conn.cursor()
+
+    def run(self, statement: str) -> float:
+        t0 = time.perf_counter()
+        self.cursor.execute(statement)
+        if statement.startswith("SELECT"):
+            self.cursor.fetchall()
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.cursor.close()
+        self.conn.close()
 
 
 def bare_thrift(work: Path) -> tuple[subprocess.Popen, str]:
@@ -138,32 +217,59 @@ def bare_thrift(work: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the bare Thrift server did not listen")
 
 
-def thrift(hosts: str, inserts: int, work: Path) -> dict[str, list[float]]:
+def thrift(hosts: str, statements: int, work: Path) -> dict:
+    """Each statement kind run ``statements`` times on both servers, back to back with the
+    order alternating; per kind the times on each and the paired differences, and the calls
+    the locked server's child lock client answered per statement."""
     (work / "bare").mkdir()
     bare, bare_url = bare_thrift(work / "bare")
     state = work / "zklock-state"
+    python, counts = counting_child(work)
+    metrics = work / "metrics"
+    metrics.mkdir()
     zk = [sys.executable, "-m", "zklock.cli.main", "--zk", hosts, "--root", "/bench-thrift",
           "--state-dir", str(state)]
     started = subprocess.run([*zk, "spark", "thrift-server", "start", "--port",
-                              str(free_port()), "--warehouse", str(work / "zk-wh")],
+                              str(free_port()), "--warehouse", str(work / "zk-wh"),
+                              "--conf", f"spark.zklock.lockClient.python={python}",
+                              *csv_sink(metrics)],
                              capture_output=True, text=True)
     if started.returncode != 0:
         bare.kill()
         raise SystemExit(started.stderr)
-    url = started.stdout.strip()
+    clients = {}
     try:
-        servers = {"bare": bare_url, "zklock": url}
-        times: dict[str, list[float]] = {"bare": [], "zklock": []}
-        for where in servers.values():  # the first statements load the catalog and
-            beeline_times(where, ["CREATE TABLE t (id INT) USING parquet",  # start the child
-                                  "INSERT INTO t VALUES (0)"], work)
-        rounds = 4  # alternating which server goes first, so that noise hits both
-        for r in range(rounds):
-            batch = [f"INSERT INTO t VALUES ({r * 1000 + i})" for i in range(inserts // rounds)]
-            for name in (("bare", "zklock") if r % 2 == 0 else ("zklock", "bare")):
-                times[name] += beeline_times(servers[name], batch, work)
-        return times
+        clients = {"bare": JdbcClient(bare_url), "zklock": JdbcClient(started.stdout.strip())}
+        for client in clients.values():  # the first statements load the catalog, start the
+            client.run("CREATE TABLE t (id INT) USING parquet")  # child, and warm both up
+            for i in range(10):
+                client.run(f"INSERT INTO t VALUES ({i})")
+                client.run("SELECT count(*) FROM t")
+        out: dict = {}
+        kinds = {"INSERT": lambda i: f"INSERT INTO t VALUES ({i})",
+                 "SELECT": lambda i: "SELECT count(*) FROM t"}
+        for kind, text in kinds.items():
+            before = json.loads(counts.read_text())
+            times: dict[str, list[float]] = {"bare": [], "zklock": []}
+            diffs = []
+            for i in range(statements):
+                order = ("bare", "zklock") if i % 2 == 0 else ("zklock", "bare")
+                took = {name: clients[name].run(text(1000 + i)) for name in order}
+                for name in order:
+                    times[name].append(took[name])
+                diffs.append(took["zklock"] - took["bare"])
+            after = json.loads(counts.read_text())
+            calls = {c: (after.get(c, 0) - before.get(c, 0)) / statements for c in after
+                     if not c.endswith("_s")}
+            answering = {c[:-2]: (after[c] - before.get(c, 0)) * 1000
+                         / max(1, after[c[:-2]] - before.get(c[:-2], 0))
+                         for c in after if c.endswith("_s")}
+            out[kind] = {"times": times, "diffs": diffs, "calls": calls,
+                         "child_ms": answering, "engine": engine_totals(metrics)}
+        return out
     finally:
+        for client in clients.values():
+            client.close()
         subprocess.run([*zk, "spark", "thrift-server", "stop"], capture_output=True)
         bare.terminate()
         bare.wait(30)
@@ -172,39 +278,51 @@ def thrift(hosts: str, inserts: int, work: Path) -> dict[str, list[float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--inserts", type=int, default=40)
+    parser.add_argument("--statements", type=int, default=60,
+                        help="statements of each kind on each Thrift server")
     parser.add_argument("--out")
     args = parser.parse_args()
     hosts, server = start_zookeeper()
     work = Path(tempfile.mkdtemp(prefix="zklock-bench-deploy-"))
     try:
-        start = start_up(hosts, args.runs, work)
-        inserts = thrift(hosts, args.inserts, work)
+        start = start_up(hosts, args.runs, work) if args.runs else {}
+        jdbc = thrift(hosts, args.statements, work)
     finally:
         if server is not None:
             server.stop()
-    lines = [
-        f"From import to the first locked statement (fresh Python, local Spark; {args.runs}"
-        " runs each, alternating):", "",
-        "| jar | median s | runs s |", "|---|---|---|"]
-    for side, xs in start.items():
-        lines.append(f"| {side} | {median_ms(xs) / 1000:.1f} | "
-                     + ", ".join(f"{x:.1f}" for x in xs) + " |")
-    saved = median_ms(start["compile"]) - median_ms(start["wheel"])
-    lines += ["", f"The wheel's jar saves {saved / 1000:.1f} s of the first statement.", "",
-              f"A Spark Thrift server's INSERT (beeline, {len(inserts['bare'])} statements"
-              " each in alternating rounds, beeline's own timings):", "",
-              "| server | median ms | p90 ms |", "|---|---|---|"]
-    for side, xs in inserts.items():
-        ordered = sorted(xs)
-        lines.append(f"| {side} | {median_ms(xs):.0f} |"
-                     f" {ordered[int(0.9 * (len(ordered) - 1))] * 1000:.0f} |")
-    locked, bare = median_ms(inserts["zklock"]), median_ms(inserts["bare"])
-    lines += ["", f"Locked against bare: x{locked / bare:.2f} (+{locked - bare:.0f} ms a"
-              " statement)."]
+    lines = []
+    if start:
+        lines += [
+            f"From import to the first locked statement (fresh Python, local Spark; {args.runs}"
+            " runs each, alternating):", "",
+            "| jar | median s | runs s |", "|---|---|---|"]
+        for side, xs in start.items():
+            lines.append(f"| {side} | {median_ms(xs) / 1000:.1f} | "
+                         + ", ".join(f"{x:.1f}" for x in xs) + " |")
+        saved = median_ms(start["compile"]) - median_ms(start["wheel"])
+        lines += ["", f"The wheel's jar saves {saved / 1000:.1f} s of the first statement.", ""]
+    lines += [f"A Spark Thrift server's statements over JDBC (PyHive, {args.statements} of each"
+              " kind on each server, back to back, the order alternating; the client's own"
+              " timings):", "",
+              "| statement | bare median ms (p90) | locked median ms (p90) |"
+              " paired difference ms | child lock client calls per statement |"
+              " the child answering, ms per call | the engine's grant (lockWait), mean ms |",
+              "|---|---:|---:|---:|---|---|---:|"]
+
+    def p90(xs: list[float]) -> float:
+        return sorted(xs)[int(0.9 * (len(xs) - 1))] * 1000
+
+    for kind, got in jdbc.items():
+        bare, locked = got["times"]["bare"], got["times"]["zklock"]
+        calls = ", ".join(f"{c} {n:.2f}" for c, n in sorted(got["calls"].items()) if n)
+        child = ", ".join(f"{c} {ms:.2f}" for c, ms in sorted(got["child_ms"].items()))
+        lines.append(f"| {kind} | {median_ms(bare):.1f} ({p90(bare):.1f}) |"
+                     f" {median_ms(locked):.1f} ({p90(locked):.1f}) |"
+                     f" {median_ms(got['diffs']):+.1f} | {calls} | {child} |"
+                     f" {got['engine'].get('lockWaitMeanMs', 0):.2f} |")
     text = "\n".join(lines)
     print(text)
-    print(json.dumps({"start": start, "inserts": inserts}))
+    print(json.dumps({"start": start, "jdbc": jdbc}))
     if args.out:
         with open(args.out, "a") as f:
             f.write(text + "\n")

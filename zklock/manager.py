@@ -429,8 +429,9 @@ class LockManager:
             f"{paths[t]}/{LockNodeName.prefix(t.mode, explicit, attempt_id, req.naming)}", raw,
             flags) for t in targets]
         session = self.session_id
-        existing = [paths[t] for t in targets if paths[t] not in set(missing)]
-        tables = [paths[t] for t in targets if paths[t] in existing and t.obj.kind == "table"]
+        created = set(missing)
+        existing = [paths[t] for t in targets if paths[t] not in created]
+        tables = [paths[t] for t in targets if t.obj.kind == "table" and paths[t] not in created]
         try:
             results, zxids, post, stats = self.ops.multi_and_children(ops, existing, tables)
         except MultiFailed as exc:

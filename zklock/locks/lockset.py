@@ -76,8 +76,10 @@ def sole_versions(held: list[HeldLock], stats: dict[str, Any]) -> dict[LockObjec
     ZooKeeper numbers the creates only, where the cversion counts deletes too.) A table the
     set writes (X on it or on one of its partitions) is left out: its files change after
     the listing, under this very set."""
-    written = {h.target.obj.table_name for h in held if h.target.mode is Mode.EXCLUSIVE}
     out: dict[LockObject, SoleVersion] = {}
+    if not stats:
+        return out
+    written = {h.target.obj.table_name for h in held if h.target.mode is Mode.EXCLUSIVE}
     for h in held:
         if h.target.obj.table_name in written:
             continue
