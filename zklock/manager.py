@@ -52,6 +52,7 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from .config import Settings
 from .errors import LockNotAcquired, ZooKeeperUnavailable
 from .leases.lease import Lease, Leases, process_holder
+from .locks import pending
 from .locks.attempt import Conflict, Denied, Granted, Outcome, Retry, describe_conflicts
 from .locks.intents import Request, View, defers_to, judge
 from .locks.leftovers import Leftovers
@@ -242,6 +243,7 @@ class LockManager:
         targets = normalize(locks)
         if not settings.support_concurrency or not targets:
             return LockSet.empty()
+        pending.settle()  # this process's completed statements' releases go first
         data = self.lock_data(query_id, query, kind="implicit", settings=settings,
                               app=self.application)
         return self.acquire_targets(targets, data, explicit=False, retries=retries,
@@ -614,6 +616,7 @@ class LockManager:
         naming the holder, InvalidArguments on bad input, ExceedsMaxLeaseTime
         past ``max_lease_s``.
         """
+        pending.settle()  # this process's completed statements' releases go first
         lease_id = self.leases.grab(objs, duration_s, wait_s, holder)
         metrics.LEASE_OPS.labels("grab").inc()
         return lease_id
@@ -850,6 +853,7 @@ class LockManager:
         waiting requests (kind ``intent``).
         """
         start = LockObject.parse(obj) if obj is not None else None
+        pending.settle()  # never list a statement of this process that has returned
         return self.ops.with_retry(walk, self.ops, self.root, start, extended, False, None,
                                    intents)
 

@@ -443,6 +443,30 @@ def test_engine_locks_are_seen_and_lost_as_a_wrappers_are(spark, db, make_manage
     assert count(spark, table) == before
 
 
+def test_a_commands_release_comes_after_it_returns_and_before_this_processs_next_request(
+        spark, db, make_manager, zk, root) -> None:
+    """A command that completed with its nodes in place returns before its release
+    (Releases.java): the release goes to the lock client a moment later, or with its next
+    acquire. A request this process makes right after (the same manager's acquire, another
+    manager's, a listing) first lets it go: none ever meets the command's own locks."""
+    table = f"{db}.events"
+    manager, other = make_manager(), make_manager()
+    before = count(spark, table)
+    with enforce(spark, manager):
+        for i in range(5):
+            spark.sql(f"INSERT INTO {table} PARTITION (ds='r{i}') VALUES (1)")
+            assert manager.show(table) == []  # listed after the release, never before
+            spark.sql(f"INSERT INTO {table} PARTITION (ds='r{i}') VALUES (2)")
+            other.acquire([(table, "X")]).release()  # retries=0: a lingering lock would deny
+            spark.sql(f"INSERT INTO {table} PARTITION (ds='r{i}') VALUES (3)")
+            manager.acquire([(table, "X")]).release()
+            spark.sql(f"INSERT INTO {table} PARTITION (ds='r{i}') VALUES (4)")
+            spark.sql(f"INSERT INTO {table} PARTITION (ds='r{i}') VALUES (5)")  # its
+            # grant carried the previous one's release: no denial by its own predecessor
+    assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
+    assert count(spark, table) == before + 25
+
+
 def test_a_failing_command_releases_its_locks(spark, db, make_manager, zk, root):
     from conftest import lock_nodes, wait_for
 

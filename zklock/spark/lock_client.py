@@ -47,6 +47,7 @@ from ..errors import (
     ZkLockError,
     ZooKeeperUnavailable,
 )
+from ..locks import pending
 from ..locks.locknode import LockNodeName
 from ..locks.lockset import LockSet
 from ..locks.mode import Mode
@@ -170,6 +171,8 @@ class EngineLockClient:
             if doc.get(Field.VERSION) != VERSION:
                 return _answer(Outcome.REFUSED, message=f"zklock: a lock request in format"
                                f" {doc.get('version')}, where this client reads {VERSION}")
+            for done in doc.get(Field.RELEASES) or ():  # completed statements' (Releases.java)
+                self.release(str(done))
             settings = self.settings
             if not settings.support_concurrency:  # (or SET so), as Hive
                 return _answer(Outcome.UNLOCKED)
@@ -284,6 +287,7 @@ class EngineLockClient:
 
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
+        owes_releases(self.spark)
         # from the settings, not the manager: building it connects, which waits for the
         # first statement (a ZooKeeper out of reach fails that, not this)
         self._previous = engine.install(self, client_profile(
@@ -300,6 +304,7 @@ class EngineLockClient:
 
         engine = engine_of(self.spark)
         ensure_callback_server_started(self.spark.sparkContext._gateway)
+        owes_releases(self.spark)
         if not engine.bind(self.spark._jsparkSession, self,
                            client_profile(self.settings, None)):
             raise InvalidArguments(
@@ -421,6 +426,14 @@ def has_client(spark: Any) -> bool:
     """Has this application's engine extension a lock client? Raises JvmModuleError when
     the application was built without the extension."""
     return bool(engine_of(spark).hasClient())
+
+
+def owes_releases(spark: Any) -> None:
+    """This process's direct requests (an acquire, a lease, a listing) first let the engine
+    send the releases of the statements that returned (Releases.java, zklock/locks/pending.py):
+    one py4j call each, and none on a statement's path."""
+    engine = engine_of(spark)
+    pending.register(id(engine), engine.flushReleases)
 
 
 def engine_of(spark: Any) -> Any:

@@ -153,6 +153,7 @@ class Field:
     SOLE = _VALUES["field.sole"]
     ZOOKEEPER = _VALUES["field.zookeeper"]
     NODES = _VALUES["field.nodes"]
+    RELEASES = _VALUES["field.releases"]
     OBJECTS = _VALUES["field.objects"]
     ANSWER = _VALUES["field.answer"]
     STATEMENT = _VALUES["field.statement"]

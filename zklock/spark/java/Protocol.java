@@ -76,6 +76,7 @@ public final class Protocol {
         public static final String SOLE = get("field.sole");
         public static final String ZOOKEEPER = get("field.zookeeper");
         public static final String NODES = get("field.nodes");
+        public static final String RELEASES = get("field.releases");
         public static final String OBJECTS = get("field.objects");
         public static final String ANSWER = get("field.answer");
         public static final String STATEMENT = get("field.statement");

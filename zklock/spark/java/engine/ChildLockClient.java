@@ -241,6 +241,11 @@ final class ChildLockClient implements EngineLockClient {
 
     @Override
     public String acquire(String request) {
+        try {  // the completed statements' releases it carries (Releases.java) end their sets
+            JSON.readTree(request).path(Field.RELEASES).forEach(h -> held.remove(h.asText()));
+        } catch (IOException e) {
+            // the child refuses a request it cannot read: nothing was released
+        }
         JsonNode reply = call(Protocol.ACQUIRE, request, null, false);
         if (Protocol.GRANTED.equals(reply.path(Field.OUTCOME).asText())) {
             served = true;

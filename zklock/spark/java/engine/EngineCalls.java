@@ -34,6 +34,12 @@ public final class EngineCalls {
         LostJobs.cancel(sc, tag);
     }
 
+    /** Send the releases of every statement that returned and wait until they are sent
+     *  (Releases.java): before a direct request of this process's Python. */
+    public static void flushReleases() {
+        Releases.flushAll();
+    }
+
     /** Is a lock client installed in this process? */
     public static boolean hasClient() {
         return LockClients.hasClient();

@@ -75,8 +75,9 @@ final class EngineGuard {
     private final SparkContext sc;
     /** The objects it holds in X, as a person names them; null when it holds none. */
     private final String writes;
-    /** Its lock nodes, as granted. */
+    /** Its lock nodes, as granted, and the ZooKeeper holding them (connect string). */
     private final List<String> nodes;
+    private String zookeeper = "";
     /** The answer whose locks it holds: what covers a block's statements (enterBlock). */
     private final JsonNode held;
     /** Whether a detached guard's set was released (releaseDetached runs once). */
@@ -244,6 +245,7 @@ final class EngineGuard {
         request.put(Field.COMMAND, name);
         request.put(Field.OBJECTS, what);
         request.put(Field.QUERY_ID, sc.getLocalProperty(Protocol.QUERY_ID));
+        request.put(Field.RELEASES, Releases.takeFor(client));  // before this grant: in order
         JsonNode grant;
         long asked = System.nanoTime();
         try {
@@ -285,8 +287,8 @@ final class EngineGuard {
         guard.waitNanos = guard.grantedAt - asked;
         guard.attempts = grant.path(Field.ATTEMPTS).asInt(1);
         guard.waitedFor = grant.path(Field.WAITED_FOR).asText("");
-        guard.sole = FreshListings.versions(grant.path(Field.SOLE),
-            grant.path(Field.ZOOKEEPER).asText());
+        guard.zookeeper = grant.path(Field.ZOOKEEPER).asText();
+        guard.sole = FreshListings.versions(grant.path(Field.SOLE), guard.zookeeper);
         return new Grant(guard, guard.attempts);
     }
 
@@ -557,6 +559,15 @@ final class EngineGuard {
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
         sc.setLocalProperty(ENGINE_HELD, null);
+        String refused = fenceRefusal(failure);
+        String gone = null;  // its nodes, checked at its end: null when all are there
+        if (failure == null && refused == null) {
+            gone = written.committedThroughFence() ? null : goneAtEnd();
+            if (gone == null) {  // held throughout: released after it returns (Releases)
+                Releases.later(client, handle, nodes);
+                return null;
+            }
+        }
         JsonNode released;
         try {
             released = read(client.release(handle, failure != null), VERSION);
@@ -571,7 +582,11 @@ final class EngineGuard {
         List<String> objects = new ArrayList<>();
         released.path(Field.OBJECTS).forEach(o -> objects.add(o.asText()));
         Map<String, String> parameters = Collections.singletonMap(Field.OBJECTS, String.join("\n", objects));
-        String refused = fenceRefusal(failure);
+        if (gone != null && !Protocol.OUTCOME_LOST.equals(released.path(Field.OUTCOME).asText())) {
+            // ZooKeeper says so before the client may know: the loss is ZooKeeper's word
+            released = JSON.createObjectNode().put(Field.OUTCOME, Protocol.OUTCOME_LOST)
+                .put(Field.MESSAGE, gone);
+        }
         lost = refused != null || Protocol.OUTCOME_LOST.equals(released.path(Field.OUTCOME).asText());
         if (refused != null) {  // the loss may be known to ZooKeeper only, not to the client yet
             return EngineRefusal.of(Protocol.OUTCOME_LOST, Protocol.message("commit_refused",
@@ -593,6 +608,19 @@ final class EngineGuard {
         String why = Protocol.message(failure != null ? "lost_cancelled" : "lost_completed",
             "command", command, "reason", released.path(Field.MESSAGE).asText("session lost"));
         return EngineRefusal.of(Protocol.OUTCOME_LOST, why, failure, parameters);
+    }
+
+    /** Whether its lock nodes are all still there now that it completed (a sync and an exists
+     *  each, one read round trip of the JVM's own ZooKeeper client: CommitFence): null when
+     *  they are, so that it held them throughout (a node, once gone, never returns); else
+     *  why not, ZooKeeper out of reach included (fail closed). */
+    private String goneAtEnd() {
+        try {
+            CommitFence.check(zookeeper, nodes);
+            return null;
+        } catch (IOException e) {
+            return e.getMessage();
+        }
     }
 
     /** A write that failed under its locks, typed (ZKLOCK_WRITE_FAILED), naming what it
@@ -636,7 +664,7 @@ final class EngineGuard {
      *  no channel to it, or the connection broken), not an error the client raised? py4j
      *  says so with its network exception, an I/O cause, or, where Python's end of a pinned
      *  thread's connection closed (ClientServerConnection), "Received empty command". */
-    private static boolean callbackGone(Throwable e) {
+    static boolean callbackGone(Throwable e) {
         boolean py4j = false;
         boolean io = false;
         for (Throwable t = e; t != null; t = t.getCause()) {

@@ -9,7 +9,9 @@
 //   acquire({"version": 1, "handle": "<the JVM's id of this request>", "answer": <LockAnswer>,
 //            "statement": "...", "user": "..."|null, "application": "<Spark application id>",
 //            "command": "<plan node>", "objects": "<what it locks, for messages>",
-//            "query_id": "<the thread's zklock.query.id>"|null})
+//            "query_id": "<the thread's zklock.query.id>"|null,
+//            "releases": ["<handle>", ...]})  (completed statements' sets, released first:
+//                                              Releases.java)
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
 //         "token": "...", "attempts": n, "zookeeper": "...", "nodes": ["/warehouse/...", ...],
 //         "sole": [[db, table, "<table node>", czxid, cversion], ...]}  (FreshListings.java)

@@ -26,9 +26,15 @@ final class LockClients {
     /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
      *  is (ClientProfile.java; null for a client this returned before); returns the previous
      *  one. */
-    static synchronized EngineLockClient install(EngineLockClient next, String profile) {
-        EngineLockClient previous = client;
-        client = profiled(next, profile);
+    static EngineLockClient install(EngineLockClient next, String profile) {
+        EngineLockClient previous;
+        synchronized (LockClients.class) {
+            previous = client;
+            client = profiled(next, profile);
+        }
+        if (previous != null) {  // its completed statements' releases, while its Python is here
+            Releases.flush(previous);  // (outside the lock: a failed send calls gone())
+        }
         return previous;
     }
 
@@ -36,13 +42,20 @@ final class LockClients {
      *  process's again), as {@code profile} says it is. One per session: false, and nothing
      *  changed, when {@code session} has one already (a second LockingSession would
      *  silently take the first one's statements). */
-    static synchronized boolean bind(SparkSession session, EngineLockClient next,
-                                 String profile) {
+    static boolean bind(SparkSession session, EngineLockClient next, String profile) {
         if (next == null) {
-            BOUND.remove(session);
+            EngineLockClient previous;
+            synchronized (LockClients.class) {
+                previous = BOUND.remove(session);
+            }
+            if (previous != null) {  // its completed statements' releases, before it closes
+                Releases.flush(previous);  // (outside the lock: a failed send calls gone())
+            }
             return true;
         }
-        return BOUND.putIfAbsent(session, profiled(next, profile)) == null;
+        synchronized (LockClients.class) {
+            return BOUND.putIfAbsent(session, profiled(next, profile)) == null;
+        }
     }
 
     private static EngineLockClient profiled(EngineLockClient next, String profile) {
@@ -139,6 +152,7 @@ final class LockClients {
      *  {@code nodes}: the lock nodes of a statement it held, which the JVM now counts as
      *  lost, for the next child to delete rather than wait out the dead Python's session. */
     static synchronized void gone(EngineLockClient dead, List<String> nodes) {
+        Releases.forget(dead);
         if (client == dead) {
             client = null;
         }
