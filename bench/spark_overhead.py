@@ -181,8 +181,12 @@ def zk_read(locking: Any) -> Any:
 class App:
     """The driver's end of one application process."""
 
-    def __init__(self, kind: str, hosts: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--hosts", hosts],
+    def __init__(self, kind: str, hosts: str, tree: Optional[Path] = None) -> None:
+        """``tree``: a checkout of zklock at another commit whose application to run (its
+        own copy of this script, its own jar), for a before-and-after in one run."""
+        script = Path(__file__) if tree is None else tree / "bench" / Path(__file__).name
+        self.proc = subprocess.Popen([sys.executable, str(script), "--serve", kind, "--hosts",
+                                      hosts],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline()
@@ -274,12 +278,18 @@ CLASSIC = {
 }
 
 
-def classic_tables(hosts: str, reps: int) -> str:
+def classic_tables(hosts: str, reps: int, before: Optional[Path] = None) -> str:
     bare, ours = App("bare", hosts), App("zklock", hosts)
+    earlier = App("zklock", hosts, before) if before is not None else None
+    against_before: list = []
     try:
         rows = side_by_side({
             name: (lambda i, op=b: bare.run(op, i), lambda i, op=z: ours.run(op, i))
             for name, (b, z) in CLASSIC.items()}, reps)
+        if earlier is not None:
+            against_before = side_by_side({
+                name: (lambda i, op=z: earlier.run(op, i), lambda i, op=z: ours.run(op, i))
+                for name, (b, z) in CLASSIC.items()}, reps)
         crossings = [(bare.crossings_of(b), ours.crossings_of(z)) for b, z in CLASSIC.values()]
         check = [ours.run("check", i) for i in range(reps)]
         check1 = [ours.run("check1", i) for i in range(reps)]
@@ -289,21 +299,35 @@ def classic_tables(hosts: str, reps: int) -> str:
     finally:
         bare.close()
         ours.close()
+        if earlier is not None:
+            earlier.close()
     text = markdown("Classic (two local applications, 2 cores each, one ZooKeeper):", rows,
                     crossings)
     own = median_ms(check) - median_ms(py4j)
-    return (text + f"\n\nThe engine's check of a LockingSession statement (its 4 lock nodes"
-            f" still exist: 4 exists, pipelined): {own:.2f} ms (called through py4j here:"
-            f" {median_ms(check):.2f} ms, less an empty py4j call, {median_ms(py4j):.2f} ms);"
-            f" the same check of one node (one read round trip of the JVM's ZooKeeper client):"
-            f" {median_ms(check1) - median_ms(py4j):.2f} ms; one bare ZooKeeper read round"
-            f" trip from Python (kazoo exists): {median_ms(read):.2f} ms."
-            f"\n\nFresh file listings over the whole run (zklock's source in Spark's metrics"
-            f" system): {totals.get('fileIndexesListed', 0):.0f} file indexes listed again, by"
-            f" {totals.get('fileListing', 0):.0f} statements, at"
-            f" {totals.get('fileListingMeanMs', 0):.2f} ms each on average;"
-            f" {totals.get('fileIndexesKept', 0):.0f} kept, their tables unlocked by anyone"
-            f" since.")
+    text += (f"\n\nThe engine's check of a LockingSession statement (its 4 lock nodes"
+             f" still exist: 4 exists, pipelined): {own:.2f} ms (called through py4j here:"
+             f" {median_ms(check):.2f} ms, less an empty py4j call, {median_ms(py4j):.2f} ms);"
+             f" the same check of one node (one read round trip of the JVM's ZooKeeper client):"
+             f" {median_ms(check1) - median_ms(py4j):.2f} ms; one bare ZooKeeper read round"
+             f" trip from Python (kazoo exists): {median_ms(read):.2f} ms."
+             f"\n\nFresh file listings over the whole run (zklock's source in Spark's metrics"
+             f" system): {totals.get('fileIndexesListed', 0):.0f} file indexes listed again, by"
+             f" {totals.get('fileListing', 0):.0f} statements, at"
+             f" {totals.get('fileListingMeanMs', 0):.2f} ms each on average;"
+             f" {totals.get('fileIndexesKept', 0):.0f} kept, their tables unlocked by anyone"
+             f" since.\n\nCommands' ends (the same source): {totals.get('statementEnd', 0):.0f}"
+             f" commands, {totals.get('releasesAfterReturn', 0):.0f} of them released after"
+             f" they returned; their end took {totals.get('statementEndMeanMs', 0):.2f} ms on"
+             f" their path on average (the check of their nodes, where the fence had not made"
+             f" it, or their release).")
+    if against_before:
+        text += "\n\n" + "\n".join(
+            [f"zklock here against zklock at {before} (`--before`), same run, the same"
+             " statements back to back, the order alternating:", "",
+             "| statement | before ms | here ms | paired difference ms |",
+             "|---|---:|---:|---:|"]
+            + [f"| {n} | {b:.1f} | {z:.1f} | {d:+.1f} |" for n, b, z, d in against_before])
+    return text
 
 
 def connect_tables(hosts: str, reps: int) -> str:
@@ -389,6 +413,8 @@ def main() -> int:
                     help="measure classic local applications")
     ap.add_argument("--connect", action=argparse.BooleanOptionalAction, default=True,
                     help="also measure Spark Connect servers")
+    ap.add_argument("--before", type=Path,
+                    help="a checkout of zklock at another commit: its application too, classic")
     ap.add_argument("--serve", choices=("bare", "zklock"), help=argparse.SUPPRESS)
     ap.add_argument("--hosts", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -412,7 +438,7 @@ def main() -> int:
         tables = [f"One ZooKeeper write round trip in this run: {median_ms(writes):.2f} ms"
                   " (median of 200 sets)."]
         if args.classic:
-            tables.append(classic_tables(hosts, args.reps))
+            tables.append(classic_tables(hosts, args.reps, args.before))
         if args.connect:
             tables.append(connect_tables(hosts, args.reps))
     finally:

@@ -452,6 +452,8 @@ def test_a_commands_release_comes_after_it_returns_and_before_this_processs_next
     table = f"{db}.events"
     manager, other = make_manager(), make_manager()
     before = count(spark, table)
+    totals = lambda: json.loads(str(engine_of(spark).lockTotals()))  # noqa: E731
+    start = totals()
     with enforce(spark, manager):
         for i in range(5):
             spark.sql(f"INSERT INTO {table} PARTITION (ds='r{i}') VALUES (1)")
@@ -465,6 +467,11 @@ def test_a_commands_release_comes_after_it_returns_and_before_this_processs_next
             # grant carried the previous one's release: no denial by its own predecessor
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=30)
     assert count(spark, table) == before + 25
+    # Spark's metrics system says so too: every command's end was released after it returned
+    end = totals()
+    ended = end["statementEnd"] - start.get("statementEnd", 0)
+    assert ended >= 25, (start, end)
+    assert end["releasesAfterReturn"] - start.get("releasesAfterReturn", 0) == ended, (start, end)
 
 
 def test_a_failing_command_releases_its_locks(spark, db, make_manager, zk, root):

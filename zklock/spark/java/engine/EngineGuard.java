@@ -91,6 +91,10 @@ final class EngineGuard {
     private String waitedFor = "";
     private long grantedAt;
     private long releasedAt;
+    /** How long its end took on its path (the check, or the release), and whether its
+     *  release was sent after it returned (Releases.java). */
+    private long endNanos;
+    private boolean releasedAfter;
     private volatile boolean lost;
     /** The tables where its node was alone when granted (FreshListings.Version). */
     private Map<String, FreshListings.Version> sole = Collections.emptyMap();
@@ -509,6 +513,16 @@ final class EngineGuard {
         return releasedAt == 0 ? 0 : (releasedAt - grantedAt) / 1_000_000;
     }
 
+    /** How long its end took on its path, in ns: its check, or its release. */
+    long endNanos() {
+        return endNanos;
+    }
+
+    /** Was its release sent after it returned (Releases.java)? */
+    boolean releasedAfter() {
+        return releasedAfter;
+    }
+
     /** Whether its set was lost while it held it. */
     boolean lost() {
         return lost;
@@ -565,6 +579,8 @@ final class EngineGuard {
             gone = written.committedThroughFence() ? null : goneAtEnd();
             if (gone == null) {  // held throughout: released after it returns (Releases)
                 Releases.later(client, handle, nodes);
+                releasedAfter = true;
+                endNanos = System.nanoTime() - releasedAt;
                 return null;
             }
         }
@@ -579,6 +595,7 @@ final class EngineGuard {
             released = JSON.createObjectNode().put(Field.OUTCOME, Protocol.OUTCOME_LOST).put(Field.MESSAGE,
                 "the lock client in this application's Python stopped answering");
         }
+        endNanos = System.nanoTime() - releasedAt;
         List<String> objects = new ArrayList<>();
         released.path(Field.OBJECTS).forEach(o -> objects.add(o.asText()));
         Map<String, String> parameters = Collections.singletonMap(Field.OBJECTS, String.join("\n", objects));

@@ -32,6 +32,8 @@ final class LockMetricsSource implements Source {
     private final Counter denials = registry.counter("lockDenials");
     private final Timer holds = registry.timer("lockHeld");
     private final Counter lost = registry.counter("lockSetsLost");
+    private final Timer ends = registry.timer("statementEnd");
+    private final Counter releasedAfter = registry.counter("releasesAfterReturn");
     private final Timer listing = registry.timer("fileListing");
     private final Counter listed = registry.counter("fileIndexesListed");
     private final Counter kept = registry.counter("fileIndexesKept");
@@ -107,6 +109,10 @@ final class LockMetricsSource implements Source {
     /** It released them (lost or not). */
     void released(EngineGuard guard) {
         holds.update(guard.heldMillis(), TimeUnit.MILLISECONDS);
+        if (guard.endNanos() > 0) {  // a command's end (a query's release is at its end)
+            ends.update(guard.endNanos(), TimeUnit.NANOSECONDS);
+            releasedAfter.inc(guard.releasedAfter() ? 1 : 0);
+        }
         if (guard.lost()) {
             lost.inc();
         }
