@@ -150,7 +150,7 @@ def csv_sink(directory: Path) -> list[str]:
 
 
 def engine_totals(directory: Path) -> dict[str, float]:
-    """The last row of each zklock timer's CSV (count, mean ms) the sink wrote: the
+    """The last row of each zklock timer's CSV (count, median ms) the sink wrote: the
     engine's view of the grant (lockWait: the call to the child and its answer) and of the
     fresh listings. Read after the sink's next period, so that it covers what ran."""
     wanted = {"lockWait", "fileListing"}
@@ -166,7 +166,7 @@ def engine_totals(directory: Path) -> dict[str, float]:
             header, *rows = f.read_text().splitlines()
             row = dict(zip(header.split(","), rows[-1].split(","))) if rows else {}
             out[name] = float(row.get("count", 0))
-            out[name + "MeanMs"] = float(row.get("mean", 0))  # the sink writes ms
+            out[name + "MedianMs"] = float(row.get("p50", 0))  # the sink writes ms
     return out
 
 
@@ -306,7 +306,7 @@ def main() -> int:
               " timings):", "",
               "| statement | bare median ms (p90) | locked median ms (p90) |"
               " paired difference ms | child lock client calls per statement |"
-              " the child answering, ms per call | the engine's grant (lockWait), mean ms |",
+              " the child answering, ms per call | the engine's grant (lockWait), median ms |",
               "|---|---:|---:|---:|---|---|---:|"]
 
     def p90(xs: list[float]) -> float:
@@ -319,7 +319,7 @@ def main() -> int:
         lines.append(f"| {kind} | {median_ms(bare):.1f} ({p90(bare):.1f}) |"
                      f" {median_ms(locked):.1f} ({p90(locked):.1f}) |"
                      f" {median_ms(got['diffs']):+.1f} | {calls} | {child} |"
-                     f" {got['engine'].get('lockWaitMeanMs', 0):.2f} |")
+                     f" {got['engine'].get('lockWaitMedianMs', 0):.2f} |")
     text = "\n".join(lines)
     print(text)
     print(json.dumps({"start": start, "jdbc": jdbc}))

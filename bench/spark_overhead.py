@@ -287,9 +287,11 @@ def classic_tables(hosts: str, reps: int, before: Optional[Path] = None) -> str:
             name: (lambda i, op=b: bare.run(op, i), lambda i, op=z: ours.run(op, i))
             for name, (b, z) in CLASSIC.items()}, reps)
         if earlier is not None:
+            # warmed as long as this application was by the run above: a JVM keeps getting
+            # faster over its first hundreds of statements
             against_before = side_by_side({
                 name: (lambda i, op=z: earlier.run(op, i), lambda i, op=z: ours.run(op, i))
-                for name, (b, z) in CLASSIC.items()}, reps)
+                for name, (b, z) in CLASSIC.items()}, reps, warm=reps + 10)
         crossings = [(bare.crossings_of(b), ours.crossings_of(z)) for b, z in CLASSIC.values()]
         check = [ours.run("check", i) for i in range(reps)]
         check1 = [ours.run("check1", i) for i in range(reps)]
@@ -313,12 +315,12 @@ def classic_tables(hosts: str, reps: int, before: Optional[Path] = None) -> str:
              f"\n\nFresh file listings over the whole run (zklock's source in Spark's metrics"
              f" system): {totals.get('fileIndexesListed', 0):.0f} file indexes listed again, by"
              f" {totals.get('fileListing', 0):.0f} statements, at"
-             f" {totals.get('fileListingMeanMs', 0):.2f} ms each on average;"
+             f" {totals.get('fileListingMedianMs', 0):.2f} ms each (median);"
              f" {totals.get('fileIndexesKept', 0):.0f} kept, their tables unlocked by anyone"
              f" since.\n\nCommands' ends (the same source): {totals.get('statementEnd', 0):.0f}"
              f" commands, {totals.get('releasesAfterReturn', 0):.0f} of them released after"
-             f" they returned; their end took {totals.get('statementEndMeanMs', 0):.2f} ms on"
-             f" their path on average (the check of their nodes, where the fence had not made"
+             f" they returned; their end took {totals.get('statementEndMedianMs', 0):.2f} ms on"
+             f" their path (median; the check of their nodes, where the fence had not made"
              f" it, or their release).")
     if against_before:
         text += "\n\n" + "\n".join(

@@ -57,7 +57,8 @@ final class LockMetricsSource implements Source {
 
     /** The counts of the zklock source registered in this JVM's metrics system, read from
      *  there (as a sink reads them): {"statementsLocked": n, "lockWait": n, "lockWaitMeanMs":
-     *  x, ...} (a timer's count and its mean); {} when none is registered. */
+     *  x, "lockWaitMedianMs": x, ...} (a timer's count, mean and median); {} when none is
+     *  registered. */
     static String registered() {
         SparkEnv env = SparkEnv.get();
         com.fasterxml.jackson.databind.node.ObjectNode counts =
@@ -73,6 +74,7 @@ final class LockMetricsSource implements Source {
             found.getTimers().forEach((name, t) -> {
                 counts.put(name, t.getCount());
                 counts.put(name + "MeanMs", t.getSnapshot().getMean() / 1e6);
+                counts.put(name + "MedianMs", t.getSnapshot().getMedian() / 1e6);
             });
         }
         return counts.toString();
