@@ -9,6 +9,10 @@
 // gone, never comes back. What the release still does (delete the nodes, record the event)
 // then happens after the statement's return, a moment later.
 //
+// The statement's thread only appends to a lock-free queue: it never waits for the sender,
+// nor wakes it while the sender is busy (the sender looks every POLL_MS while statements
+// keep ending, and sleeps once idle).
+//
 // Order: a lock client's next acquire carries the releases not yet sent, and waits for one
 // being sent, so that a statement never meets its predecessor's nodes in the same client
 // (ZooKeeper serves one session's requests in order: the deletes go before the creates).
@@ -21,6 +25,9 @@ import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -31,18 +38,31 @@ import zklock.Protocol.Field;
 
 final class Releases {
     private static final ObjectMapper JSON = new ObjectMapper();
-    /** The releases not yet sent, by lock client (a py4j proxy's equals would call Python). */
+    /** Where completed statements leave their releases (no lock taken). */
+    private static final ConcurrentLinkedQueue<Pending> INBOX = new ConcurrentLinkedQueue<>();
+    /** The releases not yet sent, by lock client (a py4j proxy's equals would call Python);
+     *  guarded, with SENDING, by QUEUED's monitor, which no statement's end takes. */
     private static final Map<EngineLockClient, List<Pending>> QUEUED = new IdentityHashMap<>();
     /** Lock clients whose releases the sender is sending now. */
     private static final Map<EngineLockClient, Boolean> SENDING = new IdentityHashMap<>();
-    private static Thread sender;
+    private static volatile Thread sender;
+    /** Whether the sender sleeps until unparked (idle), rather than looking every POLL_MS. */
+    private static volatile boolean asleep;
+    /** While statements keep ending, the sender looks for releases this often rather than
+     *  being woken by each (a wake-up may hand it the core of the statement's thread). */
+    private static final long POLL_MS = 2;
+    /** How long the sender keeps looking after its last release before it sleeps. */
+    private static final long IDLE_MS = 200;
 
-    /** A release to send: the set's handle and its nodes (for a client found dead). */
+    /** A release to send: its lock client, the set's handle and its nodes (for a client
+     *  found dead). */
     private static final class Pending {
+        final EngineLockClient client;
         final String handle;
         final List<String> nodes;
 
-        Pending(String handle, List<String> nodes) {
+        Pending(EngineLockClient client, String handle, List<String> nodes) {
+            this.client = client;
             this.handle = handle;
             this.nodes = nodes;
         }
@@ -54,15 +74,39 @@ final class Releases {
     /** Queue the release of {@code handle}'s set, which {@code client} granted and whose
      *  statement completed with its locks held. */
     static void later(EngineLockClient client, String handle, List<String> nodes) {
-        synchronized (QUEUED) {
-            QUEUED.computeIfAbsent(client, c -> new ArrayList<>()).add(new Pending(handle, nodes));
-            if (sender == null) {
-                sender = new Thread(Releases::send, "zklock-releases");
-                sender.setDaemon(true);
-                sender.start();
+        INBOX.add(new Pending(client, handle, nodes));
+        Thread running = sender;
+        if (running == null) {
+            synchronized (Releases.class) {
+                if (sender == null) {
+                    sender = new Thread(Releases::send, "zklock-releases");
+                    sender.setDaemon(true);
+                    sender.start();
+                }
             }
-            QUEUED.notifyAll();
+        } else if (asleep) {  // else it looks within POLL_MS
+            LockSupport.unpark(running);
         }
+    }
+
+    /** Move what the inbox holds to QUEUED (under its monitor). */
+    private static void sort() {
+        for (Pending p = INBOX.poll(); p != null; p = INBOX.poll()) {
+            QUEUED.computeIfAbsent(p.client, c -> new ArrayList<>()).add(p);
+        }
+    }
+
+    /** Wait (under QUEUED's monitor) until nothing is being sent to {@code client}. */
+    private static boolean idle(EngineLockClient client) {
+        while (SENDING.containsKey(client)) {
+            try {
+                QUEUED.wait();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        }
+        return true;
     }
 
     /** The releases {@code client} has not been sent yet, taken from the queue to travel
@@ -71,14 +115,8 @@ final class Releases {
     static ArrayNode takeFor(EngineLockClient client) {
         ArrayNode out = JSON.createArrayNode();
         synchronized (QUEUED) {
-            while (SENDING.containsKey(client)) {
-                try {
-                    QUEUED.wait();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    break;
-                }
-            }
+            idle(client);
+            sort();
             List<Pending> pending = QUEUED.remove(client);
             for (Pending p : pending == null ? Collections.<Pending>emptyList() : pending) {
                 out.add(p.handle);
@@ -92,14 +130,10 @@ final class Releases {
     static void flush(EngineLockClient client) {
         List<Pending> pending;
         synchronized (QUEUED) {
-            while (SENDING.containsKey(client)) {
-                try {
-                    QUEUED.wait();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    return;
-                }
+            if (!idle(client)) {
+                return;
             }
+            sort();
             pending = QUEUED.remove(client);
             if (pending == null) {
                 return;
@@ -113,6 +147,7 @@ final class Releases {
     static void flushAll() {
         List<EngineLockClient> clients;
         synchronized (QUEUED) {
+            sort();
             clients = new ArrayList<>(QUEUED.keySet());
             clients.addAll(SENDING.keySet());
         }
@@ -125,27 +160,41 @@ final class Releases {
      *  ends with it, and its nodes are counted lost (LockClients.gone). */
     static void forget(EngineLockClient dead) {
         synchronized (QUEUED) {
+            sort();
             QUEUED.remove(dead);
         }
     }
 
     private static void send() {
+        long lastSent = System.nanoTime();
         while (true) {
-            EngineLockClient client;
-            List<Pending> pending;
+            EngineLockClient client = null;
+            List<Pending> pending = null;
             synchronized (QUEUED) {
-                while (QUEUED.isEmpty()) {
-                    try {
-                        QUEUED.wait();
-                    } catch (InterruptedException e) {
-                        return;
-                    }
+                sort();
+                if (!QUEUED.isEmpty()) {
+                    client = QUEUED.keySet().iterator().next();
+                    pending = QUEUED.remove(client);
+                    SENDING.put(client, Boolean.TRUE);
                 }
-                client = QUEUED.keySet().iterator().next();
-                pending = QUEUED.remove(client);
-                SENDING.put(client, Boolean.TRUE);
             }
-            sendAll(client, pending);
+            if (client != null) {
+                sendAll(client, pending);
+                lastSent = System.nanoTime();
+                continue;
+            }
+            if (System.nanoTime() - lastSent > TimeUnit.MILLISECONDS.toNanos(IDLE_MS)) {
+                asleep = true;
+                if (INBOX.isEmpty()) {  // (a release queued after the flag is seen unparks)
+                    LockSupport.park();
+                }
+                asleep = false;
+            } else {
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(POLL_MS));
+            }
+            if (Thread.interrupted()) {
+                return;
+            }
         }
     }
 
