@@ -208,6 +208,13 @@ def test_a_read_keeps_its_listing_until_anyone_locks_the_table(
         with other.acquire(target):
             assert spark.table(table).count() == 3  # beside another holder: listed again
         assert count() == 3
+        assert count() == 3
+    # this application writing it under another lock space (the suite's other ZooKeeper),
+    # where this one's nodes see nothing: its own write's end lists the table again
+    with enforce(spark, make_manager()):
+        spark.sql(f"INSERT INTO {table} VALUES (9)")
+    with enforce(spark, make_manager(hosts=unswept_hosts)):
+        assert count() == 4
 
 
 def test_a_query_with_a_view_subquery_and_cache_takes_one_set_of_locks(

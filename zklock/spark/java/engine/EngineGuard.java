@@ -562,6 +562,7 @@ final class EngineGuard {
      *  the refusal to fail the command with, caused by {@code failure} (its own error, or
      *  null when it completed); else null. */
     EngineRefusal exit(String command, Throwable failure) {
+        countWrites();
         if (client == null) {
             return null;
         }
@@ -625,6 +626,22 @@ final class EngineGuard {
         String why = Protocol.message(failure != null ? "lost_cancelled" : "lost_completed",
             "command", command, "reason", released.path(Field.MESSAGE).asText("session lost"));
         return EngineRefusal.of(Protocol.OUTCOME_LOST, why, failure, parameters);
+    }
+
+    /** Its writes have ended (done or failed): the listings this JVM took of what it held in
+     *  X are kept no more (FreshListings.written); under locks a client holds for it (a
+     *  Connect claim, a block), whatever it wrote is unnamed here, so every listing. */
+    private void countWrites() {
+        if (held == null) {
+            FreshListings.written(null, null);
+            return;
+        }
+        for (JsonNode t : held.path(Field.TARGETS)) {
+            if ("X".equals(t.path(Field.MODE).asText())) {
+                FreshListings.written(t.path(Field.DB).asText(),
+                    t.path(Field.TABLE).isTextual() ? t.path(Field.TABLE).asText() : null);
+            }
+        }
     }
 
     /** Whether its lock nodes are all still there now that it completed (a sync and an exists

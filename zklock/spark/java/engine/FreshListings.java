@@ -19,6 +19,12 @@
 // last listed or kept (that grant's node deleted, this one's made), no one locked the table
 // in between, and no locked write can have changed its files: the listing is kept. Anything
 // else (another lock seen, another index object, a table node made again) lists again.
+//
+// One more thing lists again: a write by this JVM to the table, under any lock space. Locks in
+// another root or chroot never touch this one's nodes, yet the same application may write a
+// table in one and read it in the other (a LockingSession with a root of its own beside the
+// process's client). Each write's end counts against its table (WRITES), and a listing is kept
+// only when no write of this JVM ended since it was taken.
 package zklock.engine;
 
 import java.lang.ref.WeakReference;
@@ -43,6 +49,10 @@ public final class FreshListings {
      *  table's node (Version.node): one entry per table this JVM read, the index held
      *  weakly. */
     private static final Map<String, Listed> LISTED = new ConcurrentHashMap<>();
+    /** Writes of this JVM that ended, by table and by database ({@link #key}, or the
+     *  database's name), and all of them (""): a listing taken before one is never kept. */
+    private static final Map<String, java.util.concurrent.atomic.AtomicLong> WRITES =
+        new ConcurrentHashMap<>();
 
     /** A table node's czxid and cversion at a grant where the grant's node was alone. */
     static final class Version {
@@ -63,15 +73,37 @@ public final class FreshListings {
         }
     }
 
-    /** A file index, and the version of its table at the grant it was listed or kept under. */
+    /** A file index, the version of its table at the grant it was listed or kept under,
+     *  and the count of this JVM's writes when that listing began. */
     private static final class Listed {
         final WeakReference<FileIndex> index;
         final Version version;
+        final long writes;
 
-        Listed(FileIndex index, Version version) {
+        Listed(FileIndex index, Version version, long writes) {
             this.index = new WeakReference<>(index);
             this.version = version;
+            this.writes = writes;
         }
+    }
+
+    /** A write of this JVM to {@code db}.{@code table} ended (null table: the database, or
+     *  null db too: something unnamed): no listing of it taken before is kept. */
+    static void written(String db, String table) {
+        String key = db == null ? "" : table == null ? db.toLowerCase(Locale.ROOT) : key(db, table);
+        WRITES.computeIfAbsent(key, k -> new java.util.concurrent.atomic.AtomicLong())
+            .incrementAndGet();
+    }
+
+    /** The writes so far that touch {@code key}'s table (its own, its database's, any). */
+    private static long writes(String key) {
+        String db = key.substring(0, key.indexOf('\u0000'));
+        long n = 0;
+        for (String k : new String[] {key, db, ""}) {
+            java.util.concurrent.atomic.AtomicLong c = WRITES.get(k);
+            n += c == null ? 0 : c.get();
+        }
+        return n;
     }
 
     /** What a statement's relations got: how many file indexes were listed again, how
@@ -114,15 +146,16 @@ public final class FreshListings {
             FileIndex index = e.getKey();
             String key = key(e.getValue());
             Version now = guard == null || key == null ? null : guard.sole(key);
+            long writes = key == null ? 0 : writes(key);  // before the listing, never after
             Listed last = now == null ? null : LISTED.get(now.node);
             boolean kept = last != null && last.index.get() == index
-                && last.version.followedBy(now);
+                && last.version.followedBy(now) && last.writes == writes;
             if (!kept) {
                 index.refresh();
                 listed++;
             }
             if (now != null) {
-                LISTED.put(now.node, new Listed(index, now));
+                LISTED.put(now.node, new Listed(index, now, writes));
             }
         }
         return new Listings(listed, indexes.size() - listed, System.nanoTime() - start);
