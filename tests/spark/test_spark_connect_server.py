@@ -473,9 +473,9 @@ def test_connect_session_takes_the_classic_locks(make_connect_locking, cdb, spar
 
 def test_a_connect_locking_sessions_reads_list_the_files_again(make_connect_locking, cdb):
     """The server's session keeps a table's file listing; another application adds a file
-    (here: a copy of one, as its append would, telling this server nothing). A Connect
-    LockingSession's read, under the S lock its client took, lists the files again
-    (LockedQueryExec.java) and counts the new rows."""
+    under its X lock (here: a copy of one, as its append would, telling this server
+    nothing). A Connect LockingSession's next read lists the files again (its grant sees
+    that someone locked the table since: FreshListings.java) and counts the new rows."""
     import shutil
     from pathlib import Path
     from urllib.parse import urlparse
@@ -488,7 +488,8 @@ def test_a_connect_locking_sessions_reads_list_the_files_again(make_connect_lock
         f"DESCRIBE TABLE EXTENDED {cdb}.listed").collect() if r.col_name == "Location")
     part = next(p for p in Path(urlparse(location).path).iterdir()
                 if p.name.startswith("part-"))
-    shutil.copy(part, part.with_name("part-99999-another-application.parquet"))
+    with locking.manager.acquire([(f"{cdb}.listed", "X")]):  # as the other's append holds
+        shutil.copy(part, part.with_name("part-99999-another-application.parquet"))
     import pyarrow.parquet
 
     added = pyarrow.parquet.read_metadata(str(part)).num_rows
