@@ -51,6 +51,7 @@ from kazoo.retry import KazooRetry, RetryFailedError
 
 from .config import Settings
 from .errors import LockNotAcquired, ZooKeeperUnavailable
+from .handler import PollingHandler
 from .leases.lease import Lease, Leases, process_holder
 from .locks import pending
 from .locks.attempt import Conflict, Denied, Granted, Outcome, Retry, describe_conflicts
@@ -128,7 +129,7 @@ def connect(settings: Settings) -> KazooClient:
     client = KazooClient(
         hosts=hosts, timeout=settings.session_timeout,
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
-        default_acl=identity.acl(), **identity.client_args(),
+        default_acl=identity.acl(), handler=PollingHandler(), **identity.client_args(),
     )
     client.zklock_identity = identity  # type: ignore[attr-defined]
     try:
