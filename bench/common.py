@@ -12,7 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+#: Where zklock imports from: this checkout, or another's laid out as installed
+#: (bench/scheduler.py --before runs processes of both in one run).
+sys.path.insert(0, os.environ.get("ZKLOCK_BENCH_IMPORTS")
+                or str(Path(__file__).resolve().parents[1]))
 
 from zklock.servers.ports import free_port  # noqa: E402
 from zklock.servers.zookeeper import ZkServer  # noqa: E402

@@ -15,6 +15,10 @@ its own ZooKeeper (fsync on) unless ZKLOCK_ZK is set, and in one run:
 
 The processes run statements with a no-op runner: this measures the
 scheduler's coordination (claims, watches, takes, progress), not Spark.
+
+``--before TREE`` (a checkout of zklock at another commit) adds a before-and-after in
+the same run: latency runs alternating the leader and executor processes of TREE and of
+this checkout, with each side's CPU over the run.
 """
 
 from __future__ import annotations
@@ -22,15 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
 
 from common import report, start_zookeeper  # noqa: E402
 from zklock.scheduler.admin import ScheduledQueries  # noqa: E402
@@ -93,10 +99,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def spawn(role: str, hosts: str, namespace: str, pool: int) -> subprocess.Popen:
+def importable(tree: Path) -> Path:
+    """A directory from which ``tree``'s zklock imports as installed: zklock/ with its
+    scheduler/ and cli/ inside (setup.cfg's package_dir), copied to a temporary place."""
+    out = Path(tempfile.mkdtemp(prefix="zklock-before-"))
+    shutil.copytree(tree / "zklock", out / "zklock")
+    for part in ("scheduler", "cli"):
+        shutil.copytree(tree / part, out / "zklock" / part)
+    return out
+
+
+def spawn(role: str, hosts: str, namespace: str, pool: int,
+          imports: Optional[Path] = None) -> subprocess.Popen:
+    env = dict(os.environ, ZKLOCK_BENCH_IMPORTS=str(imports or ROOT))
     proc = subprocess.Popen([sys.executable, __file__, "--role", role, "--hosts", hosts,
                              "--namespace", namespace, "--pool", str(pool)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -125,24 +143,53 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def latency_run(hosts: str, leader_role: str, seconds: float) -> dict:
+def latency_run(hosts: str, leader_role: str, seconds: float,
+                imports: Optional[Path] = None) -> dict:
+    """Latencies of 100 schedules every second; with the leader's and the executor's CPU
+    (ms per second) over the measured part."""
     namespace = f"lat-{leader_role}-{int(time.time())}"
     adm = admin(hosts, namespace)
-    lead = spawn(leader_role, hosts, namespace, 0)
+    lead = spawn(leader_role, hosts, namespace, 0, imports)
     time.sleep(1)
-    work = spawn("executor", hosts, namespace, 64)
+    work = spawn("executor", hosts, namespace, 64, imports)
     try:
         for i in range(100):
             adm.apply(parse_scheduled_ddl(f"CREATE SCHEDULED QUERY s{i} EVERY 1 SECOND"
                                           " AS SELECT 1"))
         start = int(time.time() * 1000) + 2000
-        time.sleep(seconds)
+        time.sleep(2)
+        c0, e0, t0 = cpu_seconds(lead.pid), cpu_seconds(work.pid), time.monotonic()
+        time.sleep(seconds - 2)
+        c1, e1, t1 = cpu_seconds(lead.pid), cpu_seconds(work.pid), time.monotonic()
         end = int(time.time() * 1000) - 3000
         lat = latencies(adm, start, end)
     finally:
         terminate(lead, work)
     return {"triggers": len(lat), "p50_s": pct(lat, 0.5), "p99_s": pct(lat, 0.99),
-            "max_s": max(lat)}
+            "max_s": max(lat), "leader_cpu_ms_per_s": 1000 * (c1 - c0) / (t1 - t0),
+            "executor_cpu_ms_per_s": 1000 * (e1 - e0) / (t1 - t0)}
+
+
+def before_and_after(hosts: str, before: Path, seconds: float, rounds: int) -> str:
+    """Latency runs alternating ``before``'s processes and this checkout's, in one run."""
+    imports = importable(before)
+    rows = []
+    try:
+        for r in range(rounds):
+            for side, where in (("before", imports), ("here", None)):
+                got = latency_run(hosts, "leader", seconds, where)
+                print(side, r + 1, json.dumps(got), flush=True)
+                rows.append(f"| {side}, round {r + 1} | {got['p50_s']:.3f} s |"
+                            f" {got['p99_s']:.3f} s | {got['max_s']:.3f} s |"
+                            f" {got['leader_cpu_ms_per_s']:.0f} |"
+                            f" {got['executor_cpu_ms_per_s']:.0f} |")
+    finally:
+        shutil.rmtree(imports, ignore_errors=True)
+    return "\n".join([
+        f"Before ({before}) and here, alternating, {seconds:g} s each, 100 schedules every"
+        " second:", "",
+        "| processes | p50 | p99 | max | leader CPU ms/s | executor CPU ms/s |",
+        "|---|---:|---:|---:|---:|---:|", *rows])
 
 
 def cpu_run(hosts: str, seconds: float) -> dict:
@@ -176,11 +223,22 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=40)
     ap.add_argument("--out", help="append the Markdown table to this file")
+    ap.add_argument("--before", type=Path,
+                    help="a checkout at another commit: alternate its processes with this"
+                         " checkout's in latency runs (and skip the other parts)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of --before")
     args = ap.parse_args()
     if args.role:
         run_process(args.role, args.hosts, args.namespace, args.pool)
         return
     hosts, server = start_zookeeper()
+    if args.before is not None:
+        try:
+            report(before_and_after(hosts, args.before, args.seconds, args.rounds), args.out)
+        finally:
+            if server is not None:
+                server.stop()
+        return
     try:
         ours = latency_run(hosts, "leader", args.seconds)
         print("zklock", json.dumps(ours), flush=True)
