@@ -721,14 +721,15 @@ class LockManager:
 
         ZooKeeper applies one session's requests in order, so anything this
         client asks next already sees the locks gone; others see them gone
-        one round trip later. Should the multi fail, the synchronous path
-        (with its lenient fallback) runs on a helper thread.
+        one round trip later, and this process's direct requests in other sessions
+        wait for the reply first (zklock/locks/pending.py). Should the multi fail, the
+        synchronous path (with its lenient fallback) runs on a helper thread.
         """
         ops = [self.ops.delete_op(n) for n in nodes]
         if len(chunk_ops(ops)) != 1 or self.client.state != KazooState.CONNECTED:
             return False
         try:
-            pending = self.ops.multi_async(ops)
+            reply = self.ops.multi_async(ops)
         except Exception:
             return False
 
@@ -737,7 +738,8 @@ class LockManager:
                 self.ops.check_multi(result.get())
             except Exception:
                 dispatch(self._release_nodes, nodes)
-        pending.rawlink(done)
+        reply.rawlink(done)
+        pending.sent(reply)
         return True
 
     def delete_nodes(self, nodes: Sequence[str]) -> None:
