@@ -32,7 +32,7 @@ from zklock.config import Settings
 from zklock.observe import metrics
 from zklock.zk import CONNECTION_ERRORS
 
-from .model import Execution, ScheduledQuery, State
+from .model import Execution, State
 from .runner import Runner
 from .store import ExecutorInfo, Fenced, SchedulerStore
 
@@ -66,10 +66,6 @@ class Running:
     stopping: bool = False
     done: bool = False
     last_ok: float = field(default_factory=time.monotonic)  # last progress ZooKeeper took
-    # the run's query as read right after its take (None: it had none), for its end
-    # commit; a later change of the query only fails that versioned commit, which reads again
-    query: Optional[ScheduledQuery] = None
-    query_read: bool = False
 
 
 class Executor:
@@ -180,13 +176,6 @@ class Executor:
             e.start = e.last_update = now
             e.next_deadline = self._deadline(e, now)
             offers.append((e, self.store.take_async(e)))
-        # the runs' queries, for their end commits: one multiRead behind the takes (so no
-        # round trip of its own), instead of a read in each run's thread (bench/scheduler.py)
-        try:
-            queries: Optional[dict[str, ScheduledQuery]] = self.store.queries_of(
-                e.query_name for e, _ in offers)
-        except Exception:  # the takes' answers still decide; each end reads its own
-            queries = None
         lost = launched = 0
         for e, result in offers:
             try:
@@ -202,20 +191,17 @@ class Executor:
             metrics.EXECUTIONS.labels(State.EXECUTING.value).inc()
             if not e.manual:
                 metrics.TRIGGER_TO_START.observe(max(0.0, (e.start - e.trigger_time) / 1000))
-            launched += self._launch(e, queries)
+            launched += self._launch(e)
         if launched:
             self._publish()
         if lost:
             self._wake.set()  # look again: what the others left may still be queued
 
-    def _launch(self, e: Execution, queries: Optional[dict[str, ScheduledQuery]]) -> int:
-        """Start a taken run; how many started (0: taken as this executor stopped).
-        ``queries``: the queries that existed right after the take, or None: not read."""
+    def _launch(self, e: Execution) -> int:
+        """Start a taken run; how many started (0: taken as this executor stopped)."""
         if self._stopped.is_set():
             return 0  # the leader times it out (its executor is gone)
         run = Running(e, e.executor_query_id or e.id)
-        if queries is not None:
-            run.query, run.query_read = queries.get(e.query_name), True
         with self._lock:
             self._running[e.id] = run
             self.started_runs += 1
@@ -259,9 +245,8 @@ class Executor:
                 log.warning("execution %s was fenced (timed out by the leader); its end is not"
                             " recorded", e.id)
                 return
-            for attempt in range(50):
-                q = run.query if attempt == 0 and run.query_read else \
-                    self.store.get_query(e.query_name)
+            for _ in range(50):
+                q = self.store.get_query(e.query_name)
                 now = now_ms()
                 e.end = e.last_update = now
                 e.next_deadline = None

@@ -127,13 +127,6 @@ class SchedulerStore:
             return None
         return ScheduledQuery.from_bytes(raw, stat.version)
 
-    def queries_of(self, names: Iterable[str]) -> dict[str, ScheduledQuery]:
-        """The queries of these names that exist, in one round trip (a multiRead)."""
-        names = list(dict.fromkeys(names))
-        return {n: ScheduledQuery.from_bytes(*got)
-                for n, got in zip(names, self.get_many(self.query_path(n) for n in names))
-                if got is not None}
-
     def get_execution(self, exec_id: str) -> Optional[Execution]:
         try:
             raw, stat = self.client.get(self.execution_path(exec_id))
