@@ -221,13 +221,16 @@ def main() -> None:
     ap.add_argument("--hosts")
     ap.add_argument("--namespace")
     ap.add_argument("--pool", type=int, default=0)
-    ap.add_argument("--seconds", type=float, default=40)
+    ap.add_argument("--seconds", type=float, default=40,
+                    help="length of each latency run (at least 10)")
     ap.add_argument("--out", help="append the Markdown table to this file")
     ap.add_argument("--before", type=Path,
                     help="a checkout at another commit: alternate its processes with this"
                          " checkout's in latency runs (and skip the other parts)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of --before")
     args = ap.parse_args()
+    if args.seconds < 10:
+        ap.error("--seconds must be at least 10 (2 s to start, 3 s at the end)")
     if args.role:
         run_process(args.role, args.hosts, args.namespace, args.pool)
         return

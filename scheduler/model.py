@@ -68,8 +68,7 @@ def _load(cls: Any, raw: bytes, version: int) -> Any:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidArguments(f"corrupt {cls.__name__} node: {exc}") from None
-    known = _stored_fields(cls)
-    obj = cls(**{k: v for k, v in data.items() if k in known})
+    obj = cls(**{k: data[k] for k in _stored_fields(cls) if k in data})
     obj.version = version
     return obj
 

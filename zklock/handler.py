@@ -8,11 +8,14 @@ of Python a wait. A scheduler leader claiming a burst of 100 triggers, or an
 executor taking them, spends a large share of its CPU there (bench/scheduler.py,
 docs/benchmarks.md), and every lock grant pays it too.
 
-poll(2) needs no descriptor of its own: one system call, about 1.5 us, and no
-limit on descriptor numbers (the reason kazoo left select(2)). The answer keeps
-kazoo's form: the readable and writable objects passed in, in three lists. A
-descriptor poll calls invalid raises OSError, as select(2) would; kazoo's
-connection treats that as a dropped connection.
+poll(2) needs no descriptor of its own: one system call, about 2 us, and no
+limit on descriptor numbers (the reason kazoo left select(2)). The answer has
+kazoo's form, the readable and writable objects passed in, in three lists, with
+select(2)'s meaning where kazoo's differs (kazoo's connection never meets either
+case): an object asked for both reading and writing is reported in each list it is
+ready for (kazoo's reports it as readable only), and a descriptor poll calls
+invalid raises OSError as select(2) would (kazoo's raises ValueError), which
+kazoo's connection treats as a dropped connection.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Optional
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.handlers.utils import fileobj_to_fd
 
-_READ = select.POLLIN | select.POLLPRI
+_READ = select.POLLIN
 _WRITE = select.POLLOUT
 
 

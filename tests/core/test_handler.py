@@ -1,7 +1,7 @@
 """PollingHandler: kazoo's wait on its sockets, answered by poll(2) (zklock/handler.py).
 
-Real sockets and a real ZooKeeper: the handler must answer exactly as kazoo's own does,
-or kazoo's connection would hang or drop."""
+Real sockets and a real ZooKeeper: where kazoo's connection asks, the handler must answer
+as kazoo's own does (those tests run on both), or the connection would hang or drop."""
 
 from __future__ import annotations
 
