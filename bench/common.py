@@ -74,6 +74,43 @@ def local_spark(prefix: str) -> Any:
     return spark
 
 
+def csv_sink_conf(directory: Path) -> dict[str, str]:
+    """Spark's CSV metrics sink, every second, into ``directory``, as Spark conf: how a bench
+    reads the engine's own figures (zklock's source: LockMetricsSource.java) from a server's
+    JVM."""
+    prefix = "spark.metrics.conf.*.sink.csv."
+    return {prefix + k: v for k, v in (("class", "org.apache.spark.metrics.sink.CsvSink"),
+                                       ("period", "1"), ("unit", "seconds"),
+                                       ("directory", str(directory)))}
+
+
+def csv_sink(directory: Path) -> list[str]:
+    """:func:`csv_sink_conf` as spark-submit's arguments."""
+    return [arg for k, v in csv_sink_conf(directory).items() for arg in ("--conf", f"{k}={v}")]
+
+
+def engine_totals(directory: Path,
+                  wanted: tuple[str, ...] = ("lockWait", "fileListing")) -> dict[str, float]:
+    """The last row of each ``wanted`` zklock timer's CSV (count, median ms) the sink wrote:
+    the engine's view of the grant (lockWait: the call to the lock client and its answer),
+    of the fresh listings, of a command's end (statementEnd). Read after the sink's next
+    period, so that it covers what ran."""
+    seen = {f: f.stat().st_mtime for f in directory.glob("*zklock.*.csv")}
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(
+            f.stat().st_mtime > m for f, m in seen.items()):
+        time.sleep(0.2)  # the sink writes once a second
+    out: dict[str, float] = {}
+    for f in directory.glob("*zklock.*.csv"):
+        name = f.stem.rsplit(".", 1)[-1]
+        if name in wanted:
+            header, *rows = f.read_text().splitlines()
+            row = dict(zip(header.split(","), rows[-1].split(","))) if rows else {}
+            out[name] = float(row.get("count", 0))
+            out[name + "MedianMs"] = float(row.get("p50", 0))  # the sink writes ms
+    return out
+
+
 def report(text: str, out: Optional[str]) -> None:
     """Print a benchmark's Markdown, and append it to ``out`` when given."""
     print(text)

@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import median_ms, start_zookeeper  # also puts the project on sys.path
+# (common also puts the project on sys.path)
+from common import csv_sink, engine_totals, median_ms, start_zookeeper
 from zklock.cli.connect_server import pyspark_home
 
 from zklock.servers.ports import free_port
@@ -137,37 +138,6 @@ def counting_child(work: Path) -> tuple[Path, Path]:
     wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} {counts}\n")
     wrapper.chmod(0o755)
     return wrapper, counts
-
-
-def csv_sink(directory: Path) -> list[str]:
-    """Spark's CSV metrics sink, every second, into ``directory``: how the bench reads the
-    engine's own figures (zklock's source: LockMetricsSource.java) from the server's JVM."""
-    prefix = "spark.metrics.conf.*.sink.csv."
-    return [arg for k, v in (("class", "org.apache.spark.metrics.sink.CsvSink"),
-                             ("period", "1"), ("unit", "seconds"),
-                             ("directory", str(directory)))
-            for arg in ("--conf", f"{prefix}{k}={v}")]
-
-
-def engine_totals(directory: Path) -> dict[str, float]:
-    """The last row of each zklock timer's CSV (count, median ms) the sink wrote: the
-    engine's view of the grant (lockWait: the call to the child and its answer) and of the
-    fresh listings. Read after the sink's next period, so that it covers what ran."""
-    wanted = {"lockWait", "fileListing"}
-    seen = {f: f.stat().st_mtime for f in directory.glob("*zklock.*.csv")}
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not any(
-            f.stat().st_mtime > m for f, m in seen.items()):
-        time.sleep(0.2)  # the sink writes once a second
-    out: dict[str, float] = {}
-    for f in directory.glob("*zklock.*.csv"):
-        name = f.stem.rsplit(".", 1)[-1]
-        if name in wanted:
-            header, *rows = f.read_text().splitlines()
-            row = dict(zip(header.split(","), rows[-1].split(","))) if rows else {}
-            out[name] = float(row.get("count", 0))
-            out[name + "MedianMs"] = float(row.get("p50", 0))  # the sink writes ms
-    return out
 
 
 class JdbcClient:

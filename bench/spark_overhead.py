@@ -34,6 +34,7 @@ join). ``--out`` appends the Markdown.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -45,7 +46,14 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import local_spark, median_ms, report, start_zookeeper  # noqa: E402
+from common import (  # noqa: E402
+    csv_sink_conf,
+    engine_totals,
+    local_spark,
+    median_ms,
+    report,
+    start_zookeeper,
+)
 
 INSERT = "INSERT INTO bench.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"
 SELECT = "SELECT count(*) FROM bench.t WHERE ds = 'd0'"
@@ -220,44 +228,54 @@ class App:
 
 
 # ---- measuring ------------------------------------------------------------------------
-def side_by_side(cases: dict[str, tuple[Any, Any]], reps: int, warm: int = 10) -> list:
-    """(name, bare ms, zklock ms, paired difference ms) per case; each case is two
-    ``run(i) -> seconds``, run back to back, the order alternating."""
+def side_by_side(cases: dict[str, tuple[Any, ...]], reps: int, warm: int = 10) -> list:
+    """Per case (name, [median ms of each contender], [median paired difference ms of the
+    last contender, zklock's, against each other one]). A case is its contenders, each a
+    ``run(i) -> seconds``; every rep runs them all back to back, in an order that cycles
+    through every permutation, so that noise (and who runs first) hits each side alike."""
     rows = []
     # every case warmed before any is measured: the first case measured alone paid the
     # JVMs' warm-up (a LockingSession INSERT once showed +17 ms against +8 ms for the same
     # statement of the plain session measured after it)
-    for bare, ours in cases.values():
+    for runs in cases.values():
         for i in range(warm):
-            bare(i)
-            ours(i)
-    for name, (bare, ours) in cases.items():
-        b, z, d = [], [], []
+            for run in runs:
+                run(i)
+    for name, runs in cases.items():
+        orders = list(itertools.permutations(range(len(runs))))
+        times: list[list[float]] = [[] for _ in runs]
+        diffs: list[list[float]] = [[] for _ in runs[:-1]]
         for i in range(reps):
-            if i % 2:
-                tb, tz = bare(i), ours(i)
-            else:
-                tz, tb = ours(i), bare(i)
-            b.append(tb)
-            z.append(tz)
-            d.append(tz - tb)
-        rows.append((name, median_ms(b), median_ms(z), median_ms(d)))
-        print(f"{name}: bare {rows[-1][1]:.1f} ms, zklock {rows[-1][2]:.1f} ms,"
-              f" difference {rows[-1][3]:+.1f} ms", file=sys.stderr)
+            took = {}
+            for k in orders[i % len(orders)]:
+                took[k] = runs[k](i)
+            for k, t in took.items():
+                times[k].append(t)
+            for k in range(len(runs) - 1):
+                diffs[k].append(took[len(runs) - 1] - took[k])
+        rows.append((name, [median_ms(t) for t in times], [median_ms(d) for d in diffs]))
+        print(f"{name}: " + ", ".join(f"{m:.1f}" for m in rows[-1][1]) + " ms; differences "
+              + ", ".join(f"{d:+.1f}" for d in rows[-1][2]) + " ms", file=sys.stderr)
     return rows
 
 
-def markdown(title: str, rows: list, crossings: Optional[list] = None) -> str:
-    """The table; ``crossings``, per row: (bare, zklock) medians of (Python to JVM, JVM to
-    Python) crossings."""
-    head = "| statement | bare ms | zklock ms | paired difference ms (%) |"
-    rule = "|---|---:|---:|---:|"
+def markdown(title: str, labels: list[str], rows: list,
+             crossings: Optional[list] = None) -> str:
+    """The table of :func:`side_by_side`'s ``rows``, its contenders named by ``labels``
+    (zklock's last); ``crossings``, per row: (bare, zklock) medians of (Python to JVM, JVM
+    to Python) crossings."""
+    head = ("| statement | " + " | ".join(f"{label} ms" for label in labels) + " | "
+            + " | ".join(f"paired difference against {label} ms (%)" for label in labels[:-1])
+            + " |")
+    rule = "|---|" + "---:|" * (2 * len(labels) - 1)
     if crossings is not None:
         head += " py4j calls bare / zklock | callbacks (JVM to Python) |"
         rule += "---:|---:|"
     out = [title, "", head, rule]
-    for k, (name, b, z, d) in enumerate(rows):
-        line = f"| {name} | {b:.1f} | {z:.1f} | {d:+.1f} ({100 * d / b:+.1f}%) |"
+    for k, (name, medians, diffs) in enumerate(rows):
+        line = (f"| {name} | " + " | ".join(f"{m:.1f}" for m in medians) + " | "
+                + " | ".join(f"{d:+.1f} ({100 * d / m:+.1f}%)" for d, m in zip(diffs, medians))
+                + " |")
         if crossings is not None:
             (bj, _), (zj, zc) = crossings[k]
             line += f" {bj:g} / {zj:g} | {zc:g} |"
@@ -303,8 +321,8 @@ def classic_tables(hosts: str, reps: int, before: Optional[Path] = None) -> str:
         ours.close()
         if earlier is not None:
             earlier.close()
-    text = markdown("Classic (two local applications, 2 cores each, one ZooKeeper):", rows,
-                    crossings)
+    text = markdown("Classic (two local applications, 2 cores each, one ZooKeeper):",
+                    ["bare", "zklock"], rows, crossings)
     own = median_ms(check) - median_ms(py4j)
     text += (f"\n\nThe engine's check of a LockingSession statement (its 4 lock nodes"
              f" still exist: 4 exists, pipelined): {own:.2f} ms (called through py4j here:"
@@ -321,56 +339,100 @@ def classic_tables(hosts: str, reps: int, before: Optional[Path] = None) -> str:
              f" commands, {totals.get('releasesAfterReturn', 0):.0f} of them released after"
              f" they returned; their end took {totals.get('statementEndMedianMs', 0):.2f} ms on"
              f" their path (median; the check of their nodes, where the fence had not made"
-             f" it, or their release).")
+             f" it, or their release). The grant as the engine sees it (lockWait: the"
+             f" callback to the lock client and its answer):"
+             f" {totals.get('lockWaitMedianMs', 0):.2f} ms median over"
+             f" {totals.get('lockWait', 0):.0f}.")
     if against_before:
         text += "\n\n" + "\n".join(
             [f"zklock here against zklock at {before} (`--before`), same run, the same"
              " statements back to back, the order alternating:", "",
              "| statement | before ms | here ms | paired difference ms |",
              "|---|---:|---:|---:|"]
-            + [f"| {n} | {b:.1f} | {z:.1f} | {d:+.1f} |" for n, b, z, d in against_before])
+            + [f"| {n} | {b:.1f} | {z:.1f} | {d:+.1f} |" for n, (b, z), (d,) in against_before])
     return text
 
 
-def connect_tables(hosts: str, reps: int) -> str:
-    """The same statements over Spark Connect: a bare server against zklock's."""
+def serve_connect(port: int, warehouse: str) -> int:
+    """A bare Spark Connect server hosted as zklock's is (zklock/cli/connect_host.py: a
+    PySpark process starting Spark's Connect service in its JVM) but without zklock's
+    extension, plugin or lock client, so that zklock's server is also measured against the
+    same hosting. Serves until its stdin closes."""
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.appName("bare Spark Connect server")
+             .config("spark.connect.grpc.binding.port", str(port))
+             .config("spark.connect.grpc.binding.address", "127.0.0.1")
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.warehouse.dir", warehouse).getOrCreate())
+    spark._jvm.org.apache.spark.sql.connect.service.SparkConnectService.start(
+        spark.sparkContext._jsc.sc())
+    sys.stdin.read()
+    spark.stop()
+    return 0
+
+
+def connect_client(remote: str, wait: float = 180.0) -> Any:
+    """A Connect session of the server at ``remote``, once it answers a query."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            client = ConnectSession.builder.remote(remote).create()
+            client.sql("SELECT 1").collect()
+            return client
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+#: The Connect servers' engine figures read from zklock's server (LockMetricsSource.java).
+CONNECT_FIGURES = ("lockWait", "statementEnd", "fileListing", "statementsLocked",
+                   "releasesAfterReturn")
+
+
+def connect_tables(hosts: str, reps: int) -> str:
+    """The same statements over Spark Connect: zklock's server against two bare ones, Spark's
+    own (spark-submit) and one hosted as zklock's is (:func:`serve_connect`)."""
     from zklock.cli.connect_server import SERVER_CLASS, ConnectServer, pyspark_home
 
     from zklock.servers.ports import free_port
     from zklock.spark import LockingSession
 
     state = Path(tempfile.mkdtemp(prefix="zklock-bench-connect-"))
-    port = free_port()
     home = pyspark_home()
-    plain = subprocess.Popen(
+    submitted_port, hosted_port = free_port(), free_port()
+    submitted = subprocess.Popen(
         [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
-         "--conf", f"spark.connect.grpc.binding.port={port}",
+         "--conf", f"spark.connect.grpc.binding.port={submitted_port}",
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-         "--conf", f"spark.sql.warehouse.dir={state / 'bare-warehouse'}"],
+         "--conf", f"spark.sql.warehouse.dir={state / 'submitted-warehouse'}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=state,
         env={**os.environ, "SPARK_HOME": str(home), "SPARK_CONNECT_MODE": "0"})
-    # one root for the server and the LockingSession client: the server checks its locks there
+    hosted = subprocess.Popen(
+        [sys.executable, __file__, "--serve-connect", str(hosted_port),
+         "--warehouse", str(state / "hosted-warehouse")],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=state)
+    metrics = state / "metrics"
+    metrics.mkdir()
+    # one root for the server and the LockingSession client
     server = ConnectServer(state, port=free_port(), warehouse=str(state / "warehouse"),
-                           conf={"spark.sql.shuffle.partitions": "2"},
+                           conf={"spark.sql.shuffle.partitions": "2",
+                                 **csv_sink_conf(metrics)},
                            locks={"spark.zklock.zookeeper.quorum": hosts,
                                   "spark.zklock.root": "/bench-spark-connect"})
     server.start()
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                bare = ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").create()
-                bare.sql("SELECT 1").collect()
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        cs = ConnectSession.builder.remote(server.remote).create()
+        bares = [connect_client(f"sc://127.0.0.1:{p}") for p in (submitted_port, hosted_port)]
+        cs = connect_client(server.remote)
         locking = LockingSession(cs, hosts=hosts, root="/bench-spark-connect", retries=0)
         for stmt in SETUP:
-            bare.sql(stmt)
+            for bare in bares:
+                bare.sql(stmt)
             cs.sql(stmt)  # a plain client: the server locks it
 
         def timed(fn: Any) -> Any:
@@ -380,31 +442,54 @@ def connect_tables(hosts: str, reps: int) -> str:
                 return time.perf_counter() - t0
             return run
 
+        def case(bare_run: Any, ours: Any) -> tuple[Any, ...]:
+            """Each bare server running ``bare_run(session, i)``, then zklock's ``ours``."""
+            return (*[timed(lambda i, b=b: bare_run(b, i)) for b in bares], timed(ours))
+
+        def insert(session: Any, i: int) -> Any:
+            return session.sql(INSERT.format(i=i))
+
+        def select(session: Any, i: int) -> Any:
+            return session.sql(SELECT).collect()
+
         rows = side_by_side({
             "LockingSession `INSERT INTO t PARTITION (ds, hr) VALUES`":
-                (timed(lambda i: bare.sql(INSERT.format(i=i))),
-                 timed(lambda i: locking.sql(INSERT.format(i=i)))),
+                case(insert, lambda i: insert(locking, i)),
             "LockingSession `SELECT count(*) ... WHERE ds = 'd0'`":
-                (timed(lambda i: bare.sql(SELECT).collect()),
-                 timed(lambda i: locking.sql(SELECT).collect())),
+                case(select, lambda i: select(locking, i)),
             "plain client `INSERT`, locked by zklock's server":
-                (timed(lambda i: bare.sql(INSERT.format(i=i))),
-                 timed(lambda i: cs.sql(INSERT.format(i=i)))),
+                case(insert, lambda i: insert(cs, i)),
             **{f"plain client {label}, read-locked by zklock's server":
-               (timed(lambda i, read=read: read(bare)), timed(lambda i, read=read: read(cs)))
+               case(lambda session, i, read=read: read(session), lambda i, read=read: read(cs))
                for label, read in [("`count()` of a table", PLAIN_READS["plain_count"]),
                                    ("`collect()` of 1,000 rows", PLAIN_READS["plain_collect"]),
                                    ("join of two tables", PLAIN_READS["plain_join"])]},
         }, reps)
+        figures = engine_totals(metrics, CONNECT_FIGURES)
         locking.close()
-        cs.stop()
-        bare.stop()
+        for session in (*bares, cs):
+            session.stop()
     finally:
         server.stop()
-        plain.terminate()
-        plain.wait(timeout=60)
-    return markdown("Spark Connect (a bare Connect server against zklock's, each a local"
-                    " application):", rows)
+        hosted.stdin.close()
+        submitted.terminate()
+        for proc in (hosted, submitted):
+            proc.wait(timeout=60)
+    text = markdown("Spark Connect (zklock's server against a bare one started by spark-submit"
+                    " and a bare one hosted as zklock's is, in a PySpark process; each a local"
+                    " application):", ["Spark's server", "hosted bare", "zklock's server"],
+                    rows)
+    return text + (
+        f"\n\nzklock's Connect server's engine over the whole run (zklock's source in"
+        f" Spark's metrics system): {figures.get('statementsLocked', 0):.0f} statements"
+        f" locked; the grant (lockWait: the call to the server's lock client and its answer)"
+        f" {figures.get('lockWaitMedianMs', 0):.2f} ms median over"
+        f" {figures.get('lockWait', 0):.0f}; a command's end on its path"
+        f" {figures.get('statementEndMedianMs', 0):.2f} ms median over"
+        f" {figures.get('statementEnd', 0):.0f}"
+        f" ({figures.get('releasesAfterReturn', 0):.0f} released after they returned); a"
+        f" fresh listing {figures.get('fileListingMedianMs', 0):.2f} ms median over"
+        f" {figures.get('fileListing', 0):.0f}.")
 
 
 def main() -> int:
@@ -418,10 +503,14 @@ def main() -> int:
     ap.add_argument("--before", type=Path,
                     help="a checkout of zklock at another commit: its application too, classic")
     ap.add_argument("--serve", choices=("bare", "zklock"), help=argparse.SUPPRESS)
+    ap.add_argument("--serve-connect", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--warehouse", help=argparse.SUPPRESS)
     ap.add_argument("--hosts", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         return serve(args.serve, args.hosts)
+    if args.serve_connect:
+        return serve_connect(args.serve_connect, args.warehouse)
 
     # ZooKeeper's default container sweep (60 s), as a production server has
     hosts, server = start_zookeeper(container_check_ms=60000)
