@@ -425,8 +425,8 @@ def connect_tables(hosts: str, reps: int) -> str:
                                  **csv_sink_conf(metrics)},
                            locks={"spark.zklock.zookeeper.quorum": hosts,
                                   "spark.zklock.root": "/bench-spark-connect"})
-    server.start()
-    try:
+    try:  # the bare servers are stopped whatever fails, zklock's start included
+        server.start()
         bares = [connect_client(f"sc://127.0.0.1:{p}") for p in (submitted_port, hosted_port)]
         cs = connect_client(server.remote)
         locking = LockingSession(cs, hosts=hosts, root="/bench-spark-connect", retries=0)
