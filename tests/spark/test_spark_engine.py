@@ -35,11 +35,11 @@ def no_lock_client(spark):
     """The application's JVM without a lock client for the block (as one that never called
     enforce() and made no LockingSession)."""
     engine = engine_of(spark)
-    previous = engine.install(None, None)
+    previous = engine.install(None, None, None)
     try:
         yield
     finally:
-        engine.install(previous, None)
+        engine.install(previous, None, None)
 
 
 def count(spark, table: str) -> int:

@@ -291,7 +291,7 @@ class EngineLockClient:
         # from the settings, not the manager: building it connects, which waits for the
         # first statement (a ZooKeeper out of reach fails that, not this)
         self._previous = engine.install(self, client_profile(
-            self.settings, self.settings if own_policy else None))
+            self.settings, self.settings if own_policy else None), _callbacks(self.spark))
         self._installed = True
         return self
 
@@ -306,7 +306,7 @@ class EngineLockClient:
         ensure_callback_server_started(self.spark.sparkContext._gateway)
         owes_releases(self.spark)
         if not engine.bind(self.spark._jsparkSession, self,
-                           client_profile(self.settings, None)):
+                           client_profile(self.settings, None), _callbacks(self.spark)):
             raise InvalidArguments(
                 "this SparkSession is wrapped by a LockingSession already (the lock client of"
                 " its statements): close that one, or wrap another SparkSession"
@@ -318,9 +318,9 @@ class EngineLockClient:
         """Stop being a lock client (the previous one, if any, is again)."""
         try:
             if self._bound is not None:
-                engine_of(self.spark).bind(self._bound, None, None)
+                engine_of(self.spark).bind(self._bound, None, None, None)
             elif self._installed:
-                engine_of(self.spark).install(self._previous, None)
+                engine_of(self.spark).install(self._previous, None, None)
         except Exception:  # Spark stopped: nothing left to uninstall
             pass
         self._bound, self._installed = None, False
@@ -434,6 +434,12 @@ def owes_releases(spark: Any) -> None:
     one py4j call each, and none on a statement's path."""
     engine = engine_of(spark)
     pending.register(id(engine), engine.flushReleases)
+
+
+def _callbacks(spark: Any) -> Any:
+    """py4j's client of this Python in the JVM (its callback connections): the engine calls
+    the lock client through it from threads that keep their connection (PythonCalls.java)."""
+    return spark.sparkContext._gateway.java_gateway_server.getCallbackClient()
 
 
 def engine_of(spark: Any) -> Any:

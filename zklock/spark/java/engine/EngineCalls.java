@@ -15,17 +15,20 @@ import zklock.planner.LockPlanner;
 
 public final class EngineCalls {
     /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
-     *  is (ClientProfile.java; null for a client this returned before); returns the previous
-     *  one. */
-    public static EngineLockClient install(EngineLockClient next, String profile) {
-        return LockClients.install(next, profile);
+     *  is (ClientProfile.java; null for a client this returned before), called through
+     *  {@code callbacks}, py4j's client of its Python (PythonCalls.java); returns the
+     *  previous one. */
+    public static EngineLockClient install(EngineLockClient next, String profile,
+                                           Object callbacks) {
+        return LockClients.install(next, profile, callbacks);
     }
 
     /** Make {@code next} the lock client of every statement {@code session} runs (null: the
-     *  process's again): false, and nothing changed, when {@code session} has one already
-     *  (LockClients.bind). */
-    public static boolean bind(SparkSession session, EngineLockClient next, String profile) {
-        return LockClients.bind(session, next, profile);
+     *  process's again), called through {@code callbacks}: false, and nothing changed, when
+     *  {@code session} has one already (LockClients.bind). */
+    public static boolean bind(SparkSession session, EngineLockClient next, String profile,
+                               Object callbacks) {
+        return LockClients.bind(session, next, profile, callbacks);
     }
 
     /** Cancel the jobs of the statement tagged {@code tag}, whose locks were lost, now and

@@ -2,7 +2,8 @@
 // LockingSession binds its own to the SparkSession it wraps; enforce() (or the first
 // LockingSession) installs the process's; where neither runs, a child process is started
 // (ChildSupervisor.java). Each py4j client comes with its profile (ClientProfile.java): where
-// it locks, and its values of the settings the engine reads.
+// it locks, and its values of the settings the engine reads; it is called through its
+// Python's py4j client (PythonCalls.java).
 package zklock.engine;
 
 import java.util.List;
@@ -24,13 +25,13 @@ final class LockClients {
 
 
     /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
-     *  is (ClientProfile.java; null for a client this returned before); returns the previous
-     *  one. */
-    static EngineLockClient install(EngineLockClient next, String profile) {
+     *  is (ClientProfile.java; null for a client this returned before), called through
+     *  {@code callbacks} (PythonCalls.java); returns the previous one. */
+    static EngineLockClient install(EngineLockClient next, String profile, Object callbacks) {
         EngineLockClient previous;
         synchronized (LockClients.class) {
             previous = client;
-            client = profiled(next, profile);
+            client = profiled(next, profile, callbacks);
         }
         if (previous != null) {  // its completed statements' releases, while its Python is here
             Releases.flush(previous);  // (outside the lock: a failed send calls gone())
@@ -39,10 +40,11 @@ final class LockClients {
     }
 
     /** Make {@code next} the lock client of every statement {@code session} runs (null: the
-     *  process's again), as {@code profile} says it is. One per session: false, and nothing
-     *  changed, when {@code session} has one already (a second LockingSession would
-     *  silently take the first one's statements). */
-    static boolean bind(SparkSession session, EngineLockClient next, String profile) {
+     *  process's again), as {@code profile} says it is, called through {@code callbacks}.
+     *  One per session: false, and nothing changed, when {@code session} has one already (a
+     *  second LockingSession would silently take the first one's statements). */
+    static boolean bind(SparkSession session, EngineLockClient next, String profile,
+                        Object callbacks) {
         if (next == null) {
             EngineLockClient previous;
             synchronized (LockClients.class) {
@@ -54,39 +56,43 @@ final class LockClients {
             return true;
         }
         synchronized (LockClients.class) {
-            return BOUND.putIfAbsent(session, profiled(next, profile)) == null;
+            return BOUND.putIfAbsent(session, profiled(next, profile, callbacks)) == null;
         }
     }
 
-    private static EngineLockClient profiled(EngineLockClient next, String profile) {
+    private static EngineLockClient profiled(EngineLockClient next, String profile,
+                                             Object callbacks) {
         return next == null || profile == null ? next
-            : new Profiled(next, ClientProfile.read(profile));
+            : new Profiled(next, ClientProfile.read(profile), new PythonCalls(callbacks));
     }
 
     /** A py4j lock client with its profile, known while it lives: a dead one cannot be
-     *  asked. Kept beside it, as a proxy's hashCode and equals would call into its Python. */
+     *  asked. Kept beside it, as a proxy's hashCode and equals would call into its Python.
+     *  Every call goes through {@link PythonCalls}. */
     private static final class Profiled implements EngineLockClient {
         final EngineLockClient client;
         final ClientProfile profile;
+        final PythonCalls calls;
 
-        Profiled(EngineLockClient client, ClientProfile profile) {
+        Profiled(EngineLockClient client, ClientProfile profile, PythonCalls calls) {
             this.client = client;
             this.profile = profile;
+            this.calls = calls;
         }
 
         @Override
         public String acquire(String request) {
-            return client.acquire(request);
+            return calls.call(() -> client.acquire(request));
         }
 
         @Override
         public String release(String handle, boolean failed) {
-            return client.release(handle, failed);
+            return calls.call(() -> client.release(handle, failed));
         }
 
         @Override
         public String verify(String request) {
-            return client.verify(request);
+            return calls.call(() -> client.verify(request));
         }
     }
 
