@@ -797,3 +797,23 @@ def test_cli_status(servers):
     assert st["spark"] == pyspark.__version__
     text = cli("--state-dir", servers["state"], "spark", "connect-server", "status")
     assert text.stdout.startswith(f"running, pid {st['pid']}; sc://127.0.0.1:{servers['port']}")
+
+
+def test_a_plain_clients_statements_reuse_the_servers_connections_to_python(servers, cs, cdb):
+    """Spark Connect runs each operation on a thread of its own; the engine calls the server's
+    lock client from threads that keep their py4j connection (PythonCalls.java), so the
+    hosting Python does not gain a thread (one per py4j connection) per statement."""
+    out = cli("--state-dir", servers["state"], "spark", "connect-server", "status", "--json")
+    tasks = Path(f"/proc/{json.loads(out.stdout)['pid']}/task")
+    table = f"{cdb}.dim"
+
+    def statements(n: int) -> None:
+        for i in range(n):
+            cs.sql(f"INSERT INTO {table} VALUES ({100 + i}, 'reuse')")
+            cs.table(table).count()
+
+    statements(3)  # the caller threads, the release sender and the lock manager start
+    before = len(list(tasks.iterdir()))
+    statements(15)
+    # at most two calls are in flight at once here (a statement's, the release sender's)
+    assert len(list(tasks.iterdir())) <= before + 2
