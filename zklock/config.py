@@ -187,6 +187,11 @@ class Setting:
     #: environment, else the default: the child lock client's settings, which the driver's
     #: JVM needs before any Python runs.
     jvm: bool = False
+    #: how one statement waits for its locks: zklock's engine carries the statement's
+    #: session's values with its lock request, and the lock client counts them at the Spark
+    #: conf's level (:meth:`Settings.for_statement`), so a session's own SET reaches
+    #: whichever client takes its locks (a Spark Connect server's, a Thrift server's child).
+    carried: bool = False
 
     @property
     def spark_keys(self) -> tuple[str, ...]:
@@ -240,17 +245,17 @@ SETTINGS: list[Setting] = [
             " unset). Attempts start retry_interval apart and back off, doubling up to"
             " 5 s apart (never past the timeout); a waiting request's intents keep its place,"
             " so the backoff lets no later conflicting request pass it.",
-            settable=True),
+            settable=True, carried=True),
     Setting("retries", None, _int, "ZKLOCK_RETRIES", "spark.zklock.lock.retries",
             "Hive's count instead of a timeout (hive.lock.numretries): extra attempts after a"
             " denied one, retry_interval apart; 0 means a single attempt. Unset: the request"
             " waits up to lock.timeout.",
-            settable=True),
+            settable=True, carried=True),
     Setting("retry_interval", 1.0, parse_duration, "ZKLOCK_RETRY_INTERVAL",
             "spark.zklock.lock.retryInterval",
             "Sleep between attempts (jittered +-25% so contenders do not retry in lockstep);"
             " the first of a backoff under lock.timeout.",
-            settable=True),
+            settable=True, carried=True),
     Setting("intents", True, parse_bool, "ZKLOCK_INTENTS", "spark.zklock.lock.intents",
             "A denied request that will retry leaves intents (ephemeral, ordered by its first"
             " denial) on the objects it wants, so later conflicting requests are denied until"
@@ -447,6 +452,15 @@ def spark_key(name: str) -> str:
 SETTABLE: frozenset[str] = frozenset(s.name for s in SETTINGS if s.settable)
 #: The settings zklock's engine reads from a session's Spark conf (Setting.engine).
 ENGINE_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.engine)
+CARRIED_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.carried)
+#: how long a request waits: a statement's session that names one names its whole wait
+WAIT_BOUNDS = frozenset({"timeout", "retries"})
+#: The session conf keys zklock's engine carries with a lock request: each carried
+#: setting's Spark conf keys, then Hive's names of them.
+CARRIED_KEYS: tuple[str, ...] = (
+    tuple(k for s in CARRIED_SETTINGS for k in s.spark_keys)
+    + tuple(alias for alias, name in HIVE_ALIASES.items()
+            if name in {s.name for s in CARRIED_SETTINGS}))
 
 
 def _refuse_unknown(names: Iterable[str]) -> None:
@@ -615,6 +629,24 @@ class Settings:
             if weaker.level(name) > self.level(name):
                 layered = layered._set(weaker.level(name), {name: getattr(weaker, name)})
         return layered
+
+    def for_statement(self, conf: Mapping[str, Any]) -> Settings:
+        """These settings (a lock client's) for one statement whose session's conf holds
+        ``conf``: the carried settings' keys as zklock's engine sends them with the request.
+        Each value there counts at the Spark conf's level (docs/configuration.md,
+        "Precedence"): over what these settings have from the Spark conf, the environment or
+        the default, under what was set above. A session that names how long to wait (a
+        timeout or a count) names its whole wait: the other is unset for the statement, as a
+        SET of one unsets the other. Only carried settings are read: a session's conf never
+        turns a shared server's locking off."""
+        carried = Settings.resolve(
+            spark_conf={k: v for k, v in conf.items() if k in CARRIED_KEYS}, environ={})
+        named = set(carried.sources)
+        if named & WAIT_BOUNDS:
+            named |= WAIT_BOUNDS
+        taken = {name: getattr(carried, name) for name in named
+                 if self.level(name) <= Level.SPARK_CONF}
+        return self._set(Level.SPARK_CONF, taken) if taken else self
 
     def wait(self, retries: Optional[int] = None, timeout: Optional[float] = None,
              retry_interval: Optional[float] = None) -> Wait:

@@ -199,3 +199,53 @@ def test_hive_names_are_the_spark_conf_level_and_zklock_keys_win_there():
                                                                        False)
     s = Settings.resolve(spark_conf={**conf, "spark.zklock.lock.retries": "4"}, environ={})
     assert s.retries == 4
+
+
+# ---- a statement's session conf, carried to its lock client --------------------------
+def client(**levels: tuple[Level, object]) -> Settings:
+    """A lock client's settings with each name set at its level (name=(level, value))."""
+    settings = Settings.resolve(environ={})
+    for name, (level, value) in levels.items():
+        settings = settings.with_(level, **{name: value})
+    return settings
+
+
+def test_a_statements_session_conf_counts_at_the_spark_conf_level():
+    """Over the client's Spark conf, environment and defaults; under what was set above
+    (an enforce() argument, a LockManager's)."""
+    server = client(retries=(Level.SPARK_CONF, 1), retry_interval=(Level.ENVIRONMENT, 2))
+    mine = server.for_statement({"spark.zklock.lock.retries": "4",
+                                 "hive.lock.sleep.between.retries": "0.1"})
+    assert (mine.wait().retries, mine.wait().interval) == (4, 0.1)
+    assert server.for_statement({}).wait().retries == 1
+    above = client(retries=(Level.SESSION, 1), retry_interval=(Level.MANAGER, 2))
+    mine = above.for_statement({"spark.zklock.lock.retries": "4",
+                                "spark.zklock.lock.retryInterval": "0.1"})
+    assert (mine.wait().retries, mine.wait().interval) == (1, 2)
+
+
+def test_a_session_that_names_a_timeout_or_a_count_names_its_whole_wait():
+    """The server's count does not outweigh a session's timeout (the later SET decides)."""
+    server = client(retries=(Level.SPARK_CONF, 1))
+    by_time = server.for_statement({"spark.zklock.lock.timeout": "5s"}).wait()
+    assert (by_time.retries, by_time.timeout) == (None, 5)
+    counted = client(timeout=(Level.SPARK_CONF, 60)).for_statement(
+        {"hive.lock.numretries": "3"}).wait()
+    assert (counted.retries, counted.timeout) == (3, None)
+    # a count set above the Spark conf stays: the session's timeout cannot outweigh it
+    kept = client(retries=(Level.SESSION, 1)).for_statement({"spark.zklock.lock.timeout": "5"})
+    assert (kept.wait().retries, kept.wait().timeout) == (1, None)
+
+
+def test_a_statement_carries_only_how_it_waits():
+    """A session's conf never turns a shared server's locking off, nor moves its root."""
+    server = client()
+    mine = server.for_statement({"spark.zklock.support.concurrency": "false",
+                                 "spark.zklock.root": "/elsewhere",
+                                 "hive.support.concurrency": "false"})
+    assert mine == server and mine.support_concurrency
+
+
+def test_a_carried_value_that_does_not_parse_names_its_key():
+    with pytest.raises(InvalidArguments, match="spark.zklock.lock.retries: .*'many'"):
+        client().for_statement({"spark.zklock.lock.retries": "many"})

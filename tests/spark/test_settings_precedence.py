@@ -25,7 +25,7 @@ from zklock import LockManager
 from zklock.errors import LockNotAcquired
 from zklock.locks.locknode import LockNodeName
 from zklock.observe.events import read_events
-from zklock.spark import LockingSession, lock_error
+from zklock.spark import LockingSession, enforce, lock_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -244,6 +244,63 @@ def test_node_names_follow_the_strongest_level_on_every_path(case, spark, db, bu
         assert not runner.is_alive() and not failed, (path, failed)
         parsed = [LockNodeName.parse(k) for k in names]
         assert all(p.hive is hive for p in parsed), (path, names)
+
+
+# ---- a plain session's own wait: its conf, carried to the engine's lock client ---------
+@pytest.fixture
+def enforced(spark, zk_hosts, root, session_timeout, tmp_path):
+    """enforced(**settings): the application's lock client made by enforce() with
+    ``settings``, over a LockManager that sets only a fast retry interval; the plain
+    session's conf changes are the test's, put back after it."""
+    log = tmp_path / "events.jsonl"
+    made = []
+    keys = ("spark.zklock.lock.retries", "spark.zklock.lock.timeout", "hive.lock.numretries")
+    before = {k: spark.conf.get(k, None) for k in keys}
+
+    def make(**settings):
+        mgr = LockManager(hosts=zk_hosts, root=root, session_timeout=session_timeout,
+                          event_log=str(log), **FAST)
+        made.append((enforce(spark, manager=mgr, **settings), mgr))
+        return mgr, log
+
+    with no_lock_client(spark):
+        yield make
+        for client, mgr in made:
+            client.close()
+            mgr.close()
+    for key, value in before.items():
+        spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+
+
+@pytest.mark.parametrize("set_,settings,attempts", [
+    ({"spark.zklock.lock.retries": 2}, {}, 3),
+    ({"hive.lock.numretries": 1}, {}, 2),
+    # an enforce() argument is set above the session's conf
+    ({"spark.zklock.lock.retries": 2}, {"retries": 0}, 1),
+], ids=["zklock key", "hive's name", "enforce() argument over SET"])
+def test_a_plain_sessions_set_decides_how_its_statements_wait(set_, settings, attempts,
+                                                              blocked, enforced, spark):
+    mgr, log = enforced(**settings)
+    for key, value in set_.items():
+        spark.sql(f"SET {key}={value}")
+    with pytest.raises(Exception) as denied:
+        spark.sql(f"INSERT INTO {blocked} SELECT 7, 'p'")
+    assert isinstance(lock_error(denied.value), LockNotAcquired), denied.value
+    assert attempts_of_last_denial(mgr, log) == attempts
+
+
+def test_a_plain_sessions_timeout_replaces_the_clients_count(blocked, enforced, spark):
+    """A session that names a timeout names its whole wait: the lock client's count from the
+    Spark conf does not outweigh it."""
+    spark.conf.set("spark.zklock.lock.retries", "0")
+    enforced()  # its count: the Spark conf's as it started, one attempt
+    spark.conf.unset("spark.zklock.lock.retries")
+    spark.sql("SET spark.zklock.lock.timeout=1.5s")
+    started = time.monotonic()
+    with pytest.raises(Exception) as denied:
+        spark.sql(f"INSERT INTO {blocked} SELECT 7, 'p'")
+    assert isinstance(lock_error(denied.value), LockNotAcquired), denied.value
+    assert time.monotonic() - started >= 1.5
 
 
 # ---- what a new session and SET may change -------------------------------------------

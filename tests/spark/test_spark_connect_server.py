@@ -507,7 +507,8 @@ def test_connect_lock_loss_interrupts_the_statement(make_connect_locking, cs, cd
 
     from zklock import LockLost
 
-    locking = make_connect_locking()
+    # the read just before holds its S until the server hears its execution end: wait for it
+    locking = make_connect_locking(retries=LINGER_RETRIES)
     before = ccount(cs, f"{cdb}.staging")
     # each row the server's task reaches leaves a marker file in the server's temp directory:
     # the test deletes the node once the job runs, not after a guessed pause
@@ -611,6 +612,47 @@ def test_two_connect_clients_writing_one_partition_are_serialized(make_connect_l
         assert denied
     finally:
         close(second)
+
+
+def test_a_connect_locking_sessions_statements_wait_as_it_says(make_connect_locking, cdb,
+                                                               make_manager):
+    """The server's lock client takes the statements' locks, with the session's own wait
+    (carried with each statement: docs/configuration.md), not the server's (retries=1), and
+    its SET of them as well."""
+    from zklock import LockNotAcquired
+
+    table = f"{cdb}.dim"
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
+    locking = make_connect_locking(retries=3)
+    with other.acquire([(table, "X")], query_id="holder-wait"):
+        with raises_lock_error(LockNotAcquired, match="after 4 attempt"):
+            locking.sql(f"INSERT INTO {table} VALUES (41, 'w')")
+        locking.sql("SET zklock.lock.retries=0")
+        with raises_lock_error(LockNotAcquired, match="after 1 attempt"):
+            locking.sql(f"INSERT INTO {table} VALUES (41, 'w')")
+        with raises_lock_error(LockNotAcquired, match="after 1 attempt"):
+            locking.table(table).collect()  # a read waits as the session says too
+
+
+def test_a_plain_clients_set_decides_how_its_statements_wait(cs, cdb, make_manager):
+    """A client that never imported zklock: its SET of zklock's wait keys travels with its
+    statements to the server's lock client; a value that does not parse refuses the
+    statement in one line naming the key, and takes nothing."""
+    table = f"{cdb}.dim"
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
+    try:
+        with other.acquire([(table, "X")], query_id="holder-set"):
+            with pytest.raises(Exception, match="lock not acquired after 2 attempt"):
+                cs.sql(f"INSERT INTO {table} VALUES (42, 'p')")  # the server's retries=1
+            cs.sql("SET spark.zklock.lock.retries=2")
+            with pytest.raises(Exception, match="lock not acquired after 3 attempt"):
+                cs.sql(f"INSERT INTO {table} VALUES (42, 'p')")
+        cs.sql("SET spark.zklock.lock.retries=many")
+        with pytest.raises(Exception, match="spark.zklock.lock.retries: not an integer"):
+            cs.sql(f"INSERT INTO {table} VALUES (42, 'p')")
+    finally:
+        cs.conf.unset("spark.zklock.lock.retries")  # the server's conf again
+    assert [r for r in cs.table(table).collect() if r.id == 42] == []
 
 
 def test_zklock_sql_over_connect(make_connect_locking, cdb):

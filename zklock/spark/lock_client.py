@@ -173,7 +173,8 @@ class EngineLockClient:
                                f" {doc.get('version')}, where this client reads {VERSION}")
             for done in doc.get(Field.RELEASES) or ():  # completed statements' (Releases.java)
                 self.release(str(done))
-            settings = self.settings
+            # how this statement waits, as its session's conf says (a Connect client's SET)
+            settings = self.settings.for_statement(doc.get(Field.CONF) or {})
             if not settings.support_concurrency:  # (or SET so), as Hive
                 return _answer(Outcome.UNLOCKED)
             planned = answer.read(json.dumps(doc[Field.ANSWER]))

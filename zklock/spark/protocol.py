@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import FALSE_WORDS, SETTINGS, TRUE_WORDS, Choice, parse_bool, spark_key
+from ..config import (
+    CARRIED_KEYS,
+    FALSE_WORDS,
+    SETTINGS,
+    TRUE_WORDS,
+    Choice,
+    parse_bool,
+    spark_key,
+)
 
 #: The file, as the jar's build copies it.
 FILE = Path(__file__).with_name("protocol.properties")
@@ -35,7 +43,8 @@ def jar_text() -> str:
     """The file as the jar holds it, with what the JVM module reads of zklock's settings
     appended from the one settings table: each setting's Spark conf key
     (``setting.<name>=<key>``), and for each the JVM reads itself (an engine or JVM
-    setting), its environment variable, default and choices."""
+    setting), its environment variable, default and choices; and the session conf keys the
+    engine carries with each lock request (``carried.keys``: config.CARRIED_KEYS)."""
     rows = []
     for s in SETTINGS:
         if s.spark:
@@ -49,6 +58,7 @@ def jar_text() -> str:
                 rows.append(f"choices.{s.name}={','.join(s.parse.options)}")
             elif s.parse is parse_bool:
                 rows.append(f"boolean.{s.name}=true")
+    rows.append(f"carried.keys={','.join(CARRIED_KEYS)}")
     rows.append(f"boolean.true={','.join(TRUE_WORDS)}")
     rows.append(f"boolean.false={','.join(FALSE_WORDS)}")
     return (FILE.read_text() + "\n# appended by the build from zklock/config.py\n"

@@ -30,7 +30,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..config import ENGINE_SETTINGS, Level, Settings
+from ..config import (
+    CARRIED_KEYS,
+    CARRIED_SETTINGS,
+    ENGINE_SETTINGS,
+    WAIT_BOUNDS,
+    Level,
+    Settings,
+)
 from ..errors import InvalidArguments, UnsupportedStatement, WriteFailed
 from ..locks.objects import LockObject
 from ..manager import LockManager
@@ -92,9 +99,11 @@ class LockingSession:
         self._manager_lock = threading.Lock()
         self._require_engine()
         self._planner = self._make_planner(spark)
-        # what the engine reads from the session's conf, put back when this one closes
-        self._engine_conf_before = {s.spark: self._spark.conf.get(s.spark, None)
-                                    for s in ENGINE_SETTINGS}
+        # what the engine reads or carries from the session's conf, put back when this one
+        # closes
+        self._engine_conf_before = {
+            key: self._spark.conf.get(key, None)
+            for key in (*(s.spark for s in ENGINE_SETTINGS), *CARRIED_KEYS)}
         self._publish_policy()
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
                                          self._settings, lambda: self._engine)
@@ -153,12 +162,31 @@ class LockingSession:
         return client
 
     def _publish_policy(self) -> None:
-        """The settings the engine reads from a session's conf (config.ENGINE_SETTINGS), in
-        the wrapped session's: this session's, which SET may change (put back at close)."""
+        """What the engine reads or carries from a session's conf, in the wrapped session's:
+        this session's settings, which SET may change (put back at close). The settings the
+        engine reads (config.ENGINE_SETTINGS), and how its statements wait
+        (config.CARRIED_SETTINGS: the engine carries them to whichever lock client takes the
+        locks, a Spark Connect server's included) where something set them: its one wait, a
+        count or a timeout, the other unset; nothing where all are defaults, so that the lock
+        client's own settings decide."""
+        settings = self.settings
         for setting in ENGINE_SETTINGS:
-            value = getattr(self.settings, setting.name)
+            value = getattr(settings, setting.name)
             self._spark.conf.set(setting.spark,
                                  str(value).lower() if isinstance(value, bool) else str(value))
+        chosen = {s.name: getattr(settings, s.name) for s in CARRIED_SETTINGS
+                  if settings.level(s.name) > Level.DEFAULT}
+        if chosen.keys() & WAIT_BOUNDS:
+            wait = settings.wait()
+            chosen.update(retries=wait.retries, timeout=wait.timeout)
+        for setting in CARRIED_SETTINGS:
+            value = chosen.get(setting.name)
+            if value is None:
+                self._spark.conf.unset(setting.spark)
+            else:
+                self._spark.conf.set(setting.spark, str(value))
+        for key in set(CARRIED_KEYS) - {s.spark for s in CARRIED_SETTINGS}:
+            self._spark.conf.unset(key)  # Hive's names: this session's values are zklock's
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:

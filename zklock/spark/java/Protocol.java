@@ -27,6 +27,10 @@ public final class Protocol {
     public static final String COMMIT_PROTOCOL = get("conf.commit_protocol");
     public static final String COMMIT_PROTOCOL_CLASS = get("class.commit_protocol");
 
+    /** The session conf keys the engine carries with each lock request (config.py's
+     *  carried settings: how a statement waits), for its lock client to read. */
+    public static final java.util.List<String> CARRIED_KEYS =
+        java.util.Arrays.asList(get("carried.keys").split(","));
     private static final java.util.List<String> TRUE_WORDS =
         java.util.Arrays.asList(get("boolean.true").split(","));
     private static final java.util.List<String> FALSE_WORDS =

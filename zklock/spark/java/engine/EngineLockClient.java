@@ -10,6 +10,9 @@
 //            "statement": "...", "user": "..."|null, "application": "<Spark application id>",
 //            "command": "<plan node>", "objects": "<what it locks, for messages>",
 //            "query_id": "<the thread's zklock.query.id>"|null,
+//            "conf": {"<a carried key the session's conf sets>": "<its value>", ...}
+//                    (how the statement waits: lock.timeout, lock.retries, ...; config.py's
+//                     carried settings, counted at the Spark conf's level),
 //            "releases": ["<handle>", ...]})  (completed statements' sets, released first:
 //                                              Releases.java)
 //     -> {"version": 1, "outcome": "granted", "handle": "...", "query_id": "...",
