@@ -99,6 +99,25 @@ def test_jdbc_clients_statements_are_locked(thrift, zk_hosts):
         holder.close()
 
 
+def test_a_jdbc_clients_set_decides_how_its_statements_wait(thrift, zk_hosts):
+    """A JDBC session's SET of zklock's wait keys travels with its statements to the Thrift
+    server's child lock client, over the server's own (docs/configuration.md)."""
+    url, root = thrift["url"], thrift["root"]
+    made = beeline(url, "alice", "CREATE TABLE jdbc_wait (id INT) USING parquet")
+    assert made.returncode == 0, made.stdout + made.stderr
+    holder = LockManager(hosts=zk_hosts, root=root, retries=200, retry_interval=0.05)
+    try:
+        with holder.acquire([("default.jdbc_wait", "X")], query_id="holder-wait"):
+            server = beeline(url, "alice", "INSERT INTO jdbc_wait VALUES (1)")
+            assert "lock not acquired after 21 attempt(s)" in server.stdout + server.stderr
+            mine = beeline(url, "alice", "SET spark.zklock.lock.retries=0;"
+                                         " INSERT INTO jdbc_wait VALUES (1)")
+            assert "lock not acquired after 1 attempt(s)" in mine.stdout + mine.stderr
+    finally:
+        holder.close()
+    assert rows(url, "SELECT count(*) FROM jdbc_wait") == ["0"]
+
+
 def status_of(state) -> dict:
     out = cli("--state-dir", state, "spark", "thrift-server", "status", "--json")
     assert out.returncode == 0, out.stdout + out.stderr
