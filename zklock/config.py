@@ -12,6 +12,7 @@ page; a test keeps it in step with :data:`SETTINGS`.
 from __future__ import annotations
 
 import enum
+import functools
 import getpass
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -463,6 +464,20 @@ CARRIED_KEYS: tuple[str, ...] = (
             if name in {s.name for s in CARRIED_SETTINGS}))
 
 
+@functools.lru_cache(maxsize=64)
+def _carried(conf: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
+    """The carried settings a statement's session conf names, parsed as
+    :meth:`Settings.resolve` parses the Spark conf (zklock's key over Hive's name), each
+    bound of the wait included once one is named (:meth:`Settings.for_statement`). Kept for
+    the confs seen last: a session's conf seldom changes between its statements, and
+    resolving it is a tenth of a millisecond on every grant."""
+    carried = Settings.resolve(spark_conf=dict(conf), environ={})
+    named = set(carried.sources)
+    if named & WAIT_BOUNDS:
+        named |= WAIT_BOUNDS
+    return tuple(sorted((name, getattr(carried, name)) for name in named))
+
+
 def _refuse_unknown(names: Iterable[str]) -> None:
     unknown = set(names) - set(_BY_NAME)
     if unknown:
@@ -639,13 +654,10 @@ class Settings:
         timeout or a count) names its whole wait: the other is unset for the statement, as a
         SET of one unsets the other. Only carried settings are read: a session's conf never
         turns a shared server's locking off."""
-        carried = Settings.resolve(
-            spark_conf={k: v for k, v in conf.items() if k in CARRIED_KEYS}, environ={})
-        named = set(carried.sources)
-        if named & WAIT_BOUNDS:
-            named |= WAIT_BOUNDS
-        taken = {name: getattr(carried, name) for name in named
-                 if self.level(name) <= Level.SPARK_CONF}
+        named = _carried(tuple(sorted((k, str(v)) for k, v in conf.items()
+                                      if k in CARRIED_KEYS)))
+        taken = {name: value for name, value in named if self.level(name) <= Level.SPARK_CONF
+                 and (self.level(name) < Level.SPARK_CONF or getattr(self, name) != value)}
         return self._set(Level.SPARK_CONF, taken) if taken else self
 
     def wait(self, retries: Optional[int] = None, timeout: Optional[float] = None,
