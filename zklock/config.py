@@ -460,8 +460,12 @@ WAIT_BOUNDS = frozenset({"timeout", "retries"})
 #: setting's Spark conf keys, then Hive's names of them.
 CARRIED_KEYS: tuple[str, ...] = (
     tuple(k for s in CARRIED_SETTINGS for k in s.spark_keys)
+    + tuple(k[len("spark."):] for s in CARRIED_SETTINGS for k in s.spark_keys)
     + tuple(alias for alias, name in HIVE_ALIASES.items()
             if name in {s.name for s in CARRIED_SETTINGS}))
+#: The shortest pause between attempts a statement's session may ask of its lock client: a
+#: client's conf must not make a shared server's lock client retry in a tight loop.
+MIN_CARRIED_INTERVAL = 0.01
 
 
 @functools.lru_cache(maxsize=64)
@@ -471,11 +475,18 @@ def _carried(conf: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
     bound of the wait included once one is named (:meth:`Settings.for_statement`). Kept for
     the confs seen last: a session's conf seldom changes between its statements, and
     resolving it is a tenth of a millisecond on every grant."""
-    carried = Settings.resolve(spark_conf=dict(conf), environ={})
+    given = dict(conf)
+    for key, value in conf:  # SET's short form (zklock.lock.retries): the full key wins
+        if key.startswith("zklock."):
+            given.setdefault("spark." + key, value)
+    carried = Settings.resolve(spark_conf=given, environ={})
     named = set(carried.sources)
     if named & WAIT_BOUNDS:
         named |= WAIT_BOUNDS
-    return tuple(sorted((name, getattr(carried, name)) for name in named))
+    values = {name: getattr(carried, name) for name in named}
+    if "retry_interval" in values:
+        values["retry_interval"] = max(values["retry_interval"], MIN_CARRIED_INTERVAL)
+    return tuple(sorted(values.items()))
 
 
 def _refuse_unknown(names: Iterable[str]) -> None:

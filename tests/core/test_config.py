@@ -225,7 +225,7 @@ def test_a_statements_session_conf_counts_at_the_spark_conf_level():
 
 
 def test_a_session_that_names_a_timeout_or_a_count_names_its_whole_wait():
-    """The server's count does not outweigh a session's timeout (the later SET decides)."""
+    """The lock client's count from its Spark conf does not outweigh a session's timeout."""
     server = client(retries=(Level.SPARK_CONF, 1))
     by_time = server.for_statement({"spark.zklock.lock.timeout": "5s"}).wait()
     assert (by_time.retries, by_time.timeout) == (None, 5)
@@ -249,3 +249,13 @@ def test_a_statement_carries_only_how_it_waits():
 def test_a_carried_value_that_does_not_parse_names_its_key():
     with pytest.raises(InvalidArguments, match="spark.zklock.lock.retries: .*'many'"):
         client().for_statement({"spark.zklock.lock.retries": "many"})
+
+
+def test_sets_short_form_is_carried_and_a_carried_interval_has_a_floor():
+    """A plain session's ``SET zklock.lock.retries=2`` lands in its conf as written; a
+    client's conf cannot make a shared lock client retry in a tight loop."""
+    mine = client().for_statement({"zklock.lock.retries": "2",
+                                   "spark.zklock.lock.retryInterval": "0"})
+    assert (mine.wait().retries, mine.wait().interval) == (2, 0.01)
+    both = client().for_statement({"zklock.lock.retries": "2", "spark.zklock.lock.retries": "5"})
+    assert both.wait().retries == 5

@@ -303,6 +303,20 @@ def test_a_plain_sessions_timeout_replaces_the_clients_count(blocked, enforced, 
     assert time.monotonic() - started >= 1.5
 
 
+def test_a_session_that_fails_to_start_leaves_its_conf_as_it_was(build, spark):
+    """A second LockingSession over a wrapped SparkSession is refused, and writes nothing
+    into the session's conf (the first one's statements would wait as it said)."""
+    from zklock.errors import InvalidArguments
+
+    locking, mgr, _ = build(manager=FAST, session=dict(retries=2))
+    assert spark.conf.get("spark.zklock.lock.retries") == "2"
+    with pytest.raises(InvalidArguments, match="wrapped by a LockingSession already"):
+        LockingSession(spark, manager=mgr, retries=0)
+    assert spark.conf.get("spark.zklock.lock.retries") == "2"
+    locking.close()
+    assert spark.conf.get("spark.zklock.lock.retries", None) is None
+
+
 # ---- what a new session and SET may change -------------------------------------------
 def test_a_new_session_locks_as_its_parent_each_value_at_its_level(build):
     from zklock.config import Level

@@ -104,7 +104,7 @@ class LockingSession:
         self._engine_conf_before = {
             key: self._spark.conf.get(key, None)
             for key in (*(s.spark for s in ENGINE_SETTINGS), *CARRIED_KEYS)}
-        self._publish_policy()
+        self._published: dict[str, Optional[str]] = {}  # what this session wrote there
         self.execution = LockedExecution(spark, self._planner, lambda: self.manager,
                                          self._settings, lambda: self._engine)
         self._process: Optional[EngineLockClient] = None  # the process's client, if made here
@@ -114,6 +114,7 @@ class LockingSession:
         self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
         for name, build in registry.views().items():
             self._system_views[name] = functools.partial(build, self)
+        self._publish_policy()  # last: a session that failed to start changed nothing
 
     def _require_engine(self) -> None:
         """Fail closed: without zklock's engine extension nothing would lock what this
@@ -170,10 +171,10 @@ class LockingSession:
         count or a timeout, the other unset; nothing where all are defaults, so that the lock
         client's own settings decide."""
         settings = self.settings
+        publish: dict[str, Optional[str]] = {}
         for setting in ENGINE_SETTINGS:
             value = getattr(settings, setting.name)
-            self._spark.conf.set(setting.spark,
-                                 str(value).lower() if isinstance(value, bool) else str(value))
+            publish[setting.spark] = str(value).lower() if isinstance(value, bool) else str(value)
         chosen = {s.name: getattr(settings, s.name) for s in CARRIED_SETTINGS
                   if settings.level(s.name) > Level.DEFAULT}
         if chosen.keys() & WAIT_BOUNDS:
@@ -181,12 +182,15 @@ class LockingSession:
             chosen.update(retries=wait.retries, timeout=wait.timeout)
         for setting in CARRIED_SETTINGS:
             value = chosen.get(setting.name)
+            publish[setting.spark] = None if value is None else str(value)
+        for key in set(CARRIED_KEYS) - set(publish):
+            publish[key] = None  # Hive's names, SET's short forms: this session's are above
+        for key, value in publish.items():
             if value is None:
-                self._spark.conf.unset(setting.spark)
+                self._spark.conf.unset(key)
             else:
-                self._spark.conf.set(setting.spark, str(value))
-        for key in set(CARRIED_KEYS) - {s.spark for s in CARRIED_SETTINGS}:
-            self._spark.conf.unset(key)  # Hive's names: this session's values are zklock's
+                self._spark.conf.set(key, value)
+        self._published = publish
 
     # ---- plumbing ---------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -259,8 +263,13 @@ class LockingSession:
             if client is not None:
                 client.close()
         self._engine = self._process = None
-        try:  # the wrapped session's engine settings, as they were before this session
+        try:  # the wrapped session's settings as they were before this session, where they
+            # are still what it wrote (another LockingSession over the same Spark Connect
+            # session may have written its own since)
             for key, before in self._engine_conf_before.items():
+                if key not in self._published or (self._spark.conf.get(key, None)
+                                                  != self._published[key]):
+                    continue
                 if before is None:
                     self._spark.conf.unset(key)
                 else:

@@ -231,20 +231,6 @@ final class EngineGuard {
         }
     }
 
-    /** How {@code session}'s statements wait for their locks, as its conf says (a Spark
-     *  Connect client's SET included): the carried keys it sets, for the lock client to
-     *  count at the Spark conf's level (config.py, Settings.for_statement). */
-    private static Map<String, String> carried(SparkSession session) {
-        Map<String, String> conf = new LinkedHashMap<>();
-        for (String key : Protocol.CARRIED_KEYS) {
-            String value = session.conf().get(key, null);
-            if (value != null) {
-                conf.put(key, value);
-            }
-        }
-        return conf;
-    }
-
     /** Ask the lock client for {@code answer}'s locks, all or none; on a grant, tag this
      *  thread's jobs with the set (cancelled when it is lost) and let nested executions see
      *  its nodes. */
@@ -263,7 +249,7 @@ final class EngineGuard {
         request.put(Field.COMMAND, name);
         request.put(Field.OBJECTS, what);
         request.put(Field.QUERY_ID, sc.getLocalProperty(Protocol.QUERY_ID));
-        request.put(Field.CONF, carried(session));
+        request.put(Field.CONF, CarriedConf.of(session));  // how it waits, as its session set
         request.put(Field.RELEASES, Releases.takeFor(client));  // before this grant: in order
         JsonNode grant;
         long asked = System.nanoTime();

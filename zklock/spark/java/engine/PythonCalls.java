@@ -31,7 +31,13 @@ final class PythonCalls {
      *  may wait for its locks as long as the lock client's timeout says). */
     private static final ThreadPoolExecutor CALLERS = new ThreadPoolExecutor(
         1, Integer.MAX_VALUE, IDLE_SECONDS, TimeUnit.SECONDS, new SynchronousQueue<>(), work -> {
-            Thread caller = new Thread(work, "zklock-python-caller-" + NAMED.incrementAndGet());
+            // made on a statement's thread, it inherits that thread's Spark state: drop what
+            // would keep a Spark Connect session and its class loader for the thread's life
+            Thread caller = new Thread(() -> {
+                org.apache.spark.sql.SparkSession.clearActiveSession();
+                work.run();
+            }, "zklock-python-caller-" + NAMED.incrementAndGet());
+            caller.setContextClassLoader(PythonCalls.class.getClassLoader());
             caller.setDaemon(true);
             return caller;
         });
