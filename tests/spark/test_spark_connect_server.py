@@ -671,6 +671,20 @@ def test_a_plain_clients_set_decides_how_its_statements_wait(cs, cdb, make_manag
     assert [r for r in cs.table(table).collect() if r.id == 42] == []
 
 
+def test_one_locking_session_per_connect_session(make_connect_locking, cs):
+    """As for a classic SparkSession: a second LockingSession would silently change how the
+    first one's statements wait (both publish into the session's conf). Refused, and the
+    session's conf is left as the first one wrote it; closing puts back what it found."""
+    before = cs.conf.get("spark.zklock.lock.retries", None)
+    first = make_connect_locking(retries=3)
+    with pytest.raises(InvalidArguments, match="wrapped by a LockingSession already"):
+        make_connect_locking(retries=5)
+    assert cs.conf.get("spark.zklock.lock.retries") == "3"
+    first.close()
+    assert cs.conf.get("spark.zklock.lock.retries", None) == before
+    make_connect_locking(retries=5).close()  # free again
+
+
 def test_zklock_sql_over_connect(make_connect_locking, cdb):
     locking = make_connect_locking()
     granted = locking.sql(f"LOCK TABLE {cdb}.dim SHARED FOR 1 MINUTE").collect()[0]
@@ -688,6 +702,7 @@ def test_sysdb_and_scheduled_ddl_over_connect(make_connect_locking, cdb, make_ma
         locking = make_connect_locking()
         rows = locking.sql("SELECT object, query_id FROM sysdb.locks").collect()
         assert (f"{cdb}.dim", "reader-c") in [tuple(r) for r in rows]
+    locking.close()  # one LockingSession per Connect session
     admin = make_connect_locking(scheduler_root=f"{root}-sched", scheduler_admins="alice",
                                  user="alice")
     created = admin.sql("CREATE SCHEDULED QUERY nightly_c CRON '0 3 * * *' DISABLED AS"

@@ -26,6 +26,7 @@ import atexit
 import functools
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -57,6 +58,13 @@ from .locked_statement import is_connect
 from .planner import ClassicPlanner, ConnectPlanner, LockPlan, Planner
 
 SYSTEM_DATABASE = "sysdb"
+
+#: The Spark Connect sessions a LockingSession of this process wraps: one each, as a classic
+#: SparkSession has (LockClients.bind refuses a second), since what a LockingSession publishes
+#: in its session's conf (how statements wait, the engine's settings) is every statement's
+#: there, and a second would silently change the first one's.
+_WRAPPED_CONNECT: weakref.WeakSet[Any] = weakref.WeakSet()
+_WRAPPED_LOCK = threading.Lock()
 
 
 #: A SQL script's start (``BEGIN``, or ``label: BEGIN``), after comments.
@@ -114,6 +122,14 @@ class LockingSession:
         self._system_views: dict[str, Callable[[], Any]] = {"locks": self._locks_view}
         for name, build in registry.views().items():
             self._system_views[name] = functools.partial(build, self)
+        if self.connect:
+            with _WRAPPED_LOCK:
+                if spark in _WRAPPED_CONNECT:
+                    raise InvalidArguments(
+                        "this Spark Connect session is wrapped by a LockingSession already:"
+                        " close that one, or wrap another session"
+                        " (SparkSession.builder.remote(...).create())")
+                _WRAPPED_CONNECT.add(spark)
         self._publish_policy()  # last: a session that failed to start changed nothing
 
     def _require_engine(self) -> None:
@@ -264,8 +280,7 @@ class LockingSession:
                 client.close()
         self._engine = self._process = None
         try:  # the wrapped session's settings as they were before this session, where they
-            # are still what it wrote (another LockingSession over the same Spark Connect
-            # session may have written its own since)
+            # are still what it wrote (the session's own SET since is kept)
             for key, before in self._engine_conf_before.items():
                 if key not in self._published or (self._spark.conf.get(key, None)
                                                   != self._published[key]):
@@ -276,6 +291,9 @@ class LockingSession:
                     self._spark.conf.set(key, before)
         except Exception:  # Spark stopped: nothing left to put back
             pass
+        if self.connect:
+            with _WRAPPED_LOCK:
+                _WRAPPED_CONNECT.discard(self._spark)
         with self._manager_lock:
             if self._own_manager and self._manager is not None:
                 self._manager.close()
