@@ -458,11 +458,13 @@ CARRIED_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.carried)
 WAIT_BOUNDS = frozenset({"timeout", "retries"})
 #: The session conf keys zklock's engine carries with a lock request: each carried
 #: setting's Spark conf keys, then Hive's names of them.
-CARRIED_KEYS: tuple[str, ...] = (
-    tuple(k for s in CARRIED_SETTINGS for k in s.spark_keys)
-    + tuple(k[len("spark."):] for s in CARRIED_SETTINGS for k in s.spark_keys)
-    + tuple(alias for alias, name in HIVE_ALIASES.items()
-            if name in {s.name for s in CARRIED_SETTINGS}))
+CARRIED_KEYS: tuple[str, ...] = tuple(dict.fromkeys(
+    [k for s in CARRIED_SETTINGS for k in s.spark_keys]
+    # SET's short forms, as documented and lower-case (Spark keeps a key as it was SET)
+    + [k[len("spark."):] for s in CARRIED_SETTINGS for k in s.spark_keys]
+    + [k for s in CARRIED_SETTINGS for k in s.set_keys]
+    + [alias for alias, name in HIVE_ALIASES.items()
+       if name in {s.name for s in CARRIED_SETTINGS}]))
 #: The shortest pause between attempts a statement's session may ask of its lock client: a
 #: client's conf must not make a shared server's lock client retry in a tight loop.
 MIN_CARRIED_INTERVAL = 0.01
@@ -477,8 +479,8 @@ def _carried(conf: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
     resolving it is a tenth of a millisecond on every grant."""
     given = dict(conf)
     for key, value in conf:  # SET's short form (zklock.lock.retries): the full key wins
-        if key.startswith("zklock."):
-            given.setdefault("spark." + key, value)
+        if key.startswith("zklock.") and key.lower() in SET_KEYS:
+            given.setdefault(spark_key(SET_KEYS[key.lower()]), value)
     carried = Settings.resolve(spark_conf=given, environ={})
     named = set(carried.sources)
     if named & WAIT_BOUNDS:
