@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from zklock.errors import SparkConnectError, ZkLockError
-from zklock.spark.jvm import has_connect_server, jar_info, jar_line, module_jar
 
 from .local_service import LocalService
 
@@ -31,7 +30,12 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 
 
 def pyspark_home() -> Path:
-    """The Spark distribution PySpark ships (bin/spark-submit, jars/)."""
+    """The Spark distribution PySpark ships (bin/spark-submit, jars/). Raises
+    :class:`~zklock.spark.jvm.JvmModuleError`, one line naming ``zklock[spark]``, where
+    PySpark is not installed (an operator's host)."""
+    from zklock.spark.jvm import check_pyspark
+
+    check_pyspark()
     import pyspark
 
     return Path(pyspark.__file__).parent
@@ -80,6 +84,9 @@ class ConnectServer(LocalService):
         here, the port is taken, the plugin was built for another Spark than the server's,
         or the server exits or does not answer within ``wait`` seconds.
         """
+        from zklock.spark.application import SPARK_DEFAULTS
+        from zklock.spark.jvm import has_connect_server, jar_info, jar_line, module_jar
+
         self.check_startable()
         home = Path(self.spark_home) if self.spark_home else pyspark_home()
         submit = home / "bin" / "spark-submit"
@@ -106,8 +113,7 @@ class ConnectServer(LocalService):
                "--host", self.host]
         if self.warehouse:
             cmd += ["--warehouse", str(Path(self.warehouse).resolve())]
-        from zklock.spark import SPARK_DEFAULTS  # sysdb views need the global temp database "sysdb"
-
+        # (SPARK_DEFAULTS: sysdb views need the global temp database "sysdb")
         conf = {**SPARK_DEFAULTS, **self.locks, **self.conf}
         if self.jar:
             conf["spark.jars"] = str(jar)

@@ -23,7 +23,7 @@ import click
 
 from zklock.config import parse_duration
 from zklock.errors import ServerError, ZkLockError
-from zklock.spark.jvm import jdk_tool
+from zklock.servers.java import jdk_tool
 
 from .app import Context, cli, echo_status
 from .local_service import LocalService

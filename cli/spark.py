@@ -9,7 +9,6 @@ from typing import Any, Optional
 import click
 
 from zklock.config import parse_duration
-from zklock.spark.protocol import Field
 
 from .app import Context, cli, echo_status
 
@@ -206,6 +205,8 @@ def thrift_status(obj: Context, as_json: bool) -> None:
 
     Exit code 1 when it does not run. Example: zklock spark thrift-server status --json
     """
+    from zklock.spark.protocol import Field
+
     st = _thrift(obj).status()
     lc = st["lock_client"]
     client = ("lock client not started yet (the first statement starts it)"

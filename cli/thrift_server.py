@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from zklock.errors import ServerError, ZkLockError
-from zklock.spark.jvm import jar_info, module_jar
-from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE, Field
 
 from .connect_server import pyspark_home
 from .local_service import LocalService
@@ -76,6 +74,8 @@ class ThriftServer(LocalService):
     def lock_client(self) -> dict:
         """The child lock client's state as the server's JVM last wrote it, ``up`` checked
         against the process table now (a child killed since is not up)."""
+        from zklock.spark.protocol import Field
+
         try:
             state = json.loads(self.lock_client_file.read_text())
         except (OSError, ValueError):
@@ -92,11 +92,14 @@ class ThriftServer(LocalService):
         Raises :class:`~zklock.errors.ServerError` (one line) when one already runs here,
         the port is taken, or the server exits or does not listen within ``wait`` seconds.
         """
+        from zklock.spark.application import EXTENSIONS, SPARK_DEFAULTS
+        from zklock.spark.jvm import jar_info, module_jar
+        from zklock.spark.lock_client import EXTENSION_CLASS
+        from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE
+
         self.check_startable()
         home = pyspark_home()
         jar = module_jar()
-        from zklock.spark import EXTENSIONS, SPARK_DEFAULTS
-        from zklock.spark.lock_client import EXTENSION_CLASS
 
         conf = {**SPARK_DEFAULTS, EXTENSIONS: EXTENSION_CLASS, "spark.jars": str(jar),
                 "spark.ui.enabled": "false",

@@ -30,4 +30,4 @@ text = text.replace("    @packages\n", "".join(f"    {m}\n" for m in packages))
 (tree / ".importlinter").write_text(text)
 PY
 cd "$tree"
-PYTHONPATH="$PWD" "../../$venv/bin/lint-imports" --config .importlinter
+PYTHONPATH="$PWD:$OLDPWD/scripts" "../../$venv/bin/lint-imports" --config .importlinter

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pyspark
 
-from zklock.spark.jvm import jar_line, jdk_tool
+from zklock.servers.java import jdk_tool
+from zklock.spark.jvm import jar_line
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,9 @@ from pyspark.sql import SparkSession
 import zklock
 from zklock import LockManager
 from zklock.errors import LockNotAcquired
+from zklock.servers.java import jdk_tool
 from zklock.spark import LockingSession, configure, enforce, lock_error
-from zklock.spark.jvm import jdk_tool, module_jar
+from zklock.spark.jvm import module_jar
 
 
 def denied(write) -> bool:

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ZkLockError
+from ..servers.java import jdk_tool
 from . import protocol
 
 HERE = Path(__file__).parent
@@ -178,8 +179,9 @@ def check_pyspark() -> None:
     try:
         installed = spark_version()  # what the module is built for
     except ImportError:
-        raise JvmModuleError("zklock.spark needs PySpark 3.5 to 4.3: pip install"
-                             " 'zklock[spark]'") from None
+        raise JvmModuleError("PySpark 3.5 to 4.3 is not installed here, and zklock's Spark"
+                             " layer and its commands need it: pip install 'zklock[spark]'"
+                             ) from None
     adapter_line(installed)
 
 
@@ -202,15 +204,6 @@ def _spark_jars() -> Path:
     if not jars.is_dir():
         raise JvmModuleError(f"zklock's JVM module needs PySpark's jars; {jars} is missing")
     return jars
-
-
-def jdk_tool(name: str) -> str | None:
-    """``$JAVA_HOME/bin/<name>`` (java, javac) when it exists, else ``name`` on the PATH;
-    None when neither is there."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / name).exists():
-        return str(Path(home) / "bin" / name)
-    return shutil.which(name)
 
 
 def _javac() -> str:
@@ -252,11 +245,19 @@ def in_spark_jars(jar: Path) -> bool:
 def jar_for(version: str | None = None) -> Path:
     """The module's jar for Spark ``version`` (by default the installed one), for an image
     builder to place in that Spark's ``jars/``: the installed Spark's own (built if need
-    be), else the one this wheel carries for the version's line. Raises
+    be), else the one this wheel carries for the version's line, chosen by ``version``
+    alone, so that a host without PySpark (an image's build stage) has it too. Raises
     :class:`JvmModuleError` when there is none: a source install builds only for the
-    PySpark it runs with."""
-    installed = spark_version()
-    if version is None or jar_line(version) == jar_line(installed):
+    PySpark it runs with, and without PySpark the version must be named."""
+    try:
+        installed: str | None = spark_version()
+    except ImportError:
+        installed = None
+    if version is None and installed is None:
+        raise JvmModuleError("no PySpark here to take the Spark version from: name it"
+                             " (zklock spark jar --spark-version 3.5.4), or pip install"
+                             " 'zklock[spark]'")
+    if installed is not None and (version is None or jar_line(version) == jar_line(installed)):
         shipped = packaged_jar(installed)
         if jar_info(shipped).get("build") == build_hash():
             return shipped
@@ -265,11 +266,13 @@ def jar_for(version: str | None = None) -> Path:
             if not jar.exists():
                 build_jar(installed, _spark_jars(), jar, connect=has_connect_server())
         return jar
+    assert version is not None
     shipped = packaged_jar(version)
     if jar_info(shipped).get("version") != zklock_version():
         major, minor = jar_line(version)
-        raise JvmModuleError(f"this zklock carries no jar for Spark {major}.{minor} (a source"
-                             f" install builds only for its own PySpark, {installed}):"
+        builds = (f"a source install builds only for its own PySpark, {installed}"
+                  if installed else "a source install builds only for an installed PySpark")
+        raise JvmModuleError(f"this zklock carries no jar for Spark {major}.{minor} ({builds}):"
                              " install zklock's wheel (make dist)")
     return shipped
 

@@ -1,0 +1,101 @@
+"""An application's side of zklock: its SparkSession builder configured for zklock's
+engine (:func:`configure`), and its plain sessions' statements locked (:func:`enforce`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from ..manager import LockManager
+from .lock_client import EngineLockClient, settings_of
+from .protocol import JvmClass
+
+#: Spark's setting naming session extensions: zklock's puts every command under its locks.
+EXTENSIONS = "spark.sql.extensions"
+SPARK_DEFAULTS = {
+    # sysdb.locks (and the scheduler's sysdb views) are global temporary views in "sysdb".
+    "spark.sql.globalTempDatabase": "sysdb",
+    # RDD saves commit through zklock's committer, which refuses one into a table's files
+    "spark.hadoop.mapred.output.committer.class": JvmClass.MAPRED_COMMITTER,
+}
+
+
+
+def configure(builder: Any) -> Any:
+    """Apply the static Spark settings zklock relies on to a SparkSession builder.
+
+    Also puts zklock's JVM module on the application's class path (appended to the
+    builder's ``spark.jars``, unless that names a zklock jar already or Spark's ``jars/``
+    has one): its engine extension, and its commit protocol and committers, which Spark
+    loads by name, give every write job staging of its own (see
+    zklock/spark/java/StagedCommitProtocol.java). Raises JvmModuleError when the
+    module cannot be had (a source install without a JDK) or ``spark.jars`` names a zklock
+    jar of another build.
+
+    A builder of a local Spark Connect session (``spark.api.mode=connect`` with a local
+    master, or ``remote("local")``), whose Connect server PySpark starts itself, also gets
+    zklock's plugin (the jar and ``spark.connect.extensions.relation.classes``), which
+    plans its locks. (PySpark then warns that it cannot set that static setting on the
+    session it created: the server has it already.) A remote server is started by its
+    operator with the plugin: see docs/spark.md.
+    """
+    from .connect import PLUGIN_SETTING
+    from .jvm import JvmModuleError, build_hash, in_spark_jars, jar_info, module_jar
+    from .lock_client import EXTENSION_CLASS
+
+    for key, value in SPARK_DEFAULTS.items():
+        builder = builder.config(key, value)
+    options = getattr(builder, "_options", {})
+    local = str(options.get("spark.master", "local")).startswith("local")
+    if local and "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
+        # a local application's Python workers run the driver's interpreter, the one that
+        # has PySpark's packages (pyarrow for Arrow UDFs), not whatever python3 is on PATH
+        builder = builder.config("spark.pyspark.python", sys.executable)
+    if _local_connect(options, local):
+        plugins = [p.strip() for p in str(options.get(PLUGIN_SETTING, "")).split(",")
+                   if p.strip()]
+        if JvmClass.CONNECT_PLUGIN not in plugins:
+            builder = builder.config(PLUGIN_SETTING, ",".join([*plugins, JvmClass.CONNECT_PLUGIN]))
+    extensions = [e.strip() for e in str(options.get(EXTENSIONS, "")).split(",") if e.strip()]
+    if EXTENSION_CLASS not in extensions:
+        builder = builder.config(EXTENSIONS, ",".join([*extensions, EXTENSION_CLASS]))
+    existing = getattr(builder, "_options", {}).get("spark.jars")
+    jars = [j for j in str(existing or "").split(",") if j]
+    named = [j for j in jars if jar_info(Path(j))]  # one zklock jar on the class path
+    for jar in named:
+        if jar_info(Path(jar)).get("build") != build_hash():
+            raise JvmModuleError(f"spark.jars names {jar}, a zklock jar of another build;"
+                                 f" name this zklock's instead (zklock spark jar), or none")
+    if not named:
+        module = module_jar()
+        if not in_spark_jars(module):
+            builder = builder.config("spark.jars", ",".join([*jars, str(module)]))
+    return builder
+
+
+def enforce(spark: Any, manager: Optional[LockManager] = None,
+            **settings: Any) -> EngineLockClient:
+    """Make ``manager`` (default: one built from ``settings``, Spark conf and the
+    environment) take the locks of every statement this application's engine runs in a
+    SparkSession no LockingSession wraps, with ``settings`` and the Spark conf over the
+    manager's own, as a LockingSession's (docs/configuration.md, "Precedence"). The session
+    must be built with :func:`configure`. ``close()`` the returned client (or use it as a
+    context manager) to stop."""
+    from . import saveastable
+
+    saveastable.install()  # Spark 3.5 and 4.0's saveAsTable, locked whole by this client
+    own = settings_of(spark, settings)
+    if manager is None:
+        manager = LockManager(settings=own)
+    layered = own.over(manager.settings)
+    return EngineLockClient(spark, manager, settings=lambda: layered).install(own_policy=True)
+
+
+def _local_connect(options: dict, local_master: bool) -> bool:
+    """Does this builder make a Spark Connect session whose server PySpark starts here?"""
+    remote = options.get("spark.remote", os.environ.get("SPARK_REMOTE"))
+    if remote is not None:
+        return str(remote).startswith("local")
+    return local_master and str(options.get("spark.api.mode", "")).lower() == "connect"
