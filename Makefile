@@ -8,6 +8,16 @@ STAMP  := $(VENV)/.installed-stamp
 # its own ZooKeeper and Spark
 TEST_WORKERS ?= 2
 
+# The ZooKeeper that the suite, the soaks and the demo run (docs/deploy.md, "Tested
+# against"): debian, Debian's 3.8.0 under /usr/share/java (the default), or pyspark, the
+# 3.9.5 whose server classes PySpark's own jars carry (zklock/servers/zookeeper.py)
+ZOOKEEPER ?= debian
+ifeq ($(ZOOKEEPER),pyspark)
+export ZKLOCK_ZK_JARS = $(shell $(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__) + "/jars")')
+else ifneq ($(ZOOKEEPER),debian)
+$(error ZOOKEEPER is debian or pyspark, not $(ZOOKEEPER))
+endif
+
 # make flake-hunt: RUNS runs of HUNT (default: the whole suite) under load (scripts/flake_hunt.py)
 RUNS ?= 3
 HUNT ?=

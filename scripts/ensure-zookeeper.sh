@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Make sure a ZooKeeper server can run here: Debian's zookeeper package jars and a Java runtime.
+# Make sure a ZooKeeper server can run here, and zklock's JVM module be compiled: ZooKeeper's
+# jars (Debian's zookeeper package, or ZKLOCK_ZK_JARS: a directory such as PySpark's jars/,
+# `make ... ZOOKEEPER=pyspark`) and a JDK 17+ (java, and javac for the editable install).
 set -euo pipefail
 jars="${ZKLOCK_ZK_JARS:-/usr/share/java}"
 if [ -n "${ZKLOCK_ZK:-}" ]; then
   echo "using ZooKeeper at ZKLOCK_ZK=$ZKLOCK_ZK"; exit 0
 fi
-if [ ! -f "$jars/zookeeper.jar" ]; then
+install() {  # install DESCRIPTION PACKAGE: with apt-get as root, else say what to install
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "installing Debian's zookeeper package (jars under /usr/share/java)"
+    echo "installing $1 (apt-get install $2)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq zookeeper >/dev/null
+    apt-get update -qq && apt-get install -y -qq "$2" >/dev/null
   else
-    echo "ZooKeeper is missing: install Debian's zookeeper package (sudo apt-get install zookeeper)" >&2
-    echo "or point ZKLOCK_ZK at a running server." >&2
+    echo "$1 is missing: sudo apt-get install $2" >&2
     exit 1
   fi
+}
+found=$(ls "$jars"/zookeeper.jar "$jars"/zookeeper-[0-9]*.jar 2>/dev/null | head -n 1 || true)
+if [ -z "$found" ]; then
+  [ -z "${ZKLOCK_ZK_JARS:-}" ] || { echo "no ZooKeeper jar under ZKLOCK_ZK_JARS=$jars" >&2; exit 1; }
+  install "ZooKeeper (Debian's zookeeper package, jars under /usr/share/java)" zookeeper
+  found="$jars/zookeeper.jar"
 fi
-if ! command -v java >/dev/null; then
-  echo "java is missing: install a Java runtime 17+ (apt-get install openjdk-17-jre-headless)" >&2
-  exit 1
+if ! command -v javac >/dev/null || ! command -v java >/dev/null; then
+  install "a JDK 17+ (java and javac)" openjdk-17-jdk-headless
 fi
-echo "ZooKeeper jars: $jars/zookeeper.jar"
+echo "ZooKeeper jars: $found"

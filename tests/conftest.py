@@ -65,6 +65,13 @@ if sys.version_info < (3, 12):
 os.environ["ZKLOCK_EVENT_LOG"] = str(diagnostics.EVENT_LOG)
 
 
+def pytest_report_header(config) -> str:
+    """Which ZooKeeper the suite's servers run (`make test ZOOKEEPER=pyspark` for 3.9.5)."""
+    from zklock.servers import zookeeper
+
+    return f"zklock: ZooKeeper servers from {zookeeper.classpath()}"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed test's report carries the lock events of its time and the tails of the

@@ -20,25 +20,32 @@ from typing import Optional
 
 from ..errors import ServerError
 from . import serverinfo
+from .java import jdk_tool
 from .ports import port_free
 from .process import pid_alive, terminate
 
 JAR_DIR = Path(os.environ.get("ZKLOCK_ZK_JARS", "/usr/share/java"))
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 INSTALL_HINT = ("ZooKeeper jars not found under {d}: install Debian's zookeeper package"
-                " (apt-get install -y zookeeper) or set ZKLOCK_ZK_JARS")
+                " (apt-get install -y zookeeper) or set ZKLOCK_ZK_JARS to a directory of"
+                " ZooKeeper's jars (such as PySpark's jars/)")
 
 
 def classpath() -> str:
-    """zookeeper.jar (its manifest names its dependencies) plus a simple slf4j binding."""
+    """ZooKeeper's server classes under JAR_DIR, in either layout: Debian's
+    (``zookeeper.jar``, whose manifest names its dependencies, plus a simple slf4j binding)
+    or a Spark distribution's ``jars/`` (``zookeeper-<version>.jar`` beside the jars it
+    needs: PySpark 4's carry ZooKeeper 3.9.5, server classes included)."""
     jar = JAR_DIR / "zookeeper.jar"
-    if not jar.exists():
-        raise ServerError(INSTALL_HINT.format(d=JAR_DIR))
-    parts = [str(jar)]
-    for extra in ("slf4j-simple.jar",):
-        if (JAR_DIR / extra).exists():
-            parts.append(str(JAR_DIR / extra))
-    return ":".join(parts)
+    if jar.exists():
+        parts = [str(jar)]
+        for extra in ("slf4j-simple.jar",):
+            if (JAR_DIR / extra).exists():
+                parts.append(str(JAR_DIR / extra))
+        return ":".join(parts)
+    if any(JAR_DIR.glob("zookeeper-[0-9]*.jar")):
+        return f"{JAR_DIR}/*"  # the JVM's wildcard: every jar of the directory
+    raise ServerError(INSTALL_HINT.format(d=JAR_DIR))
 
 
 def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> str:
@@ -168,7 +175,10 @@ class ZkServer:
             (data / "myid").write_text(f"{self.server_id}\n")
         cfg = self.state_dir / "zoo.cfg"
         cfg.write_text(self.config_text())
-        cmd = ["java", f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        java = jdk_tool("java")
+        if java is None:
+            raise ServerError("java not found: install a Java runtime (17+) or set JAVA_HOME")
+        cmd = [java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                # how often empty object (container) nodes are swept
