@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import diagnostics
 import pytest
 from conftest import lock_nodes, wait_for
 from kazoo.exceptions import NoAuthError
@@ -241,3 +242,24 @@ def test_a_loss_between_the_grant_and_the_first_job_never_commits(make_locking, 
     assert (FENCE_REFUSED in str(error)) if reached_fence else ("cancelled" in str(error)), (
         reached_fence, str(error))
     assert count(spark, f"{db}.early") == 0 and data_files(spark, f"{db}.early") == []
+
+
+def test_a_successful_write_logs_no_warning_of_zklocks_making(locking, db, spark):
+    """Hadoop's FileOutputCommitter warns, each time one is made with its clean-up skipped,
+    that this "can lead to unexpected behaviors": zklock's committers clean their own
+    staging and need no such setting, so a write through them (six committers per INSERT:
+    the driver's and each task's) logs nothing a bare Spark would not."""
+    log = diagnostics.SPARK_LOG
+    start = log.stat().st_size if log.exists() else 0
+    locking.sql(f"CREATE TABLE {db}.quiet (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    locking.sql(f"CREATE TABLE {db}.quiet_csv (id INT) USING csv")
+    locking.sql(f"INSERT INTO {db}.quiet VALUES (1, 'a'), (2, 'b')")
+    locking.sql(f"INSERT OVERWRITE {db}.quiet PARTITION (ds = 'a') VALUES (3)")
+    locking.sql(f"INSERT INTO {db}.quiet_csv VALUES (1), (2)")
+    assert count(spark, f"{db}.quiet") == 2 and count(spark, f"{db}.quiet_csv") == 2
+    with open(log, "rb") as f:
+        f.seek(start)
+        lines = f.read().decode(errors="replace").splitlines()
+    ours = [ln for ln in lines if " WARN " in ln
+            and any(k in ln for k in ("OutputCommitter", "CommitProtocol", "zklock"))]
+    assert ours == [], ours

@@ -29,9 +29,10 @@ public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
         Staging.commitJob(this, context, () -> super.commitJob(context));
     }
 
+    /** Hadoop's commitJob calls it after the merge: nothing to do there, since
+     *  Staging.commitJob removes the job's own staging once the commit is recorded. */
     @Override
-    public void cleanupJob(JobContext context) throws IOException {
-        Staging.remove(this, context);
+    public void cleanupJob(JobContext context) {
     }
 
     @Override

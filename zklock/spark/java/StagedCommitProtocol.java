@@ -127,20 +127,27 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         OutputCommitter committer;
         try {
             committer = isolated(super.setupCommitter(context), context);
+            if (committer instanceof IsolatedFileOutputCommitter
+                    || committer instanceof IsolatedParquetOutputCommitter) {
+                WriteOutcome.committerSetUp();  // counted on the driver's thread only
+            } else if (committer instanceof FileOutputCommitter) {
+                // another FileOutputCommitter would delete the whole _temporary, which other
+                // jobs stage in: made again, told to skip its clean-up
+                conf.setBoolean(SKIP_CLEANUP, true);
+                committer = super.setupCommitter(context);
+            }
         } catch (IOException e) {
             throw new IllegalStateException("zklock: cannot make the job's committer: " + e, e);
-        }
-        if (committer instanceof IsolatedFileOutputCommitter
-                || committer instanceof IsolatedParquetOutputCommitter) {
-            WriteOutcome.committerSetUp();  // counted on the driver's thread only
         }
         return committer;
     }
 
-    /** This job's staging, in the conf every committer of the job reads its paths from. */
+    /** This job's staging, in the conf every committer of the job reads its paths from.
+     *  Hadoop's cleanup.skipped is not set for zklock's own committers, whose clean-up
+     *  removes only their job's staging: with it, every FileOutputCommitter made warns
+     *  that skipping the clean-up "can lead to unexpected behaviors" (docs/design.md). */
     private void stage(Configuration conf) {
         conf.setInt(ATTEMPT_ID, attempt);
-        conf.setBoolean(SKIP_CLEANUP, true);  // zklock's committers remove their own
     }
 
     /** zklock's committer in place of Hadoop's FileOutputCommitter or Parquet's: the same,
