@@ -95,13 +95,14 @@ class ThriftServer(LocalService):
         from zklock.spark.application import EXTENSIONS, SPARK_DEFAULTS
         from zklock.spark.jvm import jar_info, module_jar
         from zklock.spark.lock_client import EXTENSION_CLASS
-        from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE
+        from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE, JvmClass
 
         self.check_startable()
         home = pyspark_home()
         jar = module_jar()
 
         conf = {**SPARK_DEFAULTS, EXTENSIONS: EXTENSION_CLASS, "spark.jars": str(jar),
+                "spark.plugins": JvmClass.PLUGIN,  # no jar, no server (docs/deploy.md)
                 "spark.ui.enabled": "false",
                 # the child lock client runs in this zklock's Python
                 "spark.zklock.lockClient.python": sys.executable,

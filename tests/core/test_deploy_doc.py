@@ -45,7 +45,8 @@ def test_the_committers_it_names_are_in_the_jvm_module():
     def source(name: str) -> Path:
         return java / (name.removeprefix("zklock.").replace(".", "/") + ".java")
 
-    for key in ("spark.hadoop.mapred.output.committer.class", "spark.sql.extensions"):
+    for key in ("spark.hadoop.mapred.output.committer.class", "spark.sql.extensions",
+                "spark.plugins"):
         assert source(conf[key]).is_file(), conf[key]
     # the commit protocol the engine extension makes the default (staging per write job)
     from zklock.spark.protocol import COMMIT_PROTOCOL, COMMIT_PROTOCOL_CLASS

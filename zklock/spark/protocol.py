@@ -143,6 +143,7 @@ class JvmClass:
     CALLS = _VALUES["class.calls"]
     CONNECT_PLUGIN = _VALUES["class.connect_plugin"]
     MAPRED_COMMITTER = _VALUES["class.mapred_committer"]
+    PLUGIN = _VALUES["class.plugin"]
 
 
 CONNECT_TYPE_URL = _VALUES["connect.type_url"]

@@ -26,6 +26,8 @@ public final class Protocol {
     public static final String WRITE_FAILED = get("condition.write_failed");
     public static final String COMMIT_PROTOCOL = get("conf.commit_protocol");
     public static final String COMMIT_PROTOCOL_CLASS = get("class.commit_protocol");
+    public static final String EXTENSION_CLASS = get("class.extension");
+    public static final String PLUGIN_CLASS = get("class.plugin");
 
     /** The session conf keys the engine carries with each lock request (config.py's
      *  carried settings: how a statement waits), for its lock client to read. */
