@@ -262,6 +262,12 @@ SETTINGS: list[Setting] = [
             " denial) on the objects it wants, so later conflicting requests are denied until"
             " it acquires or gives up: neither writers nor readers starve. False: Hive's plain"
             " deny-and-retry (other requests' intents are still honoured)."),
+    Setting("wait_notice", True, parse_bool, "ZKLOCK_WAIT_NOTICE",
+            "spark.zklock.lock.waitNotice",
+            "A request that waits says so on its process's stderr (a Spark driver's, a Thrift"
+            " server's log): one line after its first denial naming whom it waits for, then"
+            " again at 5, 10, 20, 40 s... of waiting. False: silent until it is granted or"
+            " gives up (which names the holder either way).", settable=True, carried=True),
     Setting("support_concurrency", True, parse_bool, "ZKLOCK_SUPPORT_CONCURRENCY",
             "spark.zklock.support.concurrency",
             "Like hive.support.concurrency: false makes acquire a no-op returning an empty set.",
@@ -545,6 +551,7 @@ class Settings:
     retries: Optional[int] = _default("retries")
     retry_interval: float = _default("retry_interval")
     intents: bool = _default("intents")
+    wait_notice: bool = _default("wait_notice")
     support_concurrency: bool = _default("support_concurrency")
     session_timeout: float = _default("session_timeout")
     connect_timeout: float = _default("connect_timeout")

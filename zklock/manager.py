@@ -61,6 +61,7 @@ from .locks.listing import LockRecord, holders_behind_intents, ms_to_iso, walk
 from .locks.locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
 from .locks.lockrequest import LockSpec, LockTarget, normalize
 from .locks.lockset import HeldLock, LockSet, sole_versions
+from .locks.notice import WaitNotice
 from .locks.objects import LockObject
 from .locks.waits import Waits
 from .locks.watcher import SessionWatcher, dispatch
@@ -290,6 +291,7 @@ class LockManager:
         pre_read = False  # the first attempt is optimistic: every object node exists
         started = time.monotonic()
         wanted = [[t.obj.name, t.mode.value] for t in targets]
+        notice = WaitNotice(data.query, started=started) if settings.wait_notice else None
         waiting = None
         granted: Optional[LockSet] = None
         try:
@@ -368,6 +370,9 @@ class LockManager:
                                         f" {waited_for}", conflicts=conflicts)
                         waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
                                                      denied, started, settings.intents)
+                        if notice is not None:
+                            notice.denied([(c.target.obj.name, c.target.mode.value)
+                                           for c in conflicts], waited_for)
                         jittered = pause * random.uniform(0.75, 1.25)
                         if backoff:
                             jittered = min(jittered, max(0.0, deadline - time.monotonic()))

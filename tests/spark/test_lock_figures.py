@@ -53,8 +53,15 @@ def plan_nodes(spark, execution_id: int) -> list[str]:
     return [nodes.apply(i).desc() for i in range(nodes.size())]
 
 
+def job_descriptions(spark) -> list[str]:
+    """The description of each job the application ran, as the Jobs tab shows it."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    return [str(jobs.apply(i).description().get()) for i in range(jobs.size())
+            if jobs.apply(i).description().isDefined()]
+
+
 def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
-        spark, db, make_manager, zk, root) -> None:
+        spark, db, make_manager, zk, root, capfd) -> None:
     table = f"{db}.dim"
     holder = make_manager()
     held = holder.acquire([(LockObject.parse(table), Mode.EXCLUSIVE)], query_id="backfill")
@@ -71,9 +78,18 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
     with enforce(spark, make_manager(retries=400, retry_interval=0.05)):
         writer = threading.Thread(target=insert)
         writer.start()
-        # the insert is waiting: its wait record is in ZooKeeper (after its first denial)
+        # the insert is waiting: its wait record is in ZooKeeper (after its first denial),
+        # and it said so on the driver's stderr, naming the holder's query
         assert wait_for(lambda: zk.exists(f"{root}/.waits") and zk.get_children(f"{root}/.waits"),
                         timeout=60)
+        said: list[str] = []
+        assert wait_for(lambda: said.extend(capfd.readouterr().err.splitlines())
+                        or any(" waits for " in ln for ln in said), timeout=30), said
+        line = next(ln for ln in said if " waits for " in ln)
+        assert line.startswith(f"zklock: INSERT INTO {table} SELECT * FROM {table} LIMIT 1"
+                               f" waits for X on {table}: {table} (X requested) is held in X"
+                               " by user"), line
+        assert "query backfill" in line and line.endswith(" s so far"), line
         held.release()
         writer.join(120)
     assert outcome.get("done"), outcome
@@ -97,6 +113,11 @@ def test_a_statement_that_waited_shows_its_lock_figures_in_its_sql_metrics(
     assert number(shown["objects locked in X"]) == 1, shown  # the table
     assert number(shown["objects locked in S"]) >= 1, shown  # its database
     assert number(shown["time holding locks"]) >= 0 and number(shown["lock sets lost"]) == 0
+    # its jobs, in the Jobs tab, name whom it waited for too
+    assert wait_for(lambda: any(d.startswith(f"zklock waited for: {table} (X requested) is held"
+                                             " in X by user") and "query backfill" in d
+                                for d in job_descriptions(spark)), timeout=30), \
+        job_descriptions(spark)
 
 
 def zklock_totals(spark) -> dict[str, int]:
