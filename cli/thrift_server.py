@@ -102,7 +102,8 @@ class ThriftServer(LocalService):
         jar = module_jar()
 
         conf = {**SPARK_DEFAULTS, EXTENSIONS: EXTENSION_CLASS, "spark.jars": str(jar),
-                "spark.plugins": JvmClass.PLUGIN,  # no jar, no server (docs/deploy.md)
+                # no jar, no server (docs/deploy.md)
+                "spark.plugins.defaultList": JvmClass.PLUGIN,
                 "spark.ui.enabled": "false",
                 # the child lock client runs in this zklock's Python
                 "spark.zklock.lockClient.python": sys.executable,

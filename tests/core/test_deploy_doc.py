@@ -46,7 +46,7 @@ def test_the_committers_it_names_are_in_the_jvm_module():
         return java / (name.removeprefix("zklock.").replace(".", "/") + ".java")
 
     for key in ("spark.hadoop.mapred.output.committer.class", "spark.sql.extensions",
-                "spark.plugins"):
+                "spark.plugins.defaultList"):
         assert source(conf[key]).is_file(), conf[key]
     # the commit protocol the engine extension makes the default (staging per write job)
     from zklock.spark.protocol import COMMIT_PROTOCOL, COMMIT_PROTOCOL_CLASS

@@ -200,3 +200,50 @@ def test_configure_uses_the_zklock_jar_spark_jars_names(tmp_path):
     with pytest.raises(JvmModuleError, match="a zklock jar of another build") as err:
         configure(SparkSession.Builder().config("spark.jars", str(stale)))
     assert "\n" not in str(err.value)
+
+
+def test_the_plugin_refuses_a_spark_its_jar_is_not_built_for(spark):
+    """EnginePlugin's check, in the JVM: the running Spark's line must be one the jar serves
+    (jvm.served_lines, written into the jar), the extension must be named, and one build
+    only may be on the class path; each refusal is one line naming the fix."""
+    from py4j.protocol import Py4JJavaError
+
+    from zklock.spark.jvm import jar_info, module_class, module_jar, served_lines
+
+    plugin = module_class(spark, "EnginePlugin")
+    jvm = spark._jvm
+    ours = jar_info(module_jar())
+    assert ours["serves"].split(",") == served_lines(ours["spark"])
+
+    def modules(*infos: dict) -> object:
+        listed = jvm.java.util.ArrayList()
+        for info in infos:
+            props = jvm.java.util.Properties()
+            for key, value in info.items():
+                props.setProperty(key, value)
+            listed.add(props)
+        return listed
+
+    string, listing = (jvm.java.lang.Class.forName(n) for n in ("java.lang.String",
+                                                              "java.util.List"))
+    types = spark.sparkContext._gateway.new_array(jvm.java.lang.Class, 3)
+    types[0], types[1], types[2] = string, string, listing
+    check = plugin.getMethod("check", types)
+
+    def refusal(extensions: str, version: str, *infos: dict) -> str:
+        args = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 3)
+        args[0], args[1], args[2] = extensions, version, modules(*infos)
+        try:
+            check.invoke(None, args)
+        except Py4JJavaError as exc:  # an InvocationTargetException: the plugin's own
+            return str(exc.java_exception.getCause().getMessage())
+        return ""
+
+    other_line = {**ours, "serves": "3.5", "spark": "3.5.4"}
+    assert refusal(" zklock.EngineLocks , x.Ext", spark.version, ours) == ""
+    assert "does not name zklock.EngineLocks" in refusal("io.delta.Ext", spark.version, ours)
+    told = refusal("zklock.EngineLocks", spark.version, other_line)
+    assert f"built for Spark 3.5.4 (lines 3.5), not for this Spark {spark.version}" in told
+    assert "zklock spark jar --spark-version" in told
+    two = refusal("zklock.EngineLocks", spark.version, ours, {**ours, "build": "0ther"})
+    assert "zklock jars of different builds" in two

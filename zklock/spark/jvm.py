@@ -129,6 +129,16 @@ def jar_line(version: str) -> tuple[int, int]:
     return max(ln for ln in adapter_lines() if ln <= line)
 
 
+def served_lines(version: str) -> list[str]:
+    """The Spark lines (``"4.1"``, ...) a jar built for ``version`` serves: those whose
+    :func:`jar_line` is its own. The build writes them into the jar, whose Spark plugin
+    refuses to start any other Spark (EnginePlugin.java)."""
+    oldest, line = adapter_lines()[0], jar_line(version)
+    return [f"{major}.{minor}" for major in range(oldest[0], NEWEST_SUPPORTED[0] + 1)
+            for minor in range(10) if oldest <= (major, minor) <= NEWEST_SUPPORTED
+            and jar_line(f"{major}.{minor}.0") == line]
+
+
 def java_release(version: str) -> str:
     """The Java release a jar for Spark ``version`` targets: the oldest its line runs on
     (Spark 3.5 runs on Java 8, 11 and 17; Spark 4 needs 17)."""
@@ -251,7 +261,12 @@ def jar_for(version: str | None = None) -> Path:
     PySpark it runs with, and without PySpark the version must be named."""
     try:
         installed: str | None = spark_version()
+        jar_line(installed)
     except ImportError:
+        installed = None
+    except JvmModuleError:  # a PySpark zklock does not support: the named version decides
+        if version is None:
+            raise
         installed = None
     if version is None and installed is None:
         raise JvmModuleError("no PySpark here to take the Spark version from: name it"
@@ -340,7 +355,8 @@ def build_jar(version: str, spark_jars: Path, jar: Path, connect: bool) -> Path:
         tmp = jar.parent / f"{jar.name}.{os.getpid()}.tmp"
         major, minor = jar_line(version)
         props = (f"version={zklock_version()}\nprotocol={PROTOCOL}\nbuild={build}\n"
-                 f"spark={version}\nline={major}.{minor}\njava={java_release(version)}\n")
+                 f"spark={version}\nline={major}.{minor}\njava={java_release(version)}\n"
+                 f"serves={','.join(served_lines(version))}\n")
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: zklock\n")
             for f in sorted(classes.rglob("*.class")):

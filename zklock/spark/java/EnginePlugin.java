@@ -6,12 +6,14 @@
 // without it: a wrong spark.jars path or an image built without the jar would mean no locks
 // at all, silently. A class named in spark.plugins is different: Spark refuses to start
 // without it (ClassNotFoundException: zklock.EnginePlugin). So docs/deploy.md's
-// spark-defaults.conf names this plugin beside the extension:
-//   spark.plugins=zklock.EnginePlugin
+// spark-defaults.conf names this plugin beside the extension, in the administrators' list
+// that Spark puts before an application's own spark.plugins (so no --conf drops it):
+//   spark.plugins.defaultList=zklock.EnginePlugin
 // With the jar there, the plugin checks, on the driver, once, what the class path and the
 // conf must hold for the extension to lock every statement, and stops the application in
-// one line naming the fix when they do not: the extension named in spark.sql.extensions,
-// and one build of zklock's jar (two of different builds would mix their classes).
+// one line naming the fix when they do not: the extension named in spark.sql.extensions, a
+// jar built for the running Spark's line (one of another line would fail to link, and Spark
+// would only warn), and one build of zklock's jar (two would mix their classes).
 // Executors get nothing from it.
 package zklock;
 
@@ -44,7 +46,7 @@ public final class EnginePlugin implements SparkPlugin {
         return new DriverPlugin() {
             @Override
             public Map<String, String> init(SparkContext sc, PluginContext context) {
-                check(sc.getConf().get(EXTENSIONS, ""), builds());
+                check(sc.getConf().get(EXTENSIONS, ""), sc.version(), modules());
                 return Collections.emptyMap();
             }
         };
@@ -56,36 +58,56 @@ public final class EnginePlugin implements SparkPlugin {
     }
 
     /** Refuse, in one line, a conf or class path on which the extension would not lock
-     *  every statement. */
-    static void check(String extensions, List<String> builds) {
-        if (!Arrays.asList(extensions.split("\\s*,\\s*")).contains(Protocol.EXTENSION_CLASS)) {
-            throw new IllegalStateException("zklock: spark.plugins names " + Protocol.PLUGIN_CLASS
-                + " but spark.sql.extensions does not name " + Protocol.EXTENSION_CLASS
+     *  every statement of Spark {@code version}; {@code modules}: what each zklock jar on
+     *  the class path says of itself (jvm.py writes it). */
+    public static void check(String extensions, String version, List<Properties> modules) {
+        List<String> named = new ArrayList<>();
+        for (String extension : extensions.split(",")) {
+            named.add(extension.trim());
+        }
+        if (!named.contains(Protocol.EXTENSION_CLASS)) {
+            throw new IllegalStateException("zklock: " + Protocol.PLUGIN_CLASS + " runs, but"
+                + " spark.sql.extensions does not name " + Protocol.EXTENSION_CLASS
                 + ", so no statement would be locked: add it (docs/deploy.md)");
         }
-        if (new TreeSet<>(builds).size() > 1) {
+        TreeSet<String> builds = new TreeSet<>();
+        for (Properties module : modules) {
+            builds.add(module.getProperty("version") + "/" + module.getProperty("build"));
+        }
+        if (builds.size() > 1) {
             throw new IllegalStateException("zklock: zklock jars of different builds are on"
                 + " the class path (" + String.join(", ", builds) + "): keep this zklock's"
                 + " only (zklock spark jar)");
         }
+        String[] parts = version.split("\\.");
+        String line = parts[0] + "." + (parts.length > 1 ? parts[1] : "0");
+        for (Properties module : modules) {
+            List<String> serves = Arrays.asList(module.getProperty("serves", "").split(","));
+            if (!serves.contains(line)) {
+                throw new IllegalStateException("zklock: zklock's jar is built for Spark "
+                    + module.getProperty("spark") + " (lines " + String.join(", ", serves)
+                    + "), not for this Spark " + version + ": replace it with the jar for"
+                    + " this one (zklock spark jar --spark-version " + version + ")");
+            }
+        }
     }
 
-    /** The build of each zklock jar on the class path, as "version/build at location". */
-    private static List<String> builds() {
-        List<String> found = new ArrayList<>();
+    /** What each zklock jar on the application's class path says of itself. */
+    private static List<Properties> modules() {
+        List<Properties> found = new ArrayList<>();
+        ClassLoader loader = Thread.currentThread().getContextClassLoader();
         try {
-            Enumeration<URL> all = EnginePlugin.class.getClassLoader()
+            Enumeration<URL> all = (loader != null ? loader : EnginePlugin.class.getClassLoader())
                 .getResources(MODULE_PROPERTIES);
             for (URL url : Collections.list(all)) {
                 Properties props = new Properties();
                 try (InputStream in = url.openStream()) {
                     props.load(in);
                 }
-                found.add(props.getProperty("version") + "/" + props.getProperty("build"));
+                found.add(props);
             }
         } catch (IOException e) {
-            throw new IllegalStateException("zklock: cannot read the builds of zklock's jars: "
-                + e, e);
+            throw new IllegalStateException("zklock: cannot read what zklock's jars are: " + e, e);
         }
         return found;
     }
