@@ -23,7 +23,8 @@ if [ -z "$found" ]; then
   install "ZooKeeper (Debian's zookeeper package, jars under /usr/share/java)" zookeeper
   found="$jars/zookeeper.jar"
 fi
-if ! command -v javac >/dev/null || ! command -v java >/dev/null; then
+jdk="${JAVA_HOME:+$JAVA_HOME/bin/}"  # as zklock finds them: $JAVA_HOME/bin, else the PATH
+if ! command -v "${jdk}javac" >/dev/null || ! command -v "${jdk}java" >/dev/null; then
   install "a JDK 17+ (java and javac)" openjdk-17-jdk-headless
 fi
 echo "ZooKeeper jars: $found"

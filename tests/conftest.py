@@ -66,10 +66,16 @@ os.environ["ZKLOCK_EVENT_LOG"] = str(diagnostics.EVENT_LOG)
 
 
 def pytest_report_header(config) -> str:
-    """Which ZooKeeper the suite's servers run (`make test ZOOKEEPER=pyspark` for 3.9.5)."""
+    """Which ZooKeeper the suite runs on (`make test ZOOKEEPER=pyspark` for 3.9.5)."""
+    from zklock.errors import ServerError
     from zklock.servers import zookeeper
 
-    return f"zklock: ZooKeeper servers from {zookeeper.classpath()}"
+    if os.environ.get("ZKLOCK_ZK"):
+        return f"zklock: ZooKeeper at ZKLOCK_ZK={os.environ['ZKLOCK_ZK']}"
+    try:
+        return f"zklock: ZooKeeper servers from {zookeeper.classpath()}"
+    except ServerError as exc:  # the session's server fixture fails with it
+        return f"zklock: {exc}"
 
 
 @pytest.hookimpl(hookwrapper=True)

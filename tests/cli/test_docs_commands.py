@@ -132,7 +132,8 @@ def shell(tmp_path, operator_bin):
     in a venv without PySpark where it does not, and its embedded server's state there."""
     bin_dir = Path(PYTHON).parent
     env = {**{k: v for k, v in os.environ.items()
-              if not k.startswith(("ZKLOCK_", "SPARK_REMOTE", "SPARK_HOME"))},
+              if not k.startswith(("ZKLOCK_", "SPARK_REMOTE", "SPARK_HOME"))
+              or k == "ZKLOCK_ZK_JARS"},
            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "ZKLOCK_STATE_DIR": str(tmp_path / ".zklock"),
            # what `zklock timeline` reads without --events (README: ZKLOCK_EVENT_LOG)
@@ -247,7 +248,7 @@ def run_documented(shell, doc: Path, command: str, context: dict) -> None:
         text = text.replace("zklock server stop", "true")  # the fixture stops it
     if "--ensemble" in text:  # an ensemble of its own, beside the test's server
         own = f"ZKLOCK_STATE_DIR={tmp / 'ensemble-state'}"
-        out = shell(f"{own} {text} && {own} zklock server stop")
+        out = shell(f"{own} {text}; started=$?; {own} zklock server stop; exit $started")
         assert out.returncode == 0, (doc.name, command, out.stdout, out.stderr)
         return
     long_running = next((k for k in LONG_RUNNING if k in text), None)

@@ -151,7 +151,7 @@ def deploy_block(zk_hosts: str, root: str, base: Path, python: Path) -> dict[str
     conf = dict(line.split(None, 1) for line in body.splitlines()
                 if line.strip() and not line.lstrip().startswith("#"))
     assert conf.pop("spark.jars") and conf.pop("spark.driver.extraClassPath")
-    assert conf["spark.plugins"] == "zklock.EnginePlugin", conf
+    assert conf["spark.plugins.defaultList"] == "zklock.EnginePlugin", conf
     del conf["spark.zklock.metrics.port"]  # (a port of its own per process: not here)
     conf.update({"spark.zklock.zookeeper.quorum": zk_hosts, "spark.zklock.root": root,
                  "spark.zklock.eventLog": str(base / "run" / "events.jsonl"),
@@ -162,18 +162,24 @@ def deploy_block(zk_hosts: str, root: str, base: Path, python: Path) -> dict[str
     return conf
 
 
-def image_user() -> int:
-    """The official images' user, uid 185; created here as their Dockerfile creates it
-    (``useradd -u 185 spark``), since Hadoop's login needs a passwd entry."""
+@pytest.fixture
+def image_user() -> Iterator[int]:
+    """The official images' user, uid 185; created for the test where the machine has none,
+    as their Dockerfile creates it (``useradd -u 185 spark``: Hadoop's login needs a passwd
+    entry), and removed after."""
     import pwd
 
     try:
         pwd.getpwuid(SPARK_UID)
+        created = False
     except KeyError:
         subprocess.run(["useradd", "--uid", str(SPARK_UID), "--no-create-home", "--home-dir",
                         "/nonexistent", "--shell", "/usr/sbin/nologin", "zklock-spark"],
                        check=True, timeout=60)
-    return SPARK_UID
+        created = True
+    yield SPARK_UID
+    if created:
+        subprocess.run(["userdel", "zklock-spark"], check=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -190,9 +196,11 @@ def deployed(wheel) -> Iterator[Path]:
 
 
 def operator_env(base: Path, **more: str) -> dict[str, str]:
-    """The environment of a command on the operator's host: no suite variables."""
+    """The environment of a command on the operator's host: no suite variables but which
+    ZooKeeper servers run (`make ... ZOOKEEPER=pyspark`)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ZKLOCK_", "PYSPARK", "SPARK_")) and k != "PYTHONPATH"}
+           if not k.startswith(("ZKLOCK_", "PYSPARK", "SPARK_")) and k != "PYTHONPATH"
+           or k == "ZKLOCK_ZK_JARS"}
     return {**env, **more}
 
 
@@ -255,7 +263,7 @@ def test_every_operator_command_runs_from_the_wheel_without_pyspark(
 
 
 def test_a_spark_distribution_is_locked_by_a_child_in_a_python_without_pyspark(
-        deployed, zk_hosts, root) -> None:
+        deployed, image_user, zk_hosts, root) -> None:
     """docs/deploy.md's image, built as written: a Spark distribution whose PySpark is off
     the venv's path, its block in spark-defaults.conf, the wheel in a venv without PySpark,
     the Dockerfile's `zklock spark jar` step; then spark-sql and spark-submit run as the
@@ -271,7 +279,7 @@ def test_a_spark_distribution_is_locked_by_a_child_in_a_python_without_pyspark(
     home = spark_distribution(base, deploy_block(zk_hosts, root, base, python))
     run = base / "run"
     run.mkdir()
-    uid = image_user()
+    uid = image_user
     os.chown(run, uid, uid)
     app = run / "app.py"
     app.write_text("import sys\nfrom pyspark.sql import SparkSession\n"
@@ -315,7 +323,8 @@ def test_a_spark_distribution_is_locked_by_a_child_in_a_python_without_pyspark(
     holder = LockManager(hosts=zk_hosts, root=root)
     try:
         with holder.acquire([("default.t", "X")], query_id="backfill-42"):
-            denied = spark("spark-sql", "-e", "INSERT INTO t VALUES (2)", retries=2)
+            # (a second of retries: the child's line reaches the JVM's stderr while it waits)
+            denied = spark("spark-sql", "-e", "INSERT INTO t VALUES (2)", retries=20)
             submitted = spark("spark-submit", str(app), "3", retries=0)
     finally:
         holder.close()

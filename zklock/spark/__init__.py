@@ -42,5 +42,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["EngineLockClient", "LockPlan", "LockingSession", "configure", "enforce",
-           "lock_error"]
+__all__ = sorted(_NEEDS_PYSPARK)

@@ -50,8 +50,9 @@ public abstract class LockedExec extends V2CommandExec {
      *  found at the release of work that completed. */
     <T> T underGuard(EngineGuard guard, String statement, Supplier<T> work) {
         T out;
-        String described = describeWait(guard);
+        Runnable undescribe = () -> { };
         try {
+            undescribe = describeWait(guard);
             out = work.get();
         } catch (Throwable e) {  // Scala code throws checked exceptions (SparkException) too
             EngineRefusal lost;
@@ -65,7 +66,7 @@ public abstract class LockedExec extends V2CommandExec {
             }
             throw LockedExec.<RuntimeException>rethrow(lost != null ? lost : e);
         } finally {
-            undescribe(described);
+            undescribe.run();
         }
         EngineRefusal lost;
         try {
@@ -82,28 +83,19 @@ public abstract class LockedExec extends V2CommandExec {
     /** Spark's job description, a thread's local property: the Jobs tab names each job
      *  by it, and the SQL tab an execution that starts under it. */
     private static final String JOB_DESCRIPTION = "spark.job.description";
-    /** What {@link #describeWait} returns when the thread had no description of its own. */
-    private static final String UNSET = "";
-
     /** When {@code guard} waited, the statement's jobs carry whom it waited for in their
      *  description (after the user's own, if any), as its stderr line said while it waited
-     *  (zklock/locks/notice.py). Returns what to put back: null when nothing changed. */
-    private String describeWait(EngineGuard guard) {
+     *  (zklock/locks/notice.py). Returns what puts the thread's description back. */
+    private Runnable describeWait(EngineGuard guard) {
         String note = guard.waitedFor();
         SparkContext sc = sparkContext();
         if (note.isEmpty() || sc == null) {
-            return null;
+            return () -> { };
         }
         String before = sc.getLocalProperty(JOB_DESCRIPTION);
         sc.setLocalProperty(JOB_DESCRIPTION, (before == null || before.isEmpty() ? ""
             : before + " | ") + "zklock waited for: " + note);
-        return before == null ? UNSET : before;
-    }
-
-    private void undescribe(String before) {
-        if (before != null && sparkContext() != null) {
-            sparkContext().setLocalProperty(JOB_DESCRIPTION, before.isEmpty() ? null : before);
-        }
+        return () -> sc.setLocalProperty(JOB_DESCRIPTION, before);
     }
 
     /** {@code guard}, granted: when it waited, this node's text names whom for, in Spark's
