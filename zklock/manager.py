@@ -36,7 +36,7 @@ import random
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional, Union
 
 from kazoo.client import KazooClient, KazooState
@@ -61,7 +61,7 @@ from .locks.listing import LockRecord, holders_behind_intents, ms_to_iso, walk
 from .locks.locknode import HIVE_PREFIX, PROTOCOL, LockData, LockNodeName
 from .locks.lockrequest import LockSpec, LockTarget, normalize
 from .locks.lockset import HeldLock, LockSet, sole_versions
-from .locks.notice import WaitNotice
+from .locks.notice import WaitNotice, to_stderr
 from .locks.objects import LockObject
 from .locks.waits import Waits
 from .locks.watcher import SessionWatcher, dispatch
@@ -200,6 +200,9 @@ class LockManager:
         self.application = ""
         self.leases = Leases(self)
         self.waits = Waits(self)
+        #: where a waiting request's lines go (zklock/locks/notice.py): this process's
+        #: stderr, unless the layer above sends them elsewhere (the child lock client)
+        self.say_waiting: Callable[[str], None] = to_stderr
         if settings.metrics_port:
             metrics.serve(settings.metrics_port, settings.metrics_bind)
         metrics.session_state(self._session_label(), "CONNECTED")
@@ -291,7 +294,8 @@ class LockManager:
         pre_read = False  # the first attempt is optimistic: every object node exists
         started = time.monotonic()
         wanted = [[t.obj.name, t.mode.value] for t in targets]
-        notice = WaitNotice(data.query, started=started) if settings.wait_notice else None
+        notice = (WaitNotice(data.query, self.say_waiting, started=started)
+                  if settings.wait_notice else None)
         waiting = None
         granted: Optional[LockSet] = None
         try:

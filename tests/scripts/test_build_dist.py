@@ -331,7 +331,7 @@ def test_a_spark_distribution_is_locked_by_a_child_in_a_python_without_pyspark(
     assert denied.returncode != 0, denied.stderr[-3000:]
     assert "zklock: lock not acquired" in denied.stderr, denied.stderr[-3000:]
     assert "query backfill-42" in denied.stderr, denied.stderr[-3000:]
-    assert ("zklock lock client: zklock: INSERT INTO t VALUES (2) waits for X on default.t:"
+    assert ("\nzklock: INSERT INTO t VALUES (2) waits for X on default.t:"
             in denied.stderr), denied.stderr[-3000:]
     assert submitted.returncode != 0, submitted.stderr[-3000:]
     # (a PySpark driver's output, its traceback included, goes to spark-submit's stdout)

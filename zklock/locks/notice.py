@@ -3,11 +3,12 @@
 Hive's lock manager retries in silence: a statement behind another's lock looks hung for as
 long as it waits (``hive.lock.sleep.between.retries`` times ``hive.lock.numretries``).
 zklock knows whom it waits for after every denial (the holders it read), so a request that
-will retry says it in one line on its process's stderr: after its first denial, then at
-5, 10, 20, 40 s... of waiting, each line with the time so far. A Spark driver's stderr is
-where a pipeline's user looks; a child lock client's stderr is forwarded to its JVM's (a
-Thrift server's log, a spark-sql terminal). The ``wait_notice`` setting turns it off; a
-request that gives up names its holders in its error either way.
+will retry says it in one line, by default on its process's stderr: after its first denial,
+then at 5, 10, 20, 40 s... of waiting, each line with the time so far. A Spark driver's
+stderr is where a pipeline's user looks; a child lock client sends its lines to its JVM,
+which writes them on its own stderr (a Thrift server's log, a spark-sql terminal). The
+``wait_notice`` setting turns it off; a request that gives up names its holders in its error
+either way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TextIO
 
 #: The first repeat, in seconds of waiting; each after doubles it.
 FIRST_REPEAT_S = 5.0
@@ -24,12 +24,22 @@ FIRST_REPEAT_S = 5.0
 STATEMENT_CHARS = 80
 
 
+def to_stderr(line: str) -> None:
+    """Write ``line`` on this process's stderr (closed or gone: the wait goes on, silent)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 @dataclass
 class WaitNotice:
     """The lines of one request's wait: :meth:`denied` after each denial that will retry."""
 
     statement: str
-    out: Callable[[], TextIO] = lambda: sys.stderr
+    #: where each line goes: :func:`to_stderr`, or a child lock client's JVM
+    say: Callable[[str], None] = to_stderr
     clock: Callable[[], float] = time.monotonic
     started: float = field(default=0.0)
     _next: float = field(default=0.0, init=False)
@@ -45,12 +55,7 @@ class WaitNotice:
         if waited < self._next:
             return
         self._next = max(FIRST_REPEAT_S, 2 * waited)
-        stream = self.out()
-        try:
-            stream.write(self.text(blocked, blockers, waited) + "\n")
-            stream.flush()
-        except (OSError, ValueError):  # a closed stderr: the wait itself goes on
-            pass
+        self.say(self.text(blocked, blockers, waited))
 
     def text(self, blocked: list[tuple[str, str]], blockers: str, waited: float) -> str:
         """``zklock: <statement> waits for X on db.t: <holders>; 3 s so far``."""

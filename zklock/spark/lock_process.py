@@ -62,6 +62,9 @@ class LockProcess:
         # it connects: a ZooKeeper that cannot be reached fails the start
         self.manager = LockManager(settings=settings)
         self.manager.application = str(hello.get(Field.APPLICATION) or "")
+        # a waiting statement's lines go to the JVM, which writes them where its user looks
+        self.manager.say_waiting = lambda line: self.send({Field.EVENT: Event.WAITING,
+                                                           Field.MESSAGE: line})
         self._delete_abandoned([str(n) for n in hello.get(Field.ABANDONED) or ()])
         self.client = EngineLockClient(None, self.manager, settings=lambda: settings,
                                        on_lost=lambda query_id: self.send(

@@ -121,6 +121,7 @@ class Event:
 
     READY = _VALUES["event.ready"]
     LOST = _VALUES["event.lost"]
+    WAITING = _VALUES["event.waiting"]
 
 
 class AnswerKind:

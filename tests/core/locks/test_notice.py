@@ -52,7 +52,8 @@ def test_the_setting_turns_it_off(make_manager, capfd):
 def test_it_says_again_at_a_growing_interval():
     now = [100.0]
     out = io.StringIO()
-    notice = WaitNotice("INSERT INTO w VALUES (1)", out=lambda: out, clock=lambda: now[0])
+    notice = WaitNotice("INSERT INTO w VALUES (1)", say=lambda line: out.write(line + "\n"),
+                        clock=lambda: now[0])
     for t in [0, 0.05, 1, 4.9, 5, 6, 9.9, 10, 19, 20, 41]:
         now[0] = 100.0 + t
         notice.denied([("default.w", "X")], "default.w (X requested) is held in X by user"

@@ -59,6 +59,7 @@ public final class Protocol {
     public static final String OUTCOME_LOST = get("outcome.lost");
     public static final String EVENT_READY = get("event.ready");
     public static final String EVENT_LOST = get("event.lost");
+    public static final String EVENT_WAITING = get("event.waiting");
     public static final String KIND_COMMAND = get("kind.command");
     public static final String KIND_QUERY = get("kind.query");
     public static final String KIND_REFUSED = get("kind.refused");

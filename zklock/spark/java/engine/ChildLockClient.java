@@ -16,6 +16,8 @@
 //                  "profile": {ClientProfile.java's document}}
 //                 {"version": 1, "id": n, "reply": {...}}                   (any order)
 //                 {"version": 1, "event": "lost", "query_id": "..."}       (a set was lost)
+//                 {"version": 1, "event": "waiting", "message": "zklock: ..."} (a statement
+//                  waits: the line goes to this JVM's stderr, where its user looks)
 //
 // Lifetimes: the child lives as long as this JVM (it exits when its stdin closes, and the
 // JVM's shutdown closes it). Its death is the loss of every lock it holds: the statements'
@@ -327,6 +329,8 @@ final class ChildLockClient implements EngineLockClient {
                     ready.complete(doc);
                 } else if (Protocol.EVENT_LOST.equals(doc.path(Field.EVENT).asText())) {
                     cancel(doc.path(Field.QUERY_ID).asText());
+                } else if (Protocol.EVENT_WAITING.equals(doc.path(Field.EVENT).asText())) {
+                    System.err.println(doc.path(Field.MESSAGE).asText());
                 }
             }
             died("its output ended" + exit());
