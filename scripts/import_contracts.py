@@ -6,7 +6,8 @@ on an operator's host without PySpark never loads the Spark layer, while ``zkloc
 still may. The built-in ``forbidden`` contract counts every import wherever it stands;
 this one follows only the imports a module runs at load (its top level, class bodies and
 ``if`` blocks, ``TYPE_CHECKING`` included), directly or through other modules, and
-reports each chain it finds.
+reports each chain it finds. A forbidden module may be an external package (``pyspark``),
+with ``include_external_packages``.
 
 Run by scripts/lint-imports.sh, from the assembled tree it works in (the current directory),
 whose files it reads to tell where each import stands.
@@ -61,7 +62,8 @@ class LoadTimeForbiddenContract(Contract):
         found: set[str] = set()
         for module in module_expressions_to_modules(graph, expressions):
             found.add(module.name)
-            found |= graph.find_descendants(module.name)
+            if not graph.is_module_squashed(module.name):  # (an external package is one node)
+                found |= graph.find_descendants(module.name)
         return found
 
     def check(self, graph: ImportGraph, verbose: bool) -> ContractCheck:
