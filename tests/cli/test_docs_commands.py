@@ -290,6 +290,9 @@ def check_long_running(shell, text: str, kind: str, hosts: str) -> None:
         out = shell(text)
         try:
             assert out.returncode == 0, (text, out.stdout, out.stderr)
+            # its status says it runs (exit 0), as a documented status after a stop does not
+            status = shell(servers[kind].replace(" stop", " status"))
+            assert status.returncode == 0, (text, status.stdout, status.stderr)
         finally:
             stopped = shell(servers[kind])
         assert stopped.returncode == 0, stopped.stderr

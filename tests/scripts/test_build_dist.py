@@ -223,6 +223,7 @@ SPARK_COMMANDS = [
 ]
 
 
+@pytest.mark.docs
 def test_every_operator_command_runs_from_the_wheel_without_pyspark(
         deployed, tmp_path, zk_hosts, root) -> None:
     """The people on call install the wheel on a bastion, without the spark extra, and
@@ -262,6 +263,7 @@ def test_every_operator_command_runs_from_the_wheel_without_pyspark(
         assert "pip install 'zklock[spark]'" in lines[0], (command, lines)
 
 
+@pytest.mark.docs
 def test_a_spark_distribution_is_locked_by_a_child_in_a_python_without_pyspark(
         deployed, image_user, zk_hosts, root) -> None:
     """docs/deploy.md's image, built as written: a Spark distribution whose PySpark is off

@@ -132,7 +132,8 @@ def test_an_insert_into_a_partition_hive_holds_is_denied(locking, spark, db, zk_
 SET_VALUES = {"timeout": ("5m", 300.0), "retries": ("3", 3), "retry_interval": ("2s", 2.0),
               "support_concurrency": ("false", False), "isolate_commits": ("false", False),
               "unknown_statements": ("lock", "lock"), "node_naming": ("hive", "hive"),
-              "show_locks_format": ("hive", "hive"), "engine_reads": ("warn", "warn")}
+              "show_locks_format": ("hive", "hive"), "engine_reads": ("warn", "warn"),
+              "wait_notice": ("false", False)}
 
 
 def test_set_knows_every_setting_from_the_one_table(locking, spark):
