@@ -294,8 +294,7 @@ class LockManager:
         pre_read = False  # the first attempt is optimistic: every object node exists
         started = time.monotonic()
         wanted = [[t.obj.name, t.mode.value] for t in targets]
-        notice = (WaitNotice(data.query, self.say_waiting, started=started)
-                  if settings.wait_notice else None)
+        notice: Optional[WaitNotice] = None  # made at the first denial: most never wait
         waiting = None
         granted: Optional[LockSet] = None
         try:
@@ -374,7 +373,10 @@ class LockManager:
                                         f" {waited_for}", conflicts=conflicts)
                         waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
                                                      denied, started, settings.intents)
-                        if notice is not None:
+                        if settings.wait_notice:
+                            if notice is None:
+                                notice = WaitNotice(data.query, self.say_waiting,
+                                                    started=started)
                             notice.denied([(c.target.obj.name, c.target.mode.value)
                                            for c in conflicts], waited_for)
                         jittered = pause * random.uniform(0.75, 1.25)
