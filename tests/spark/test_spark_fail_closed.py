@@ -291,22 +291,6 @@ def test_catalog_reads_pass_and_changes_are_locked_in_the_engine(locking, make_m
     assert spark.catalog.tableExists(f"{db}.made")
 
 
-def test_streaming_writes_into_tables_are_refused(locking, db, tmp_path):
-    """A query that writes for ever cannot hold a statement's locks: a streaming write into a
-    catalog table or files is refused when it starts, from any session; a sink that writes
-    no table runs (foreachBatch's batches are statements, locked like any)."""
-    stream = locking.readStream.format("rate").load().selectExpr("CAST(value AS INT) AS id",
-                                                                 "'s' AS name")
-    checkpoint = str(tmp_path / "checkpoint")
-    with raises_lock_error(UnsupportedStatement, match="streaming write"):
-        stream.writeStream.option("checkpointLocation", checkpoint).toTable(f"{db}.dim")
-    with raises_lock_error(UnsupportedStatement, match="streaming write"):
-        stream.writeStream.format("parquet").option("checkpointLocation", checkpoint).start(
-            str(tmp_path / "files"))
-    query = stream.writeStream.format("memory").queryName("zk_stream_ok").start()
-    query.stop()
-
-
 def test_insert_into_a_temp_view_over_a_tables_files_locks_the_table(locking, make_manager,
                                                                      db, spark, zk, root):
     location = table_location(spark, f"{db}.dim")

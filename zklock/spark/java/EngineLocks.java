@@ -11,7 +11,8 @@
 //  - for the application, StagedCommitProtocol.java as its default commit protocol;
 //  - two analyzer rules that keep each command's parsed form on it (engine/ParsedForms.java),
 //    because the planner's rules read statements as parsed;
-//  - an analyzer rule refusing streaming writes into tables (StreamingWrites.java);
+//  - an analyzer rule putting each micro-batch of a streaming write under its locks
+//    (stream/StreamingWrites.java);
 //  - a planner strategy, LockedCommands.java, that puts every command that may change data
 //    or metadata under a LockedCommandExec.java, which holds the command's locks while it
 //    runs (EngineGuard.java says how it gets them).
@@ -25,7 +26,7 @@ import scala.runtime.BoxedUnit;
 import zklock.adapters.AnalyzerHooks;
 import zklock.engine.LockedCommands;
 import zklock.engine.ParsedForms;
-import zklock.engine.StreamingWrites;
+import zklock.stream.StreamingWrites;
 
 public final class EngineLocks implements scala.Function1<SparkSessionExtensions, BoxedUnit> {
     /** What zklock adds to Spark, by phase. Which lock client takes a statement's locks is
@@ -37,8 +38,8 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
         // analysis: the parsed form and the resolved plan on each command, for the planner
         AnalyzerHooks.first(extensions, new ParsedForms.RememberParsed());
         extensions.injectPostHocResolutionRule(session -> new ParsedForms.TagParsed());
-        // analysis: streaming writes into tables are refused (no lock bounds them)
-        extensions.injectPostHocResolutionRule(session -> new StreamingWrites());
+        // analysis: a streaming write's sink, one whose micro-batches each run under locks
+        extensions.injectPostHocResolutionRule(StreamingWrites::new);
         // planning: every command and query under a node that holds its locks as it runs
         extensions.injectPlannerStrategy(LockedCommands::new);
         return BoxedUnit.UNIT;

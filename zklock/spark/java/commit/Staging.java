@@ -58,6 +58,7 @@ public final class Staging {
     public static void commitJob(FileOutputCommitter committer, JobContext context,
                                  HadoopCommit commit) throws IOException {
         CommitFence.check();
+        BatchLog.pending(committer, context);
         WriteOutcome.commitBegun();
         commit.run();
         WriteOutcome.commitDone();
@@ -121,7 +122,7 @@ public final class Staging {
         }
     }
 
-    private static void remove(Path mine, Configuration conf) throws IOException {
+    static void remove(Path mine, Configuration conf) throws IOException {
         FileSystem fs = mine.getFileSystem(conf);
         fs.delete(mine, true);
         removeIfEmpty(fs, mine.getParent());

@@ -732,7 +732,7 @@ final class EngineGuard {
     }
 
     /** The objects a command locks in X (else in S), as a person names them. */
-    private static String describe(JsonNode targets) {
+    static String describe(JsonNode targets) {
         List<String> names = new ArrayList<>();
         for (String mode : new String[] {"X", "S"}) {
             for (JsonNode t : targets) {

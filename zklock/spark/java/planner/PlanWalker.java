@@ -35,6 +35,7 @@ import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.trees.TreePattern$;
+import org.apache.spark.sql.execution.datasources.DataSource;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.StructField;
@@ -204,6 +205,11 @@ public final class PlanWalker {
             relation(((HiveTableRelation) node).tableMeta(), node.output(), conds, out, partitions);
             return;
         }
+        CatalogTable source = streamedTable(node);
+        if (source != null) {  // a stream's source: the table whose files it reads
+            out.add(table(source, "S"));
+            return;
+        }
         if (node instanceof DataSourceV2Relation) {
             scala.Option<org.apache.spark.sql.connector.catalog.Identifier> id =
                 ((DataSourceV2Relation) node).identifier();
@@ -245,6 +251,19 @@ public final class PlanWalker {
                 }
             }
         }
+    }
+
+    /** The catalog table a streaming query reads as its source ({@code readStream.table}
+     *  of a table of files: Spark's StreamingRelation, whose DataSource names it); null for
+     *  any other node. Found by name and by the case class's first field, as Spark 4.1
+     *  moved the class to another package. */
+    private static CatalogTable streamedTable(LogicalPlan node) {
+        if (!node.nodeName().equals("StreamingRelation") || node.productArity() == 0
+                || !(node.productElement(0) instanceof DataSource)) {
+            return null;
+        }
+        scala.Option<CatalogTable> table = ((DataSource) node.productElement(0)).catalogTable();
+        return table.isDefined() ? table.get() : null;
     }
 
     /** A catalog table (or view) as a lock target. */

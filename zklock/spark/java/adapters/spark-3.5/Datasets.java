@@ -16,4 +16,11 @@ public final class Datasets {
     public static Dataset<Row> of(SparkSession session, LogicalPlan plan) {
         return Dataset.ofRows(session, plan);
     }
+
+    /** A micro-batch's rows ({@code data}, a streaming query's incremental plan) as a batch
+     *  Dataset, to write as a statement writes: what Spark's foreachBatch hands its function. */
+    public static org.apache.spark.sql.Dataset<Row> batchOf(org.apache.spark.sql.Dataset<Row> data) {
+        return data.sparkSession().internalCreateDataFrame(data.queryExecution().toRdd(),
+            data.schema(), false);
+    }
 }

@@ -16,4 +16,13 @@ public final class Datasets {
     public static Dataset<Row> of(SparkSession session, LogicalPlan plan) {
         return Dataset.ofRows((org.apache.spark.sql.classic.SparkSession) session, plan);
     }
+
+    /** A micro-batch's rows ({@code data}, a streaming query's incremental plan) as a batch
+     *  Dataset, to write as a statement writes: what Spark's foreachBatch hands its function. */
+    public static org.apache.spark.sql.Dataset<Row> batchOf(org.apache.spark.sql.Dataset<Row> data) {
+        org.apache.spark.sql.classic.Dataset<Row> rows =
+            (org.apache.spark.sql.classic.Dataset<Row>) data;
+        return rows.sparkSession().internalCreateDataFrame(rows.queryExecution().toRdd(),
+            rows.schema(), false);
+    }
 }

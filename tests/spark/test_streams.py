@@ -1,0 +1,235 @@
+"""Streams under locks (zklock/spark/java/stream): every micro-batch of a streaming write is a
+locked statement, committed whole and once, beside the table's batch writers.
+
+Real streams (file sources with several files per batch, the rate source), a real
+SparkSession and a real ZooKeeper. Judged by the data: every source row is in the table
+exactly once, and what a reader counts is always whole batches.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import raises_lock_error, wait_for
+
+from zklock.errors import UnsupportedStatement
+from zklock.locks.mode import Mode
+from zklock.locks.objects import LockObject
+from zklock.spark import enforce
+
+SCHEMA = "id INT, ds STRING"
+
+
+def count(spark, table: str) -> int:
+    spark.catalog.refreshTable(table)
+    return spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n
+
+
+def ids(spark, table: str) -> list[int]:
+    spark.catalog.refreshTable(table)
+    return sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect())
+
+
+def location(spark, table: str) -> Path:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+    uri = next(r.data_type for r in rows if r.col_name == "Location")
+    return Path(uri.replace("file:", ""))
+
+
+def add_files(source: Path, first: int, files: int, rows: int = 5) -> list[int]:
+    """``files`` JSON files of ``rows`` rows each into ``source``, ids from ``first``; the
+    ids written. Each file appears whole (written aside, then renamed)."""
+    source.mkdir(parents=True, exist_ok=True)
+    written = []
+    for f in range(files):
+        lines = []
+        for r in range(rows):
+            n = first + f * rows + r
+            written.append(n)
+            lines.append(json.dumps({"id": n, "ds": f"d{n % 3}"}))
+        tmp = source / f".part-{first}-{f}.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.rename(source / f"part-{first}-{f}.json")
+    return written
+
+
+def stream_of(spark, source: Path):
+    return (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 2)
+            .json(str(source)))
+
+
+@pytest.fixture
+def streaming(spark, make_manager):
+    """The test's ``spark`` with a lock client on the test's root that waits (streams wait
+    for a holder as statements do)."""
+    with enforce(spark, make_manager(retries=2000, retry_interval=0.05)):
+        yield spark
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
+def test_each_micro_batch_lands_once_with_no_spark_log(streaming, db, tmp_path, partitioned):
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet"
+              + (" PARTITIONED BY (ds)" if partitioned else ""))
+    spark.sql(f"INSERT INTO {table} VALUES (-1, 'd0')")  # written before the stream
+    source = tmp_path / "source"
+    expected = [-1] + add_files(source, 0, 5)
+    query = (stream_of(spark, source).writeStream.queryName("ingest")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).toTable(table))
+    query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    assert ids(spark, table) == expected  # each row once, the earlier row still seen
+    place = location(spark, table)
+    assert not (place / "_spark_metadata").exists()
+    batches = place / "_zklock" / "batches" / query.id
+    records = sorted(p.name for p in batches.iterdir() if not p.name.startswith("."))
+    assert records == ["2.committed"]  # 5 files, 2 a batch: batches 0, 1, 2
+    # a backfill's overwrite of what the stream wrote is visible at once
+    if partitioned:
+        spark.sql(f"INSERT OVERWRITE {table} PARTITION (ds='d0') VALUES (100)")
+        kept = [n for n in expected if n >= 0 and n % 3 != 0]
+    else:
+        spark.sql(f"INSERT OVERWRITE {table} VALUES (100, 'd0')")
+        kept = []
+    assert ids(spark, table) == sorted(kept + [100])
+
+
+def test_batches_wait_for_a_holder_and_readers_see_whole_batches(streaming, db, tmp_path,
+                                                                 make_manager, zk, root):
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    source = tmp_path / "source"
+    expected = add_files(source, 0, 2)  # the first batch: 2 files of 5 rows
+    holder = make_manager()
+    held = holder.acquire([(LockObject.parse(table), Mode.EXCLUSIVE)], query_id="backfill-7")
+    query = (stream_of(spark, source).writeStream.queryName("ingest")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="100 milliseconds").toTable(table))
+    seen: list[int] = []
+    reading = threading.Event()
+    reading.set()
+
+    def reader() -> None:  # a reader of the table, locked as any query (S)
+        while reading.is_set():
+            seen.append(spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n)
+
+    try:
+        # the first batch waits for the holder, named in the wait record as the stream's
+        # micro-batch: its query's name, id and batch id
+        waits = f"{root}/.waits"
+        assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=60)
+        record = json.loads(zk.get(f"{waits}/{zk.get_children(waits)[0]}")[0])
+        assert f"micro-batch 0 of stream ingest (id {query.id}) into {table}" \
+            in record["query"], record
+        # nothing of it is in the table while X is held (a locked reader would wait)
+        assert not list(location(spark, table).glob("part-*"))
+        held.release()
+        assert wait_for(lambda: count(spark, table) == 10, timeout=60)
+        watcher = threading.Thread(target=reader)
+        watcher.start()
+        for batch in range(1, 4):
+            expected += add_files(source, batch * 10, 2)
+            assert wait_for(lambda: count(spark, table) == len(expected), timeout=60)
+    finally:
+        reading.clear()
+        query.stop()
+    watcher.join(60)
+    assert ids(spark, table) == sorted(expected)
+    # what the reader counted: whole batches of 10 rows, never fewer than before
+    assert seen and all(n % 10 == 0 for n in seen), seen
+    assert seen == sorted(seen), seen
+
+
+def batch_files(table_dir: Path) -> dict[str, list[Path]]:
+    """The table's data files, by the write job that wrote them (its id in their names)."""
+    jobs: dict[str, list[Path]] = {}
+    for f in table_dir.rglob("part-*"):
+        if "_temporary" not in f.parts and "_zklock" not in f.parts:
+            jobs.setdefault(f.name.split("-", 2)[2][:36], []).append(f)
+    return jobs
+
+
+def test_a_replayed_batch_is_not_written_twice(streaming, db, tmp_path):
+    """Spark replays the last batch when its commit log lacks it (a crash after the sink
+    returned): the table already holds it, and its record says so. A batch cut off while
+    its files moved (its record pending, part of it still staged) is finished, once."""
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    expected = add_files(source, 0, 4)
+
+    def run():
+        query = (stream_of(spark, source).writeStream.queryName("ingest")
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).toTable(table))
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+        return query.id
+
+    def forget_commit(batch: int) -> None:  # Spark's record of it, and its checksum
+        for name in (str(batch), f".{batch}.crc"):
+            (checkpoint / "commits" / name).unlink()
+
+    query_id = run()
+    assert ids(spark, table) == sorted(expected)
+    # the crash after the sink returned: Spark's commit of batch 1 never happened
+    forget_commit(1)
+    assert run() == query_id
+    assert ids(spark, table) == sorted(expected)
+    # the crash while batch 1's files moved: some of them still staged, the record pending
+    forget_commit(1)
+    place = location(spark, table)
+    records = place / "_zklock" / "batches" / query_id
+    for name in ("1.committed", ".1.committed.crc"):
+        (records / name).unlink()
+    newest = max(batch_files(place).values(), key=lambda fs: max(f.stat().st_mtime for f in fs))
+    staged = place / "_temporary" / "12345"
+    for f in newest:
+        task = staged / "task_0" / f.parent.relative_to(place)
+        task.mkdir(parents=True, exist_ok=True)
+        f.rename(task / f.name)
+    (records / "1.pending").write_text(f"file:{place}\nfile:{staged}")
+    assert len(ids(spark, table)) < len(expected)  # what a crash there leaves
+    assert run() == query_id
+    assert ids(spark, table) == sorted(expected)
+    assert not staged.exists()
+    assert sorted(p.name for p in records.iterdir() if not p.name.startswith(".")) \
+        == ["1.committed"]
+
+
+def test_a_refused_start_leaves_the_table_as_it_was(streaming, db, tmp_path):
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    place = location(spark, table)
+    source = tmp_path / "source"
+    add_files(source, 0, 1)
+    stream = stream_of(spark, source).writeStream.trigger(availableNow=True)
+    # files at a table's path: the table is written by name, never through Spark's log
+    with raises_lock_error(UnsupportedStatement, match="a catalog table is stored there"):
+        stream.format("parquet").option("checkpointLocation", str(tmp_path / "c1")) \
+            .start(str(place))
+    assert not (place / "_spark_metadata").exists()
+    # a table that a stream without zklock wrote through Spark's log: refused, log kept
+    log = place / "_spark_metadata"
+    log.mkdir()
+    (log / "0").write_text("v1\n")
+    with raises_lock_error(UnsupportedStatement, match="file-sink log"):
+        stream.option("checkpointLocation", str(tmp_path / "c2")).toTable(table)
+    assert (log / "0").exists()
+    (log / "0").unlink()
+    # an empty log (what a refused start of an earlier zklock left) hides the table's rows
+    # from Spark's readers: the next stream's start removes it
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), 'x' FROM range(100)")
+    assert count(spark, table) == 0
+    query = stream.option("checkpointLocation", str(tmp_path / "c3")).toTable(table)
+    query.awaitTermination(180)
+    assert not log.exists()
+    assert count(spark, table) == 105

@@ -1,0 +1,178 @@
+package zklock.commit;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.regex.Pattern;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkContext$;
+
+/**
+ * Which batches of one writer (an application id: a streaming query's id, or a name a
+ * foreachBatch writer gives) a table holds, so that a batch written again after a crash is
+ * not written twice: Delta's {@code txnAppId}/{@code txnVersion}, kept beside the table's files
+ * in {@code <table>/_zklock/batches/<app id>/}, which Spark and Hive readers never list (a
+ * name starting with {@code _} is hidden to both).
+ *
+ * <p>Two records per batch, each one file: {@code <n>.pending}, written by the write's job
+ * commit after its fence and before Hadoop moves a file (Staging.commitJob), naming the job's
+ * staging; {@code <n>.committed}, written once the write returned (its partitions added to
+ * the catalog too). A batch found pending was cut off while its files moved: what is still
+ * staged is moved the same way ({@link #finish}), so the batch becomes whole, once. Written
+ * and read under the batch's X lock on the table, so no other writer of it runs meanwhile.
+ */
+public final class BatchLog {
+    /** What the table holds of a batch. */
+    public enum State {
+        /** Nothing: write it. */
+        NEW,
+        /** Its commit began and may not have ended: finish it ({@link #finish}). */
+        PENDING,
+        /** All of it (or of a later batch of the same writer): skip it. */
+        COMMITTED
+    }
+
+    /** Where in a table's directory the records are kept. */
+    static final String DIR = "_zklock/batches";
+    /** Local property: the records' directory and the batch whose write runs on this thread,
+     *  tab-separated (Staging.commitJob records its commit there). */
+    static final String RECORDING = "zklock.commit.batch";
+    /** An application id, as it is written in a path. */
+    private static final Pattern APP_ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
+
+    private final FileSystem fs;
+    private final Path dir;
+    private final Configuration conf;
+
+    private BatchLog(Path dir, Configuration conf) throws IOException {
+        this.fs = dir.getFileSystem(conf);
+        this.dir = dir;
+        this.conf = conf;
+    }
+
+    /** The records of writer {@code appId} in the table at {@code location}; an
+     *  IllegalArgumentException for an id that is not a plain name. */
+    public static BatchLog of(Path location, String appId, Configuration conf)
+            throws IOException {
+        if (appId == null || !APP_ID.matcher(appId).matches()) {
+            throw new IllegalArgumentException("zklock: a writer's id must be 1 to 128 letters,"
+                + " digits, '.', '_' or '-', starting with a letter or digit: " + appId);
+        }
+        return new BatchLog(new Path(new Path(location, DIR), appId), conf);
+    }
+
+    /** What the table holds of batch {@code batch}. */
+    public State state(long batch) throws IOException {
+        if (!fs.exists(dir)) {
+            return State.NEW;
+        }
+        boolean pending = false;
+        for (FileStatus record : fs.listStatus(dir)) {
+            String name = record.getPath().getName();
+            long n = number(name);
+            if (name.endsWith(".committed") && n >= batch) {
+                return State.COMMITTED;
+            }
+            pending |= name.equals(batch + ".pending");
+        }
+        return pending ? State.PENDING : State.NEW;
+    }
+
+    /** Run {@code write}, the batch's write, with its job commit recorded here
+     *  ({@link #pending}, called by Staging.commitJob on this thread). */
+    public void recording(long batch, Runnable write) {
+        SparkContext sc = SparkContext$.MODULE$.getActive().get();
+        sc.setLocalProperty(RECORDING, dir + "\t" + batch);
+        try {
+            write.run();
+        } finally {
+            sc.setLocalProperty(RECORDING, null);
+        }
+    }
+
+    /** The job commit of a recorded batch's write begins ({@code committer}'s job staging,
+     *  about to move into its output): record it as pending. Nothing outside a recorded
+     *  write. */
+    static void pending(FileOutputCommitter committer, org.apache.hadoop.mapreduce.JobContext job)
+            throws IOException {
+        SparkContext sc = SparkContext$.MODULE$.getActive().getOrElse(() -> null);
+        String recording = sc == null ? null : sc.getLocalProperty(RECORDING);
+        if (recording == null) {
+            return;
+        }
+        String[] parts = recording.split("\t", 2);
+        Path record = new Path(parts[0], parts[1] + ".pending");
+        FileSystem fs = record.getFileSystem(job.getConfiguration());
+        try (OutputStream out = fs.create(record, true)) {
+            out.write((committer.getOutputPath() + "\n" + committer.getJobAttemptPath(job))
+                .getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    /** Finish batch {@code batch}'s commit, cut off part-way: move what its job still has
+     *  staged (its committed tasks' files) into the output, as Hadoop's job commit does, each
+     *  file once (a file moved before is no longer staged), after the same fence. The caller
+     *  holds the batch's locks. Returns whether anything was still staged. */
+    public boolean finish(long batch) throws IOException {
+        Path record = new Path(dir, batch + ".pending");
+        String[] paths;
+        try (InputStream in = fs.open(record)) {
+            paths = new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n", 2);
+        }
+        Path output = new Path(paths[0]);
+        Path staged = new Path(paths[1]);
+        if (!fs.exists(staged)) {
+            return false;
+        }
+        CommitFence.check();
+        for (FileStatus task : fs.listStatus(staged)) {
+            if (!task.getPath().getName().startsWith("_")) {  // _temporary: tasks not committed
+                move(task.getPath(), output);
+            }
+        }
+        Staging.remove(staged, conf);
+        return true;
+    }
+
+    /** Hadoop's v1 merge of a committed task's directory into the output. */
+    private void move(Path from, Path to) throws IOException {
+        for (FileStatus entry : fs.listStatus(from)) {
+            Path target = new Path(to, entry.getPath().getName());
+            if (entry.isDirectory() && fs.exists(target)) {
+                move(entry.getPath(), target);
+            } else if (!fs.rename(entry.getPath(), target)) {
+                throw new IOException("zklock: cannot move " + entry.getPath() + " to " + target);
+            }
+        }
+    }
+
+    /** Batch {@code batch} is whole in the table: record it, and forget the earlier ones. */
+    public void committed(long batch) throws IOException {
+        fs.mkdirs(dir);
+        fs.create(new Path(dir, batch + ".committed"), true).close();
+        for (FileStatus record : fs.listStatus(dir)) {
+            String name = record.getPath().getName();
+            long n = number(name);
+            if ((n >= 0 && n < batch) || name.equals(batch + ".pending")) {
+                fs.delete(record.getPath(), false);
+            }
+        }
+    }
+
+    /** The batch a record names; -1 for a file that is not a record. */
+    private static long number(String name) {
+        int dot = name.indexOf('.');
+        try {
+            return dot > 0 ? Long.parseLong(name.substring(0, dot)) : -1;
+        } catch (NumberFormatException e) {
+            return -1;
+        }
+    }
+}

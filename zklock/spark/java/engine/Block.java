@@ -1,0 +1,72 @@
+// A block of statements the JVM holds under one lock set: a streaming query's micro-batch,
+// which runs its write (an insert, or Spark's file sink) as statements of its own, all under
+// the batch's locks. The same entry as a block zklock's Python holds (EngineGuard.enterBlock):
+// a statement run inside is covered only where the block's locks cover it.
+package zklock.engine;
+
+import java.util.List;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.sql.SparkSession;
+
+import zklock.EngineRefusal;
+import zklock.planner.LockAnswer;
+
+public final class Block {
+    private final EngineGuard guard;
+    private final String statement;
+
+    private Block(EngineGuard guard, String statement) {
+        this.guard = guard;
+        this.statement = statement;
+    }
+
+    /** The union of the planner's {@code answers} (JSON), taken by {@code session}'s lock
+     *  client as a statement's locks are (waiting, denied, refused as a statement is:
+     *  EngineRefusal) under the name {@code statement}, and held on this thread until
+     *  {@link #close} or {@link #failed}. */
+    public static Block hold(SparkSession session, List<String> answers, String statement) {
+        JsonNode answer = null;
+        for (String text : answers) {
+            JsonNode next = EngineGuard.answer(text);
+            answer = answer == null ? next : LockAnswer.union(answer, next);
+        }
+        return new Block(EngineGuard.enterBlock(session, answer, statement), statement);
+    }
+
+    /** Refuse (EngineRefusal) where the planner refused any of {@code answers}: what a
+     *  streaming query's batches would lock is known, and refused, when it starts. */
+    public static void check(List<String> answers) {
+        for (String text : answers) {
+            EngineGuard.answer(text);
+        }
+    }
+
+    /** The objects {@code answer} locks, as a person names them ("" for none). */
+    public static String objects(String answer) {
+        JsonNode targets = EngineGuard.answer(answer).path(zklock.Protocol.Field.TARGETS);
+        return targets.size() == 0 ? "" : EngineGuard.describe(targets);
+    }
+
+    /** Release the locks of a block whose statements all completed; EngineRefusal
+     *  (ZKLOCK_LOCK_LOST) when they were lost while it ran. */
+    public void close() {
+        EngineRefusal lost = guard.exit(statement, null);
+        if (lost != null) {
+            throw EngineRefusal.raise(lost);
+        }
+    }
+
+    /** Release the locks of a block that failed with {@code failure}; what to throw for it:
+     *  the loss of its locks, or its failed write (ZKLOCK_WRITE_FAILED, naming what became of
+     *  it), else {@code failure} itself. */
+    public RuntimeException failed(Throwable failure) {
+        EngineRefusal refusal = guard.exit(statement, failure);
+        if (refusal != null) {
+            return EngineRefusal.raise(refusal);
+        }
+        return failure instanceof RuntimeException ? (RuntimeException) failure
+            : new IllegalStateException(failure);
+    }
+}

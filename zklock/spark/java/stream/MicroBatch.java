@@ -1,0 +1,53 @@
+package zklock.stream;
+
+import java.util.List;
+
+import org.apache.spark.sql.SparkSession;
+
+import zklock.engine.Block;
+
+/**
+ * One streaming query's micro-batches, each a locked statement: before a batch writes, the
+ * locks an INSERT of its rows would take (X on what it writes, S on the tables it reads, its
+ * sources included), held until its write has committed, as a block (Block.java) whose
+ * statements they must cover. Between batches the query holds nothing, so the table's other
+ * writers and readers interleave with it. A batch meeting a holder waits as a statement does
+ * (lock.timeout); one whose locks are lost fails the query with LockLost, its commit refused
+ * by the fence, and a restart from the checkpoint writes it again.
+ */
+final class MicroBatch {
+    /** Spark's local property naming the streaming query its thread runs (StreamExecution). */
+    private static final String QUERY_ID = "sql.streaming.queryId";
+
+    /** The session that started the query: its lock client takes the batches' locks. */
+    private final SparkSession session;
+    private final List<String> answers;
+    private final String query;
+    private final String target;
+
+    /** {@code answers}: the planner's, for every batch; {@code name}: the query's name, if
+     *  any; {@code target}: what it writes, as a person names it. */
+    MicroBatch(SparkSession session, List<String> answers, String name, String target) {
+        this.session = session;
+        this.answers = answers;
+        this.query = name == null || name.isEmpty() ? "stream" : "stream " + name;
+        this.target = target;
+    }
+
+    /** The id of the query running on this thread (stable across its restarts). */
+    String queryId() {
+        return session.sparkContext().getLocalProperty(QUERY_ID);
+    }
+
+    /** Run batch {@code batch}'s {@code write} under its locks. */
+    void run(long batch, Runnable write) {
+        Block block = Block.hold(session, answers, "micro-batch " + batch + " of " + query
+            + " (id " + queryId() + ") into " + target);
+        try {
+            write.run();
+        } catch (RuntimeException | Error e) {
+            throw block.failed(e);
+        }
+        block.close();
+    }
+}
