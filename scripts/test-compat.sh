@@ -14,7 +14,7 @@ TESTS=(tests/spark/test_spark_nodes.py tests/spark/test_spark_corpus.py
        tests/spark/test_spark_connect_server.py tests/spark/test_spark_versions.py
        tests/spark/test_engine_reads.py tests/spark/test_shared_metastore.py
        tests/spark/test_jvm.py tests/spark/test_lock_process.py tests/spark/test_local_cluster.py
-       tests/cli/test_cli_spark.py)
+       tests/spark/test_streams.py tests/cli/test_cli_spark.py)
 for version in $VERSIONS; do
   venv=".venv-compat/pyspark-$version"
   [ "$version" = newest ] && venv="${VENV:-.venv}"  # built by `make install`

@@ -233,3 +233,76 @@ def test_a_refused_start_leaves_the_table_as_it_was(streaming, db, tmp_path):
     query.awaitTermination(180)
     assert not log.exists()
     assert count(spark, table) == 105
+
+
+def test_foreach_batch_that_names_its_batch_writes_it_once(streaming, db, tmp_path):
+    from zklock.spark.batches import BatchOutcome, insert_once
+
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (ds STRING, id INT) USING parquet")  # other order
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    expected = add_files(source, 0, 4)
+    outcomes: list[BatchOutcome] = []
+
+    def write(batch_df, batch_id: int) -> None:
+        outcomes.append(insert_once(batch_df, table, writer="ev-ingest", batch=batch_id))
+
+    def run() -> None:
+        query = (stream_of(spark, source).writeStream.foreachBatch(write)
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+
+    run()
+    assert outcomes == [BatchOutcome.WRITTEN] * 2
+    # foreachBatch is at least once: Spark runs a batch again when its end was not recorded
+    for name in ("1", ".1.crc"):
+        (checkpoint / "commits" / name).unlink()
+    run()
+    assert outcomes[2:] == [BatchOutcome.ALREADY_WRITTEN]
+    assert ids(spark, table) == sorted(expected)
+    frame = spark.range(3).selectExpr("CAST(id AS INT) AS id", "'x' AS ds")
+    with pytest.raises(Exception, match="a writer's id is 1 to 128 letters"):
+        insert_once(frame, table, writer="../escape", batch=0)
+    with pytest.raises(ValueError, match="a batch is a number from 0"):
+        insert_once(frame, table, writer="ok", batch=-1)
+    assert ids(spark, table) == sorted(expected)
+
+
+def test_a_stream_into_files_keeps_sparks_log_and_locks_its_source_table(
+        streaming, db, tmp_path, make_manager, zk, root):
+    """Files at a path no table is stored at: Spark's sink and its log (exactly once for
+    the path's readers), each batch holding S on the table the stream reads."""
+    spark = streaming
+    source = f"{db}.src"
+    spark.sql(f"CREATE TABLE {source} (id INT, ds STRING) USING parquet")
+    spark.sql(f"INSERT INTO {source} VALUES (1, 'a'), (2, 'b')")
+    out = tmp_path / "out"
+    holder = make_manager()
+    held = holder.acquire([(LockObject.parse(source), Mode.EXCLUSIVE)], query_id="compaction")
+    query = (spark.readStream.table(source).writeStream.format("parquet")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start(str(out)))
+    try:
+        waits = f"{root}/.waits"
+        assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=60)
+        record = json.loads(zk.get(f"{waits}/{zk.get_children(waits)[0]}")[0])
+        assert "micro-batch 0 of stream" in record["query"], record
+    finally:
+        held.release()
+    query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    assert (out / "_spark_metadata").is_dir()
+    assert sorted(r.id for r in spark.read.parquet(str(out)).collect()) == [1, 2]
+
+
+def test_sinks_that_write_no_table_run_as_they_are(streaming, tmp_path):
+    spark = streaming
+    source = tmp_path / "source"
+    add_files(source, 0, 1)
+    query = (stream_of(spark, source).writeStream.format("memory").queryName("zk_mem")
+             .trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert spark.sql("SELECT count(*) AS n FROM zk_mem").collect()[0].n == 5

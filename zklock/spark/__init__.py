@@ -22,11 +22,13 @@ from .jvm import check_pyspark
 
 #: The public names that need PySpark, each with the module that defines it.
 _NEEDS_PYSPARK = {
+    "BatchOutcome": ".batches",
     "EngineLockClient": ".lock_client",
     "LockPlan": ".planner",
     "LockingSession": ".session",
     "configure": ".application",
     "enforce": ".application",
+    "insert_once": ".batches",
     "lock_error": ".lock_client",
 }
 

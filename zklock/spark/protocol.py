@@ -145,6 +145,7 @@ class JvmClass:
     CONNECT_PLUGIN = _VALUES["class.connect_plugin"]
     MAPRED_COMMITTER = _VALUES["class.mapred_committer"]
     PLUGIN = _VALUES["class.plugin"]
+    INSERT_ONCE = _VALUES["class.insert_once"]
 
 
 CONNECT_TYPE_URL = _VALUES["connect.type_url"]

@@ -80,8 +80,10 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
         return new EngineRefusal(WRITE_FAILED, message, cause, parameters);
     }
 
+    /** Throw {@code e}, a checked exception Spark declares (its AnalysisException), as it is
+     *  from any method; never returns. */
     @SuppressWarnings("unchecked")
-    private static <E extends Throwable> RuntimeException sneaky(Throwable e) throws E {
+    public static <E extends Throwable> RuntimeException sneaky(Throwable e) throws E {
         throw (E) e;
     }
 

@@ -61,11 +61,17 @@ public final class BatchLog {
      *  IllegalArgumentException for an id that is not a plain name. */
     public static BatchLog of(Path location, String appId, Configuration conf)
             throws IOException {
+        return new BatchLog(new Path(new Path(location, DIR), checked(appId)), conf);
+    }
+
+    /** {@code appId}, when it is a plain name that can be part of a path; else an
+     *  IllegalArgumentException saying what one is. */
+    public static String checked(String appId) {
         if (appId == null || !APP_ID.matcher(appId).matches()) {
-            throw new IllegalArgumentException("zklock: a writer's id must be 1 to 128 letters,"
-                + " digits, '.', '_' or '-', starting with a letter or digit: " + appId);
+            throw new IllegalArgumentException("zklock: a writer's id is 1 to 128 letters,"
+                + " digits, '.', '_' or '-', starting with a letter or digit, not " + appId);
         }
-        return new BatchLog(new Path(new Path(location, DIR), appId), conf);
+        return appId;
     }
 
     /** What the table holds of batch {@code batch}. */
@@ -124,7 +130,9 @@ public final class BatchLog {
         Path record = new Path(dir, batch + ".pending");
         String[] paths;
         try (InputStream in = fs.open(record)) {
-            paths = new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n", 2);
+            java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+            org.apache.hadoop.io.IOUtils.copyBytes(in, bytes, 4096, false);
+            paths = new String(bytes.toByteArray(), StandardCharsets.UTF_8).split("\n", 2);
         }
         Path output = new Path(paths[0]);
         Path staged = new Path(paths[1]);

@@ -94,7 +94,8 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
             planner.planWrite(table.identifier().quotedString(), null),
             planner.planQuery(write.inputQuery()));
         Block.check(answers);
-        return new LockedTableSink(new MicroBatch(session, answers, write.name(), name), table);
+        return new LockedTableSink(new MicroBatch(session, answers, write.name(), name),
+            new TableBatches(table));
     }
 
     /** The sink of a stream into files at a path: Spark's, each batch under locks. */
