@@ -135,7 +135,8 @@ def test_batches_wait_for_a_holder_and_readers_see_whole_batches(streaming, db, 
         watcher.start()
         for batch in range(1, 4):
             expected += add_files(source, batch * 10, 2)
-            assert wait_for(lambda: count(spark, table) == len(expected), timeout=60)
+            rows = len(expected)
+            assert wait_for(lambda rows=rows: count(spark, table) == rows, timeout=60)
     finally:
         reading.clear()
         query.stop()
