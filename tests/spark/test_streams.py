@@ -9,11 +9,14 @@ exactly once, and what a reader counts is always whole batches.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import raises_lock_error, wait_for
+from conftest import PROJECT, PYTHON, Latch, raises_lock_error, wait_for
 
 from zklock.errors import UnsupportedStatement
 from zklock.locks.mode import Mode
@@ -307,3 +310,69 @@ def test_sinks_that_write_no_table_run_as_they_are(streaming, tmp_path):
              .trigger(availableNow=True).start())
     query.awaitTermination(180)
     assert spark.sql("SELECT count(*) AS n FROM zk_mem").collect()[0].n == 5
+
+
+def test_a_driver_killed_in_a_batch_restarts_without_losing_or_doubling(zk_hosts, root,
+                                                                          tmp_path):
+    """The driver SIGKILLed while a batch runs under its locks: its lock node goes with its
+    session, nothing of the batch is in the table, and the restarted query writes every row
+    exactly once."""
+    table_dir, source = tmp_path / "ev", tmp_path / "source"
+    checkpoint, gate = tmp_path / "checkpoint", tmp_path / "gate"
+    gate.mkdir()
+    table_dir.mkdir()
+    expected = add_files(source, 0, 4)
+    args = [PYTHON, str(PROJECT / "tests" / "spark" / "stream_app.py"), zk_hosts, root,
+            str(table_dir), str(source), str(checkpoint), str(gate)]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True, text=True)
+    try:
+        assert wait_for(lambda: (gate / "entered").exists() or first.poll() is not None,
+                        timeout=180)
+        assert first.poll() is None, first.stdout.read()
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM
+        first.wait(60)
+    assert not list(table_dir.glob("part-*"))  # batch 0 had not committed
+    (gate / "open").touch()
+    second = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0 and "done" in second.stdout, second.stdout + second.stderr
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(str(table_dir)).column("id").to_pylist()
+    assert sorted(rows) == sorted(expected)
+
+
+def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_path, zk,
+                                                            root):
+    """Another client deletes the batch's lock node while it runs: the fence refuses its
+    commit, the query fails with the loss, nothing of the batch is in the table, and the
+    query restarted from its checkpoint writes every row once."""
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    expected = add_files(source, 0, 2)
+    latch = Latch(spark, tmp_path / "latch", name="zk_stream_latch")
+
+    def start():
+        return (stream_of(spark, source).selectExpr("zk_stream_latch(id) AS id", "ds")
+                .writeStream.option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True).toTable(table))
+
+    query = start()
+    assert wait_for(latch.reached, timeout=120)
+    node_dir = f"{root}/{db}/ev"
+    nodes = [n for n in zk.get_children(node_dir) if n.startswith("write-")]
+    assert len(nodes) == 1, nodes
+    zk.delete(f"{node_dir}/{nodes[0]}")
+    latch.open()
+    # the fence refuses its commit, or, where the lock client saw the loss first, its jobs
+    # are cancelled: either way the batch fails with the loss
+    with pytest.raises(Exception, match="zklock: locks lost (before commit|while micro-batch 0)"):
+        query.awaitTermination(180)
+    assert count(spark, table) == 0
+    again = start()
+    again.awaitTermination(180)
+    assert again.exception() is None, again.exception()
+    assert ids(spark, table) == sorted(expected)

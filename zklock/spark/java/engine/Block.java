@@ -60,13 +60,9 @@ public final class Block {
 
     /** Release the locks of a block that failed with {@code failure}; what to throw for it:
      *  the loss of its locks, or its failed write (ZKLOCK_WRITE_FAILED, naming what became of
-     *  it), else {@code failure} itself. */
+     *  it), else {@code failure} itself (Spark's checked SparkException included). */
     public RuntimeException failed(Throwable failure) {
         EngineRefusal refusal = guard.exit(statement, failure);
-        if (refusal != null) {
-            return EngineRefusal.raise(refusal);
-        }
-        return failure instanceof RuntimeException ? (RuntimeException) failure
-            : new IllegalStateException(failure);
+        return EngineRefusal.sneaky(refusal != null ? refusal : failure);
     }
 }

@@ -41,7 +41,7 @@ public final class InsertOnce {
         TableBatches.Outcome outcome;
         try {
             outcome = new TableBatches(meta).write(writer, batch, rows);
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java
             throw block.failed(e);
         }
         block.close();

@@ -45,7 +45,7 @@ final class MicroBatch {
             + " (id " + queryId() + ") into " + target);
         try {
             write.run();
-        } catch (RuntimeException | Error e) {
+        } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java
             throw block.failed(e);
         }
         block.close();
