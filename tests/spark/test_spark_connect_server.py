@@ -891,3 +891,37 @@ def test_a_plain_clients_statements_reuse_the_servers_connections_to_python(serv
     # a few caller threads at most (a statement's call, the release sender's, one started
     # while another was on its way back to wait): not one per statement
     assert len(list(tasks.iterdir())) <= before + 5
+
+
+def test_a_connect_clients_stream_is_locked_per_batch(cs, cdb, make_manager, tmp_path):
+    """A writeStream from a Spark Connect client: the server's engine locks each micro-batch
+    (denied while another holder keeps X on the table: the server waits as its settings say,
+    here one retry), and commits it into the table once, with no _spark_metadata."""
+    table = f"{cdb}.streamed"
+    cs.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    source = tmp_path / "source"
+    source.mkdir()
+    for f in range(2):
+        (source / f"part-{f}.json").write_text(
+            "".join(f'{{"id": {f * 5 + r}, "ds": "d"}}\n' for r in range(5)))
+
+    def start(name: str):
+        return (cs.readStream.schema("id INT, ds STRING").json(str(source)).writeStream
+                .option("checkpointLocation", str(tmp_path / name))
+                .trigger(availableNow=True).toTable(table))
+
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
+    with other.acquire([(table, "X")], query_id="holder-stream"):
+        denied = start("denied")
+        with pytest.raises(Exception, match="micro-batch 0|holder-stream"):
+            denied.awaitTermination(120)
+            raise AssertionError(f"the batch ran under another holder's X: {denied.exception()}")
+    assert ccount(cs, table) == 0
+    query = start("ran")
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert ccount(cs, table) == 10
+    place = cs.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'") \
+        .first().data_type.replace("file:", "")
+    assert not (Path(place) / "_spark_metadata").exists()
+    assert (Path(place) / "_zklock" / "batches" / query.id).is_dir()
