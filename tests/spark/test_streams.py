@@ -365,6 +365,8 @@ def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_p
     node_dir = f"{root}/{db}/ev"
     nodes = [n for n in zk.get_children(node_dir) if n.startswith("write-")]
     assert len(nodes) == 1, nodes
+    holder = json.loads(zk.get(f"{node_dir}/{nodes[0]}")[0])  # what zklock show names
+    assert holder["query"].startswith(f"micro-batch 0 of stream (id {query.id}) into {table}")
     zk.delete(f"{node_dir}/{nodes[0]}")
     latch.open()
     # the fence refuses its commit, or, where the lock client saw the loss first, its jobs
