@@ -48,7 +48,8 @@ test: install zookeeper prometheus imports
 # as written: an operator's venv without PySpark, a Spark distribution locked by the child
 # (a dozen Spark starts: apart from make test, which CI runs first)
 test-docs: install zookeeper
-	$(PY) -m pytest -q -m docs tests/cli/test_docs_commands.py tests/scripts/test_build_dist.py
+	$(PY) -m pytest -q -m docs tests/cli/test_docs_commands.py tests/scripts/test_build_dist.py \
+	  tests/spark/test_pipelines.py
 
 # the Spark-facing tests on PySpark 3.5.0, 4.0.0 and the newest 4.x (COMPAT_VERSIONS chooses)
 test-compat: install zookeeper

@@ -3,25 +3,16 @@ alternatives too) is a setting, and every value parses."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+import deployed
+from deployed import DOC
 
 from zklock.config import SETTINGS, Settings
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
-
 
 def spark_defaults() -> dict[str, str]:
-    text = DOC.read_text()
-    block = text[text.index("A complete `spark-defaults.conf`"):]
-    body = re.search(r"```properties\n(.*?)```", block, re.S).group(1)
-    conf = {}
-    for line in body.splitlines():
-        line = line.strip().lstrip("#").strip()
-        if line.startswith("spark."):
-            key, value = line.split(None, 1)
-            conf[key] = value.strip()
-    return conf
+    return deployed.spark_defaults(commented=True)
 
 
 def test_every_zklock_key_is_a_setting_and_parses():

@@ -53,6 +53,21 @@ for _op in ("grab", "extend", "drop", "force_drop", "recover", "reap"):
 for _mode in "SX":
     for _counter in (GRANTS, DENIALS, RETRIES, LOSSES):
         _counter.labels(_mode)
+STREAM_BATCHES = Counter("zklock_stream_batches_total",
+                         "Micro-batches of streaming queries granted their locks, by query name"
+                         " (the first 50 names a process sees; later ones count as \"other\").",
+                         ["query"])
+STREAM_BATCH_WAIT = Histogram("zklock_stream_batch_wait_seconds",
+                              "Time a micro-batch waited for its locks, by query name.",
+                              ["query"], buckets=WAIT_BUCKETS)
+STREAM_BATCHES_LOST = Counter("zklock_stream_batches_lost_total",
+                              "Micro-batches whose locks were lost before they committed (the"
+                              " fence refused the commit, or the jobs were cancelled), by query"
+                              " name.", ["query"])
+#: How many query names the stream metrics label; more would make Prometheus's series grow
+#: with every ad-hoc query a notebook starts.
+STREAM_NAMES = 50
+_stream_names: set[str] = set()
 REAPER_ROUND = Gauge("zklock_lease_reaper_last_round_timestamp_seconds",
                      "When this process's lease reaper of a root last finished a round (Unix"
                      " time); only processes that run a reaper have it.", ["root"])
@@ -60,6 +75,20 @@ REAPER_ROUND = Gauge("zklock_lease_reaper_last_round_timestamp_seconds",
 log = logging.getLogger("zklock")
 _served: dict[int, object] = {}
 _lock = threading.Lock()
+
+
+def stream_label(name: str) -> str:
+    """The label of query ``name`` in the stream metrics: the name itself for the first
+    :data:`STREAM_NAMES` a process sees, then "other" (bounded series); "unnamed" for a
+    query started without one."""
+    name = name or "unnamed"
+    with _lock:
+        if name in _stream_names or len(_stream_names) < STREAM_NAMES:
+            if name not in _stream_names:
+                _stream_names.add(name)
+                STREAM_BATCHES_LOST.labels(name)  # at 0 from the start, as the others
+            return name
+    return "other"
 
 
 def serve(port: int, addr: str = "127.0.0.1") -> bool:

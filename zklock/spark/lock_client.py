@@ -27,6 +27,7 @@ import dataclasses
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -53,6 +54,7 @@ from ..locks.lockset import LockSet
 from ..locks.mode import Mode
 from ..locks.objects import LockObject
 from ..manager import LockManager
+from ..observe import metrics
 from . import answer, protocol
 from .jvm import JvmModuleError
 from .locked_statement import fence_refusal, new_query_id
@@ -158,6 +160,7 @@ class EngineLockClient:
         # (their own over the manager's, SET included), else the manager's
         self._settings = settings or (lambda: self.manager.settings)
         self._held: dict[str, LockSet] = {}  # by handle
+        self._streams: dict[str, str] = {}  # a micro-batch's stream label, by handle
         self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False
@@ -185,10 +188,17 @@ class EngineLockClient:
             data = dataclasses.replace(data, app=str(doc.get(Field.APPLICATION) or ""))
             if doc.get(Field.USER):  # a Spark Connect client's user, not the server's
                 data = dataclasses.replace(data, user=str(doc[Field.USER]))
+            asked = time.monotonic()
             lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
                                                    query_id=query_id, settings=settings)
             with self._lock:
                 self._held[handle] = lockset
+            if Field.STREAM in doc:  # a streaming query's micro-batch (MicroBatch.java)
+                label = metrics.stream_label(str(doc[Field.STREAM]))
+                metrics.STREAM_BATCHES.labels(label).inc()
+                metrics.STREAM_BATCH_WAIT.labels(label).observe(time.monotonic() - asked)
+                with self._lock:
+                    self._streams[handle] = label
         except LockNotAcquired as exc:
             return _answer(Outcome.DENIED, message=f"zklock: {exc}")
         except ZooKeeperUnavailable as exc:
@@ -248,11 +258,14 @@ class EngineLockClient:
     def release(self, handle: str, failed: bool = False) -> str:
         with self._lock:
             lockset = self._held.pop(handle, None)
+            stream = self._streams.pop(handle, None)
         if lockset is None:
             return _answer(Outcome.RELEASED)
         lost = not lockset.is_valid
         reason = lockset.lost_reason or "session lost"
         lockset.release(wait=False)
+        if lost and stream is not None:
+            metrics.STREAM_BATCHES_LOST.labels(stream).inc()
         if lost:
             return _answer(Outcome.LOST, reason, {Field.OBJECTS: lockset.objects})
         return _answer(Outcome.RELEASED, fields={Field.OBJECTS: lockset.objects})

@@ -80,6 +80,7 @@ CONNECT_PROTOCOL = int(_VALUES["connect.protocol"])
 FENCE_ZOOKEEPER = _VALUES["property.fence_zookeeper"]
 FENCE_NODES = _VALUES["property.fence_nodes"]
 QUERY_ID = _VALUES["property.query_id"]
+STREAM = _VALUES["property.stream"]
 FENCE_TAG = _VALUES["tag.fence"]
 FENCE_REFUSED = _VALUES["fence.refused"]
 REFUSED = _VALUES["condition.refused"]
@@ -173,6 +174,7 @@ class Field:
     USER = _VALUES["field.user"]
     APPLICATION = _VALUES["field.application"]
     COMMAND = _VALUES["field.command"]
+    STREAM = _VALUES["field.stream"]
     # the planner's answer and its targets (LockAnswer.java, answer.py)
     KIND = _VALUES["field.kind"]
     TARGETS = _VALUES["field.targets"]

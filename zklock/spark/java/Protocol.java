@@ -17,6 +17,7 @@ public final class Protocol {
     public static final String FENCE_ZOOKEEPER = get("property.fence_zookeeper");
     public static final String FENCE_NODES = get("property.fence_nodes");
     public static final String QUERY_ID = get("property.query_id");
+    public static final String STREAM = get("property.stream");
     public static final String FENCE_TAG = get("tag.fence");
     public static final String FENCE_REFUSED = get("fence.refused");
     public static final String REFUSED = get("condition.refused");
@@ -90,6 +91,7 @@ public final class Protocol {
         public static final String USER = get("field.user");
         public static final String APPLICATION = get("field.application");
         public static final String COMMAND = get("field.command");
+        public static final String STREAM = get("field.stream");
         // the planner's answer and its targets (LockAnswer.java, answer.py)
         public static final String KIND = get("field.kind");
         public static final String TARGETS = get("field.targets");

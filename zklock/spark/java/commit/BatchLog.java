@@ -47,14 +47,26 @@ public final class BatchLog {
     /** An application id, as it is written in a path. */
     private static final Pattern APP_ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
 
+    private static final String PENDING = ".pending";
+    private static final String COMMITTED = ".committed";
+
     private final FileSystem fs;
     private final Path dir;
     private final Configuration conf;
+    /** The records of earlier batches {@link #state} found. */
+    private final java.util.List<Path> earlier = new java.util.ArrayList<>();
 
     private BatchLog(Path dir, Configuration conf) throws IOException {
-        this.fs = dir.getFileSystem(conf);
+        this.fs = recordsOn(dir.getFileSystem(conf));
         this.dir = dir;
         this.conf = conf;
+    }
+
+    /** The file system the records are kept on: {@code fs}, or, for the local one, its raw
+     *  file system (a record needs no checksum file beside it). */
+    private static FileSystem recordsOn(FileSystem fs) {
+        return fs instanceof org.apache.hadoop.fs.LocalFileSystem
+            ? ((org.apache.hadoop.fs.LocalFileSystem) fs).getRawFileSystem() : fs;
     }
 
     /** The records of writer {@code appId} in the table at {@code location}; an
@@ -74,19 +86,25 @@ public final class BatchLog {
         return appId;
     }
 
-    /** What the table holds of batch {@code batch}. */
+    /** What the table holds of batch {@code batch} (one listing of the records). */
     public State state(long batch) throws IOException {
-        if (!fs.exists(dir)) {
+        FileStatus[] records;
+        try {
+            records = fs.listStatus(dir);
+        } catch (java.io.FileNotFoundException none) {
             return State.NEW;
         }
         boolean pending = false;
-        for (FileStatus record : fs.listStatus(dir)) {
+        for (FileStatus record : records) {
             String name = record.getPath().getName();
             long n = number(name);
-            if (name.endsWith(".committed") && n >= batch) {
+            if (name.endsWith(COMMITTED) && n >= batch) {
                 return State.COMMITTED;
             }
-            pending |= name.equals(batch + ".pending");
+            pending |= name.equals(batch + PENDING);
+            if (n >= 0 && n < batch) {
+                earlier.add(record.getPath());  // forgotten once this batch is recorded
+            }
         }
         return pending ? State.PENDING : State.NEW;
     }
@@ -114,8 +132,8 @@ public final class BatchLog {
             return;
         }
         String[] parts = recording.split("\t", 2);
-        Path record = new Path(parts[0], parts[1] + ".pending");
-        FileSystem fs = record.getFileSystem(job.getConfiguration());
+        Path record = new Path(parts[0], parts[1] + PENDING);
+        FileSystem fs = recordsOn(record.getFileSystem(job.getConfiguration()));
         try (OutputStream out = fs.create(record, true)) {
             out.write((committer.getOutputPath() + "\n" + committer.getJobAttemptPath(job))
                 .getBytes(StandardCharsets.UTF_8));
@@ -127,7 +145,7 @@ public final class BatchLog {
      *  file once (a file moved before is no longer staged), after the same fence. The caller
      *  holds the batch's locks. Returns whether anything was still staged. */
     public boolean finish(long batch) throws IOException {
-        Path record = new Path(dir, batch + ".pending");
+        Path record = new Path(dir, batch + PENDING);
         String[] paths;
         try (InputStream in = fs.open(record)) {
             java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
@@ -161,17 +179,18 @@ public final class BatchLog {
         }
     }
 
-    /** Batch {@code batch} is whole in the table: record it, and forget the earlier ones. */
+    /** Batch {@code batch} is whole in the table: its pending record becomes the committed
+     *  one (a rename), or one is made where its write committed no job; the earlier
+     *  records {@link #state} saw are removed. */
     public void committed(long batch) throws IOException {
-        fs.mkdirs(dir);
-        fs.create(new Path(dir, batch + ".committed"), true).close();
-        for (FileStatus record : fs.listStatus(dir)) {
-            String name = record.getPath().getName();
-            long n = number(name);
-            if ((n >= 0 && n < batch) || name.equals(batch + ".pending")) {
-                fs.delete(record.getPath(), false);
-            }
+        Path committed = new Path(dir, batch + COMMITTED);
+        if (!fs.rename(new Path(dir, batch + PENDING), committed)) {
+            fs.create(committed, true).close();
         }
+        for (Path record : earlier) {
+            fs.delete(record, false);
+        }
+        earlier.clear();
     }
 
     /** The batch a record names; -1 for a file that is not a record. */

@@ -22,6 +22,7 @@ final class MicroBatch {
     /** The session that started the query: its lock client takes the batches' locks. */
     private final SparkSession session;
     private final List<String> answers;
+    private final String name;
     private final String query;
     private final String target;
 
@@ -30,6 +31,7 @@ final class MicroBatch {
     MicroBatch(SparkSession session, List<String> answers, String name, String target) {
         this.session = session;
         this.answers = answers;
+        this.name = name == null ? "" : name;
         this.query = name == null || name.isEmpty() ? "stream" : "stream " + name;
         this.target = target;
     }
@@ -41,8 +43,15 @@ final class MicroBatch {
 
     /** Run batch {@code batch}'s {@code write} under its locks. */
     void run(long batch, Runnable write) {
-        Block block = Block.hold(session, answers, "micro-batch " + batch + " of " + query
-            + " (id " + queryId() + ") into " + target);
+        org.apache.spark.SparkContext sc = session.sparkContext();
+        sc.setLocalProperty(zklock.Protocol.STREAM, name);  // its request names the query
+        Block block;
+        try {
+            block = Block.hold(session, answers, "micro-batch " + batch + " of " + query
+                + " (id " + queryId() + ") into " + target);
+        } finally {
+            sc.setLocalProperty(zklock.Protocol.STREAM, null);
+        }
         try {
             write.run();
         } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java

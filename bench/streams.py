@@ -1,0 +1,160 @@
+"""What zklock adds to a micro-batch: a stream into a table under zklock against the same
+stream in a bare Spark application, in one run.
+
+Run: ``.venv/bin/python bench/streams.py`` (``--rounds``, ``--batches``, ``--out``). It starts
+its own ZooKeeper (fsync on) unless ZKLOCK_ZK is set, measures a ZooKeeper write round trip
+(a kazoo create and delete of a node, halved: one write each), then runs, alternately,
+``--rounds`` times each, two applications of their own (one local SparkSession each, never
+two at once: the machine's cores are the applications'):
+
+- **bare**: Spark as it ships, each stream into a Parquet table with ``toTable`` (Spark's
+  file sink and its ``_spark_metadata`` log);
+- **zklock**: the same application built with ``zklock.spark.configure`` and ``enforce``,
+  its lock client on the run's ZooKeeper: each batch locked (X on the table, S on the
+  database), committed through the fence and recorded once (docs/spark.md, "Streams and
+  pipelines").
+
+Each application runs two streams into a table of its own: a processingTime stream of small
+batches (the rate source, 10 rows a second, a batch every 200 ms, ``--batches`` of them), and
+``availableNow`` over 100 JSON files, one file a batch. A batch's time is Spark's own figure
+for it (``triggerExecution`` in the query's progress). Reported: the median per batch of each
+side, and zklock's added time in units of the run's write round trip, against the target of
+at most 2 round trips plus 1 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import report, start_zookeeper  # noqa: E402
+
+
+def application(kind: str, hosts: str, work: Path, batches: int) -> dict[str, list[float]]:
+    """Run in a child process: the two streams of one application; each batch's ms."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[2]").appName(f"bench-streams-{kind}")
+               .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2"))
+    if kind == "zklock":
+        from zklock import LockManager
+        from zklock.config import Settings
+        from zklock.spark import configure, enforce
+
+        spark = configure(builder.config("spark.zklock.lockClient", "none")).getOrCreate()
+        enforce(spark, LockManager(settings=Settings.resolve(dict(
+            hosts=hosts, root="/bench-streams", retries=100, retry_interval=0.05))))
+    else:
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    out: dict[str, list[float]] = {}
+    for name, stream, trigger in [
+        ("processingTime", spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+         .selectExpr("CAST(value AS INT) AS id", "'r' AS ds"),
+         {"processingTime": "200 milliseconds"}),
+        ("availableNow", spark.readStream.schema("id INT, ds STRING")
+         .option("maxFilesPerTrigger", 1).json(str(work.parent / "files")),
+         {"availableNow": True}),
+    ]:
+        table = f"t_{name.lower()}"
+        spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+        query = (stream.writeStream.option("checkpointLocation", str(work / name))
+                 .trigger(**trigger).toTable(table))
+        if name == "processingTime":
+            while query.lastProgress is None or query.lastProgress["batchId"] < batches:
+                time.sleep(0.2)  # poll: the query's progress
+            query.stop()
+        else:
+            query.awaitTermination()
+        times = [p["durationMs"]["triggerExecution"] for p in query.recentProgress
+                 if p["numInputRows"] > 0]
+        out[name] = times[2:]  # the first batches: the JIT, the first files
+    spark.stop()
+    return out
+
+
+def write_round_trip(hosts: str) -> float:
+    """A ZooKeeper write's round trip, in ms: a create and a delete of a node, halved
+    (median of 200)."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=hosts)
+    client.start()
+    client.ensure_path("/bench-streams-rtt")
+    times = []
+    for i in range(220):
+        t0 = time.perf_counter()
+        client.create(f"/bench-streams-rtt/n{i}")
+        client.delete(f"/bench-streams-rtt/n{i}")
+        times.append((time.perf_counter() - t0) / 2)
+    client.stop()
+    return statistics.median(times[20:]) * 1000
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2, help="applications of each kind")
+    ap.add_argument("--batches", type=int, default=40, help="processingTime batches")
+    ap.add_argument("--out", help="append the Markdown table to this file")
+    ap.add_argument("--child", nargs=3, metavar=("KIND", "HOSTS", "WORK"),
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        kind, hosts, work = args.child
+        print(json.dumps(application(kind, hosts, Path(work), args.batches)))
+        return 0
+
+    hosts, server = start_zookeeper()
+    base = Path(tempfile.mkdtemp(prefix="zklock-bench-streams-"))
+    (base / "files").mkdir()
+    for f in range(100):
+        (base / "files" / f"f{f:03d}.json").write_text(
+            "".join(json.dumps({"id": f * 10 + r, "ds": "f"}) + "\n" for r in range(10)))
+    times: dict[str, dict[str, list[float]]] = {"bare": {}, "zklock": {}}
+    try:
+        rtt = write_round_trip(hosts)
+        for i in range(args.rounds):
+            for kind in ("bare", "zklock") if i % 2 == 0 else ("zklock", "bare"):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--batches", str(args.batches), "--child",
+                     kind, hosts, str(base / f"{kind}-{i}")],
+                    capture_output=True, text=True, check=True)
+                for name, ms in json.loads(out.stdout.splitlines()[-1]).items():
+                    times[kind].setdefault(name, []).extend(ms)
+    finally:
+        if server is not None:
+            server.stop()
+    rows = []
+    for name in ("processingTime", "availableNow"):
+        bare = statistics.median(times["bare"][name])
+        mine = statistics.median(times["zklock"][name])
+        added = mine - bare
+        target = 2 * rtt + 1
+        rows.append(f"| {name} | {len(times['bare'][name])} / {len(times['zklock'][name])}"
+                    f" | {bare:.1f} | {mine:.1f} | {added:+.1f} | {added / rtt:+.1f}"
+                    f" | {target:.1f} |")
+    table = [
+        f"A ZooKeeper write round trip in this run: {rtt:.2f} ms (median of 200, fsync on).",
+        "",
+        "| stream | batches (bare / zklock) | bare ms a batch | zklock ms a batch"
+        " | added ms | added, in round trips | target ms (2 RTT + 1 ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
+    report("\n".join(table), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

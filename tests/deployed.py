@@ -1,0 +1,27 @@
+"""docs/deploy.md's ``spark-defaults.conf`` block, as tests read it: what a platform puts in
+its Spark's conf directory (tests/core/test_deploy_doc.py checks every key of it; tests that
+run Spark as deployed write it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "deploy.md"
+
+
+def spark_defaults(commented: bool = False) -> dict[str, str]:
+    """The block's ``spark.*`` settings, in order; with ``commented``, the commented-out
+    alternatives too (a later one replaces an earlier one of the same key)."""
+    text = DOC.read_text()
+    block = text[text.index("A complete `spark-defaults.conf`"):]
+    body = re.search(r"```properties\n(.*?)```", block, re.S).group(1)
+    conf = {}
+    for line in body.splitlines():
+        line = line.strip()
+        if commented:
+            line = line.lstrip("#").strip()
+        if line.startswith("spark."):
+            key, value = line.split(None, 1)
+            conf[key] = value.strip()
+    return conf

@@ -1,0 +1,126 @@
+"""Spark Declarative Pipelines under locks: ``spark-pipelines run`` (PySpark 4.1+) with
+docs/deploy.md's block in its ``SPARK_CONF_DIR``, as a platform configures it (the spec's
+``configuration:`` cannot carry static settings). Its streaming table's flow is a stream
+into a catalog table: every micro-batch locked and committed once (docs/spark.md, "Streams
+and pipelines"); its materialized views are written by statements, locked as any.
+
+Real runs of Spark's own CLI (a Spark Connect server it starts, a Hive metastore of the
+test's own, so that a second run finds the first one's tables) on a real ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import PYTHON, spark_line, wait_for
+from deployed import spark_defaults
+from zklock.cli.connect_server import pyspark_home
+
+from zklock.locks.mode import Mode
+from zklock.locks.objects import LockObject
+from zklock.spark import jvm
+
+pytestmark = [pytest.mark.docs,
+              pytest.mark.skipif(spark_line() < (4, 1),
+                                 reason="Spark Declarative Pipelines need Spark 4.1")]
+
+EVENTS = '''
+from pyspark import pipelines as dp
+from pyspark.sql import SparkSession
+
+spark = SparkSession.active()
+
+
+@dp.table
+def events():
+    return spark.readStream.schema("id INT, ds STRING").json("{source}")
+'''
+TOTALS = "CREATE MATERIALIZED VIEW totals AS SELECT count(*) AS n FROM events\n"
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, zk_hosts: str, root: str) -> dict[str, Path]:
+    """A pipeline project (a streaming table over JSON files, a materialized view over it)
+    and a Spark conf directory holding deploy.md's block, on the test's ZooKeeper root."""
+    project, source, conf = tmp_path / "project", tmp_path / "source", tmp_path / "conf"
+    for d in (project / "transformations", source, conf):
+        d.mkdir(parents=True)
+    (project / "spark-pipeline.yml").write_text(
+        f"name: zklock_test\nstorage: file://{tmp_path}/storage\n"
+        "libraries:\n  - glob:\n      include: transformations/**\n")
+    (project / "transformations" / "events.py").write_text(EVENTS.format(source=source))
+    (project / "transformations" / "totals.sql").write_text(TOTALS)
+    jar = jvm.jar_for()
+    settings = {**spark_defaults(),
+                "spark.zklock.zookeeper.quorum": zk_hosts, "spark.zklock.root": root,
+                "spark.zklock.lock.retryInterval": "0.1s", "spark.zklock.lock.retries": "600",
+                "spark.zklock.eventLog": str(tmp_path / "events.jsonl"),
+                "spark.zklock.metrics.port": "0",
+                "spark.zklock.lockClient.python": PYTHON,
+                "spark.jars": str(jar), "spark.driver.extraClassPath": str(jar),
+                # a metastore of the test's own: the second run finds the first's tables
+                "spark.sql.catalogImplementation": "hive",
+                "spark.hadoop.javax.jdo.option.ConnectionURL":
+                    f"jdbc:derby:;databaseName={tmp_path}/metastore_db;create=true",
+                "spark.sql.warehouse.dir": str(tmp_path / "warehouse")}
+    (conf / "spark-defaults.conf").write_text(
+        "".join(f"{k} {v}\n" for k, v in settings.items()))
+    return {"project": project, "source": source, "conf": conf,
+            "warehouse": tmp_path / "warehouse"}
+
+
+def run(pipeline: dict[str, Path]) -> subprocess.CompletedProcess:
+    home = pyspark_home()
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(pipeline["conf"]),
+           "PYSPARK_PYTHON": PYTHON, "PATH": f"{Path(PYTHON).parent}:{os.environ['PATH']}"}
+    return subprocess.run([str(home / "bin" / "spark-pipelines"), "run"],
+                          cwd=pipeline["project"], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def add_rows(source: Path, name: str, ids: range) -> list[int]:
+    tmp = source / f".{name}.tmp"
+    tmp.write_text("".join(json.dumps({"id": i, "ds": "d"}) + "\n" for i in ids))
+    tmp.rename(source / f"{name}.json")
+    return list(ids)
+
+
+def table_ids(pipeline: dict[str, Path], table: str, column: str = "id") -> list[int]:
+    return sorted(pq.read_table(str(pipeline["warehouse"] / table)).column(column).to_pylist())
+
+
+def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk, root):
+    expected = add_rows(pipeline["source"], "a", range(10))
+    first = run(pipeline)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert table_ids(pipeline, "events") == expected
+    assert table_ids(pipeline, "totals", "n") == [10]
+    streamed = pipeline["warehouse"] / "events"
+    assert not (streamed / "_spark_metadata").exists()
+    assert (streamed / "_zklock" / "batches").is_dir()
+    # new rows, and another holder's X on the streaming table: the run's batch waits for it
+    expected += add_rows(pipeline["source"], "b", range(10, 15))
+    holder = make_manager()
+    held = holder.acquire([(LockObject.parse("default.events"), Mode.EXCLUSIVE)],
+                          query_id="backfill-sdp")
+    done: dict[str, subprocess.CompletedProcess] = {}
+    second = threading.Thread(target=lambda: done.setdefault("run", run(pipeline)))
+    second.start()
+    try:
+        waits = f"{root}/.waits"
+        assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=300)
+        record = json.loads(zk.get(f"{waits}/{zk.get_children(waits)[0]}")[0])
+        assert "micro-batch" in record["query"] and "into default.events" in record["query"]
+        assert table_ids(pipeline, "events") == expected[:10]  # held back
+    finally:
+        held.release()
+    second.join(600)
+    assert done["run"].returncode == 0, done["run"].stdout[-3000:] + done["run"].stderr[-3000:]
+    assert table_ids(pipeline, "events") == expected  # every row once
+    assert table_ids(pipeline, "totals", "n") == [15]
