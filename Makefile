@@ -95,7 +95,8 @@ soak: install zookeeper
 soak-spark: install zookeeper
 	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-150} ZKLOCK_CHAOS_REPORT=.zklock/soak-spark.json \
 		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py \
-		tests/scheduler/test_scheduler_processes.py tests/spark/test_local_cluster.py
+		tests/scheduler/test_scheduler_processes.py tests/spark/test_local_cluster.py \
+		tests/spark/test_streams.py
 
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py

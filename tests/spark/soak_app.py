@@ -16,7 +16,12 @@ its own catalog over them):
 - ``connect``: a plain Spark Connect client of zklock's Connect server (HOSTS is its
   ``sc://`` URL), appending and reading: the server's lock client locks it;
 - ``jdbc``: a JDBC client of zklock's Thrift server (HOSTS is its ``host:port``), connected
-  as dbt's ``thrift`` method connects (PyHive), appending and reading.
+  as dbt's ``thrift`` method connects (PyHive), appending and reading;
+- ``stream``: a streaming query appending JSON files (one a batch, written by a feeder
+  thread of the application) to partition ``p='s'`` of ``soak.events``, restarted from its
+  checkpoint when it fails, beside a backfill overwriting partition ``p='old'`` with
+  numbered generations; at its deadline a last ``availableNow`` run catches up, so that
+  every file is then in the table.
 
     python soak_app.py ROLE HOSTS ROOT WORK SECONDS NAME
 """
@@ -43,6 +48,8 @@ def tables(work: Path) -> dict[str, str]:
         "batches": f"(batch STRING, id BIGINT) USING parquet LOCATION '{data / 'batches'}'",
         "parts": f"(batch STRING, id BIGINT, p STRING) USING parquet PARTITIONED BY (p)"
                  f" LOCATION '{data / 'parts'}'",
+        "events": f"(batch STRING, id BIGINT, p STRING) USING parquet PARTITIONED BY (p)"
+                  f" LOCATION '{data / 'events'}'",
     }
 
 
@@ -187,6 +194,79 @@ def read_loop(session, rec: Recorder, deadline: float) -> None:
             "SELECT batch, count(*) FROM soak.batches GROUP BY batch").collect()})
 
 
+def feed_loop(source: Path, deadline: float) -> None:
+    """A source file of BATCH_ROWS rows every 0.3 s, numbered on from the last one (across
+    restarts of the application); each appears whole (written aside, then renamed)."""
+    source.mkdir(parents=True, exist_ok=True)
+    n = 1 + max((int(f.stem) for f in source.glob("*.json")), default=-1)
+    while time.monotonic() < deadline:
+        tmp = source / f".{n}.tmp"
+        tmp.write_text("".join(json.dumps({"batch": f"file-{n}", "id": i, "p": "s"}) + "\n"
+                               for i in range(BATCH_ROWS)))
+        tmp.rename(source / f"{n}.json")
+        n += 1
+        time.sleep(0.3)  # pacing: the feeder's cadence
+
+
+def stream_failure(exc: BaseException) -> str:
+    """What a failed streaming query met, by zklock's exception: Spark wraps its cause in
+    a StreamingQueryException whose message carries zklock's words."""
+    kind = kind_of(exc)
+    text = str(exc)
+    for words, error in (("zklock: locks lost", "LockLost"),
+                         ("zklock: lock not acquired", "LockNotAcquired"),
+                         ("ZooKeeper", "ZooKeeperUnavailable")):
+        if kind == "StreamingQueryException" and words in text:
+            return error
+    return kind
+
+
+def stream_loop(spark, rec: Recorder, work: Path, deadline: float) -> None:
+    """The streaming query, each batch recorded as a statement once it is committed; a
+    query that fails is recorded so and started again from its checkpoint. At the
+    deadline, a last availableNow run over every file left."""
+    def start(trigger: dict):
+        return (spark.readStream.schema("batch STRING, id BIGINT, p STRING")
+                .option("maxFilesPerTrigger", 1).json(str(work / "source")).writeStream
+                .option("checkpointLocation", str(work / "checkpoint"))
+                .trigger(**trigger).toTable("soak.events"))
+
+    while time.monotonic() < deadline:
+        rec.write(kind="start", what="stream", key="run")
+        try:
+            query = start({"processingTime": "500 milliseconds"})
+        except Exception as exc:  # noqa: BLE001 (its start was refused: recorded)
+            rec.write(kind="end", what="stream", key="run", ok=False,
+                      error=stream_failure(exc), message=str(exc).splitlines()[0][:300])
+            time.sleep(1)  # pacing: a refused start tries again
+            continue
+        done = -1
+        while query.isActive and time.monotonic() < deadline:
+            progress = query.lastProgress
+            if progress is not None and progress["numInputRows"] > 0 \
+                    and progress["batchId"] > done:
+                done = progress["batchId"]
+                rec.write(kind="end", what="stream-batch", key=str(done), ok=True)
+            time.sleep(0.2)  # poll: the query's progress
+        query.stop()
+        failed = query.exception()
+        rec.write(kind="end", what="stream", key="run", ok=failed is None,
+                  **({} if failed is None else {
+                      "error": stream_failure(failed),
+                      "message": str(failed).strip().splitlines()[0][:300]}))
+    rec.run("stream-final", "", lambda: start({"availableNow": True}).awaitTermination(120))
+
+
+def backfill_loop(session, rec: Recorder, deadline: float) -> None:
+    """Numbered generations of partition p='old' of the streamed table."""
+    while time.monotonic() < deadline:
+        g = time.time_ns() // 1000
+        sql = (f"INSERT OVERWRITE soak.events PARTITION (p='old')"
+               f" SELECT 'gen-{g}', id FROM range(0, {BATCH_ROWS}, 1, 2)")
+        rec.run("backfill", str(g), lambda q=sql: do(session, q))
+        time.sleep(1)  # pacing: a backfill a second beside the stream
+
+
 def main(argv: list[str]) -> int:
     role, hosts, root, work_dir, seconds, name = argv[1:7]
     work = Path(work_dir)
@@ -241,6 +321,11 @@ def main(argv: list[str]) -> int:
                                               f"{name}{k}")) for k in range(2)]
         elif role == "reader":
             threads = [threading.Thread(target=read_loop, args=(spark, rec, deadline))]
+        elif role == "stream":
+            backfill = LockingSession(spark.newSession(), **locks)
+            threads = [threading.Thread(target=feed_loop, args=(work / "source", deadline)),
+                       threading.Thread(target=stream_loop, args=(spark, rec, work, deadline)),
+                       threading.Thread(target=backfill_loop, args=(backfill, rec, deadline))]
         else:
             raise SystemExit(f"no role {role}")
     for t in threads:

@@ -7,9 +7,10 @@ Applications: a writer (a LockingSession overwriting numbered generations, anoth
 appending batches with unique ids), two threads of one LockingSession appending to their
 own partitions (on ``local-cluster``: executors in JVMs of their own), a plain-session
 reader under ``enforce()``, a spark-submit application locked by the engine's child lock
-client, a plain Spark Connect client of ``zklock spark connect-server``, and a JDBC client
+client, a plain Spark Connect client of ``zklock spark connect-server``, a JDBC client
 (PyHive, as dbt's ``thrift`` method connects) of ``zklock spark thrift-server`` (each
-appending and reading).
+appending and reading), and a streaming application (a stream appending files to a table
+whose other partition a backfill overwrites, restarted from its checkpoint when it fails).
 
 Faults, one at a time: the ensemble's leader or a follower SIGKILLed (restarted 2 s later)
 or paused past the session timeout; an application cut off from ZooKeeper past its session
@@ -20,7 +21,9 @@ the middle of its writes (and started again); an executor JVM SIGKILLed.
 Checked from the data: every acknowledged append is present exactly once; no batch whose
 statement raised is present; no reader sees a mixed or partial generation, a file that is
 gone, or a generation older than one it saw; no generation whose statement raised is ever
-seen (no commit after a loss); afterwards no lock node is left, and no staging but what a
+seen (no commit after a loss); every streamed file's batch is in the table whole and once
+(all of them, once the stream's last run caught up), and the backfilled partition holds one
+whole generation; afterwards no lock node is left, and no staging but what a
 killed driver's write in flight left; every application recovers after each fault within
 RECOVERY_S (a restarted driver's clock starts once it is ready again: Spark's own start is
 reported apart).
@@ -57,7 +60,7 @@ SESSION_TIMEOUT = 4.0
 RECOVERY_S = 120.0
 APP = PROJECT / "tests" / "spark" / "soak_app.py"
 ROLES = {"writer": "writer", "parts": "parts", "reader": "reader", "child": "child",
-         "connect": "connect", "jdbc": "jdbc"}
+         "connect": "connect", "jdbc": "jdbc", "stream": "stream"}
 #: The servers the Connect and JDBC clients go through, by role: the `zklock spark` group.
 SERVERS = {"connect": "connect-server", "jdbc": "thrift-server"}
 #: Errors a statement may meet under faults; anything else (a missing file above all) fails.
@@ -306,7 +309,8 @@ def test_spark_under_chaos(ensemble, tmp_path):
     assert summary["statements"] > 20, summary
     for check in ("missing_acked", "duplicated", "raised_present", "partial_batches",
                   "mixed_generations", "older_generations", "raised_generations_seen",
-                  "unexpected_errors", "orphans", "unexplained_staging", "unrecovered"):
+                  "unexpected_errors", "orphans", "unexplained_staging", "unrecovered",
+                  "stream_partial_or_doubled", "stream_files_missing", "backfill_mixed"):
         assert not summary[check], (check, summary[check])
 
 
@@ -405,4 +409,33 @@ def judge(lines: list[dict], faults: list[dict], work: Path) -> dict:
                 unrecovered.append((f["kind"], app, round(after - since, 1)))
     out["max_recovery_s"] = round(max(recovery, default=0.0), 1)
     out["unrecovered"] = unrecovered
+    out.update(judge_stream(lines, work))
     return out
+
+
+def judge_stream(lines: list[dict], work: Path) -> dict:
+    """The streamed table: every source file's batch whole and once (all of them once the
+    last availableNow run completed), and the backfilled partition one whole generation."""
+    import pyarrow.dataset as ds
+
+    events = work / "data" / "events"
+    present = table_batches(events)
+    files = sorted(int(f.stem) for f in (work / "source").glob("*.json"))
+    caught_up = any(r.get("what") == "stream-final" and r.get("kind") == "end" and r["ok"]
+                    for r in lines)
+    streamed = {b: n for b, n in present.items() if b.startswith("file-")}
+    old = []
+    if (events / "p=old").exists():
+        old = ds.dataset(str(events / "p=old"), format="parquet").to_table(
+            columns=["batch"]).column("batch").to_pylist()
+    return {
+        "stream_files": len(files), "stream_batches_present": len(streamed),
+        "stream_runs_failed": sum(1 for r in lines if r.get("what") == "stream"
+                                  and r.get("kind") == "end" and not r["ok"]),
+        "stream_caught_up": caught_up,
+        "stream_partial_or_doubled": sorted(b for b, n in streamed.items() if n != BATCH_ROWS),
+        "stream_files_missing": sorted(n for n in files if f"file-{n}" not in streamed)
+        if caught_up else [],
+        "backfill_mixed": sorted(set(old)) if len(set(old)) > 1 or (
+            old and len(old) != BATCH_ROWS) else [],
+    }

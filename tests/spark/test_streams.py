@@ -317,6 +317,7 @@ def test_sinks_that_write_no_table_run_as_they_are(streaming, tmp_path):
     assert spark.sql("SELECT count(*) AS n FROM zk_mem").collect()[0].n == 5
 
 
+@pytest.mark.soak  # two Spark applications of their own: run by make soak-spark
 def test_a_driver_killed_in_a_batch_restarts_without_losing_or_doubling(zk_hosts, root,
                                                                           tmp_path):
     """The driver SIGKILLed while a batch runs under its locks: its lock node goes with its
