@@ -10,18 +10,18 @@ its own catalog over them):
 - ``parts``: two threads of one LockingSession appending batches to their own partitions
   of ``soak.parts``, on ``local-cluster`` (executors in JVMs of their own, which the suite
   kills);
-- ``reader``: the plain session under ``enforce()``, reading both tables;
+- ``reader``: the plain session under ``enforce()``, reading both tables; and, in the same
+  application (one Spark JVM fewer on a small machine), a streaming query appending JSON
+  files (one a batch, written by a feeder thread) to partition ``p='s'`` of
+  ``soak.events``, restarted from its checkpoint when it fails, beside a backfill (a
+  LockingSession) overwriting partition ``p='old'`` with numbered generations; at its
+  deadline a last ``availableNow`` run catches up, so that every file is then in the table;
 - ``child``: run by spark-submit with zklock in its conf only (never calls ``enforce()``):
   the engine's child lock client locks its plain session's appends and reads;
 - ``connect``: a plain Spark Connect client of zklock's Connect server (HOSTS is its
   ``sc://`` URL), appending and reading: the server's lock client locks it;
 - ``jdbc``: a JDBC client of zklock's Thrift server (HOSTS is its ``host:port``), connected
-  as dbt's ``thrift`` method connects (PyHive), appending and reading;
-- ``stream``: a streaming query appending JSON files (one a batch, written by a feeder
-  thread of the application) to partition ``p='s'`` of ``soak.events``, restarted from its
-  checkpoint when it fails, beside a backfill overwriting partition ``p='old'`` with
-  numbered generations; at its deadline a last ``availableNow`` run catches up, so that
-  every file is then in the table.
+  as dbt's ``thrift`` method connects (PyHive), appending and reading.
 
     python soak_app.py ROLE HOSTS ROOT WORK SECONDS NAME
 """
@@ -194,18 +194,21 @@ def read_loop(session, rec: Recorder, deadline: float) -> None:
             "SELECT batch, count(*) FROM soak.batches GROUP BY batch").collect()})
 
 
-def feed_loop(source: Path, deadline: float) -> None:
+def feed_loop(source: Path, deadline: float, fed: threading.Event) -> None:
     """A source file of BATCH_ROWS rows every 0.3 s, numbered on from the last one (across
-    restarts of the application); each appears whole (written aside, then renamed)."""
+    restarts of the application), the first one even past the deadline (so that the stream
+    has one to write); each appears whole (written aside, then renamed)."""
     source.mkdir(parents=True, exist_ok=True)
     n = 1 + max((int(f.stem) for f in source.glob("*.json")), default=-1)
-    while time.monotonic() < deadline:
+    first = n
+    while n == first or time.monotonic() < deadline:
         tmp = source / f".{n}.tmp"
         tmp.write_text("".join(json.dumps({"batch": f"file-{n}", "id": i, "p": "s"}) + "\n"
                                for i in range(BATCH_ROWS)))
         tmp.rename(source / f"{n}.json")
         n += 1
         time.sleep(0.3)  # pacing: the feeder's cadence
+    fed.set()
 
 
 def stream_failure(exc: BaseException) -> str:
@@ -221,10 +224,12 @@ def stream_failure(exc: BaseException) -> str:
     return kind
 
 
-def stream_loop(spark, rec: Recorder, work: Path, deadline: float) -> None:
+def stream_loop(spark, rec: Recorder, work: Path, deadline: float,
+                fed: threading.Event) -> None:
     """The streaming query, each batch recorded as a statement once it is committed; a
-    query that fails is recorded so and started again from its checkpoint. At the
-    deadline, a last availableNow run over every file left."""
+    query that fails is recorded so and started again from its checkpoint. Once the
+    deadline is past and the feeder has written its last file, a last availableNow run over
+    every file left."""
     def start(trigger: dict):
         return (spark.readStream.schema("batch STRING, id BIGINT, p STRING")
                 .option("maxFilesPerTrigger", 1).json(str(work / "source")).writeStream
@@ -254,7 +259,17 @@ def stream_loop(spark, rec: Recorder, work: Path, deadline: float) -> None:
                   **({} if failed is None else {
                       "error": stream_failure(failed),
                       "message": str(failed).strip().splitlines()[0][:300]}))
-    rec.run("stream-final", "", lambda: start({"availableNow": True}).awaitTermination(120))
+    def catch_up() -> None:
+        if not fed.wait(60):
+            raise TimeoutError("the feeder did not finish")
+        query = start({"availableNow": True})
+        if not query.awaitTermination(120):
+            query.stop()
+            raise TimeoutError("the last run did not finish within 120 s")
+        if query.exception() is not None:
+            raise query.exception()
+
+    rec.run("stream-final", "", catch_up)
 
 
 def backfill_loop(session, rec: Recorder, deadline: float) -> None:
@@ -320,11 +335,13 @@ def main(argv: list[str]) -> int:
                                         args=(both, rec, deadline, "parts", f"{name}{k}",
                                               f"{name}{k}")) for k in range(2)]
         elif role == "reader":
-            threads = [threading.Thread(target=read_loop, args=(spark, rec, deadline))]
-        elif role == "stream":
             backfill = LockingSession(spark.newSession(), **locks)
-            threads = [threading.Thread(target=feed_loop, args=(work / "source", deadline)),
-                       threading.Thread(target=stream_loop, args=(spark, rec, work, deadline)),
+            fed = threading.Event()  # the feeder wrote its last file
+            threads = [threading.Thread(target=read_loop, args=(spark, rec, deadline)),
+                       threading.Thread(target=feed_loop,
+                                        args=(work / "source", deadline, fed)),
+                       threading.Thread(target=stream_loop,
+                                        args=(spark, rec, work, deadline, fed)),
                        threading.Thread(target=backfill_loop, args=(backfill, rec, deadline))]
         else:
             raise SystemExit(f"no role {role}")

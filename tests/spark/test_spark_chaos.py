@@ -9,8 +9,9 @@ own partitions (on ``local-cluster``: executors in JVMs of their own), a plain-s
 reader under ``enforce()``, a spark-submit application locked by the engine's child lock
 client, a plain Spark Connect client of ``zklock spark connect-server``, a JDBC client
 (PyHive, as dbt's ``thrift`` method connects) of ``zklock spark thrift-server`` (each
-appending and reading), and a streaming application (a stream appending files to a table
-whose other partition a backfill overwrites, restarted from its checkpoint when it fails).
+appending and reading); the reader's application also streams files into a table whose
+other partition a backfill overwrites (the stream restarted from its checkpoint when it
+fails).
 
 Faults, one at a time: the ensemble's leader or a follower SIGKILLed (restarted 2 s later)
 or paused past the session timeout; an application cut off from ZooKeeper past its session
@@ -60,7 +61,7 @@ SESSION_TIMEOUT = 4.0
 RECOVERY_S = 120.0
 APP = PROJECT / "tests" / "spark" / "soak_app.py"
 ROLES = {"writer": "writer", "parts": "parts", "reader": "reader", "child": "child",
-         "connect": "connect", "jdbc": "jdbc", "stream": "stream"}
+         "connect": "connect", "jdbc": "jdbc"}
 #: The servers the Connect and JDBC clients go through, by role: the `zklock spark` group.
 SERVERS = {"connect": "connect-server", "jdbc": "thrift-server"}
 #: Errors a statement may meet under faults; anything else (a missing file above all) fails.
@@ -307,6 +308,8 @@ def test_spark_under_chaos(ensemble, tmp_path):
     # (every application ran a statement before the faults began; most of a short run on two
     # cores goes to starting seven Spark JVMs and two servers)
     assert summary["statements"] > 20, summary
+    # the stream wrote: its last run caught up with every file the feeder wrote (one at least)
+    assert summary["stream_caught_up"] and summary["stream_files"] > 0, summary
     for check in ("missing_acked", "duplicated", "raised_present", "partial_batches",
                   "mixed_generations", "older_generations", "raised_generations_seen",
                   "unexpected_errors", "orphans", "unexplained_staging", "unrecovered",

@@ -109,7 +109,7 @@ def test_batches_wait_for_a_holder_and_readers_see_whole_batches(streaming, db, 
     table = f"{db}.ev"
     spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
     source = tmp_path / "source"
-    expected = add_files(source, 0, 2)  # the first batch: 2 files of 5 rows
+    expected = add_files(source, 0, 1, rows=10)  # a batch: one file of 10 rows
     holder = make_manager()
     held = holder.acquire([(LockObject.parse(table), Mode.EXCLUSIVE)], query_id="backfill-7")
     query = (stream_of(spark, source).writeStream.queryName("ingest")
@@ -125,6 +125,8 @@ def test_batches_wait_for_a_holder_and_readers_see_whole_batches(streaming, db, 
         while reading.is_set():
             seen.append(spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n)
 
+    watcher = threading.Thread(target=reader)
+
     try:
         # the first batch waits for the holder, named in the wait record as the stream's
         # micro-batch: its query's name, id and batch id
@@ -137,16 +139,17 @@ def test_batches_wait_for_a_holder_and_readers_see_whole_batches(streaming, db, 
         assert not list(location(spark, table).glob("part-*"))
         held.release()
         assert wait_for(lambda: count(spark, table) == 10, timeout=60)
-        watcher = threading.Thread(target=reader)
         watcher.start()
         for batch in range(1, 4):
-            expected += add_files(source, batch * 10, 2)
+            expected += add_files(source, batch * 10, 1, rows=10)
             rows = len(expected)
             assert wait_for(lambda rows=rows: count(spark, table) == rows, timeout=60)
     finally:
+        held.release()  # (again: released already, unless an assertion failed first)
         reading.clear()
         query.stop()
-    watcher.join(60)
+    if watcher.is_alive():
+        watcher.join(60)
     assert ids(spark, table) == sorted(expected)
     # what the reader counted: whole batches of 10 rows, never fewer than before
     assert seen and all(n % 10 == 0 for n in seen), seen
@@ -189,16 +192,25 @@ def test_a_replayed_batch_is_not_written_twice(streaming, db, tmp_path):
 
     query_id = run()
     assert ids(spark, table) == sorted(expected)
+    place = location(spark, table)
     # the crash after the sink returned: Spark's commit of batch 1 never happened
     forget_commit(1)
     assert run() == query_id
     assert ids(spark, table) == sorted(expected)
     # the crash while batch 1's files moved: some of them still staged, the record pending
     forget_commit(1)
-    place = location(spark, table)
     records = place / "_zklock" / "batches" / query_id
     (records / "1.committed").unlink()
-    newest = max(batch_files(place).values(), key=lambda fs: max(f.stat().st_mtime for f in fs))
+    import pyarrow.parquet as pq
+
+    def ids_in(files: list[Path]) -> list[int]:
+        return [i for f in files for i in pq.read_table(str(f)).column("id").to_pylist()]
+
+    # batch 1's files: those of the job that did not write the first file's rows (batch 0
+    # took the first file Spark listed, and another)
+    groups = list(batch_files(place).values())
+    assert len(groups) == 2, groups
+    newest = next(fs for fs in groups if 0 not in ids_in(fs))
     staged = place / "_temporary" / "12345"
     for f in newest:
         task = staged / "task_0" / f.parent.relative_to(place)
@@ -384,3 +396,24 @@ def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_p
     again.awaitTermination(180)
     assert again.exception() is None, again.exception()
     assert ids(spark, table) == sorted(expected)
+
+
+def test_a_query_stopped_in_a_batch_stops_cleanly_and_releases_it(streaming, db, tmp_path,
+                                                                  zk, root):
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    source = tmp_path / "source"
+    add_files(source, 0, 1)
+    latch = Latch(spark, tmp_path / "latch", name="zk_stop_latch", limit=60)
+    query = (stream_of(spark, source).selectExpr("zk_stop_latch(id) AS id", "ds")
+             .writeStream.option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="100 milliseconds").toTable(table))
+    assert wait_for(latch.reached, timeout=120)
+    assert [n for n in zk.get_children(f"{root}/{db}/ev") if n.startswith("write-")]
+    query.stop()  # Spark interrupts the batch: a clean stop, as without zklock
+    assert query.exception() is None
+    assert wait_for(lambda: not [n for n in zk.get_children(f"{root}/{db}/ev")
+                                 if n.startswith("write-")], timeout=30)
+    latch.open()
+    assert count(spark, table) == 0

@@ -26,7 +26,7 @@ import enum
 from typing import Any
 
 from ..errors import UnsupportedStatement
-from .lock_client import lock_error
+from .lock_client import engine_class, lock_error
 from .protocol import JvmClass
 
 
@@ -52,9 +52,7 @@ def insert_once(df: Any, table: str, *, writer: str, batch: int) -> BatchOutcome
                                    " Connect client streams into the table by name"
                                    " (writeStream...toTable), which zklock commits once")
     session = df.sparkSession
-    entry = session._jvm
-    for name in JvmClass.INSERT_ONCE.split("."):
-        entry = getattr(entry, name)
+    entry = engine_class(session, JvmClass.INSERT_ONCE)
     try:
         outcome = entry.insert(session._jsparkSession, df._jdf, table, writer, batch)
     except Exception as exc:  # the engine's refusal, as zklock's exception

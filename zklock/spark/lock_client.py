@@ -480,15 +480,22 @@ def _engine(spark: Any) -> _Engine:
     found = _ENGINES.get(id(jsc))
     if found is not None and found.jsc is jsc:
         return found
+    found = _ENGINES[id(jsc)] = _Engine(jsc, engine_class(spark, protocol.JvmClass.CALLS))
+    return found
+
+
+def engine_class(spark: Any, name: str) -> Any:
+    """The JVM module's class ``name`` (protocol.JvmClass), on the application's class path
+    (where Spark loaded the engine from, so one copy of its state); JvmModuleError without
+    it."""
     from py4j.java_gateway import JavaClass
 
-    calls = spark._jvm
-    for name in protocol.JvmClass.CALLS.split("."):
-        calls = getattr(calls, name)
-    if not isinstance(calls, JavaClass):
+    found = spark._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
         raise JvmModuleError("zklock's engine extension is not on this application's class"
                              " path: build the session with zklock.spark.configure(builder)")
-    found = _ENGINES[id(jsc)] = _Engine(jsc, calls)
     return found
 
 

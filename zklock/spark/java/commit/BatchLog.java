@@ -55,6 +55,9 @@ public final class BatchLog {
     private final Configuration conf;
     /** The records of earlier batches {@link #state} found. */
     private final java.util.List<Path> earlier = new java.util.ArrayList<>();
+    /** The earlier batches {@link #state} found pending: cut off, and then skipped by their
+     *  writer (a foreachBatch function that swallowed the failure), to be finished first. */
+    private final java.util.List<Long> unfinished = new java.util.ArrayList<>();
 
     private BatchLog(Path dir, Configuration conf) throws IOException {
         this.fs = recordsOn(dir.getFileSystem(conf));
@@ -104,9 +107,18 @@ public final class BatchLog {
             pending |= name.equals(batch + PENDING);
             if (n >= 0 && n < batch) {
                 earlier.add(record.getPath());  // forgotten once this batch is recorded
+                if (name.endsWith(PENDING)) {
+                    unfinished.add(n);
+                }
             }
         }
         return pending ? State.PENDING : State.NEW;
+    }
+
+    /** The earlier batches {@link #state} found cut off part-way: finish each
+     *  ({@link #finish}) before the batch is written. */
+    public java.util.List<Long> unfinished() {
+        return java.util.Collections.unmodifiableList(unfinished);
     }
 
     /** Run {@code write}, the batch's write, with its job commit recorded here
@@ -137,6 +149,30 @@ public final class BatchLog {
         try (OutputStream out = fs.create(record, true)) {
             out.write((committer.getOutputPath() + "\n" + committer.getJobAttemptPath(job))
                 .getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    /** Has the job commit of the recorded batch running on this thread begun to move
+     *  {@code committer}'s files (its pending record names the job's staging)? Then a failure
+     *  from here on must keep what is still staged. */
+    static boolean moving(FileOutputCommitter committer, org.apache.hadoop.mapreduce.JobContext job)
+            throws IOException {
+        SparkContext sc = SparkContext$.MODULE$.getActive().getOrElse(() -> null);
+        String recording = sc == null ? null : sc.getLocalProperty(RECORDING);
+        if (recording == null) {
+            return false;
+        }
+        String[] parts = recording.split("\t", 2);
+        Path record = new Path(parts[0], parts[1] + PENDING);
+        FileSystem fs = recordsOn(record.getFileSystem(job.getConfiguration()));
+        if (!fs.exists(record)) {
+            return false;
+        }
+        try (InputStream in = fs.open(record)) {
+            java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+            org.apache.hadoop.io.IOUtils.copyBytes(in, bytes, 4096, false);
+            return new String(bytes.toByteArray(), StandardCharsets.UTF_8)
+                .endsWith("\n" + committer.getJobAttemptPath(job));
         }
     }
 

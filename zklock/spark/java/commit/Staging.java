@@ -96,9 +96,14 @@ public final class Staging {
         remove(committer.getJobAttemptPath(context), context.getConfiguration());
     }
 
-    /** {@link #remove} now and again after each of {@link #SETTLE_MS} (a failed job). */
+    /** {@link #remove} now and again after each of {@link #SETTLE_MS} (a failed job); not
+     *  for a recorded batch whose files had begun to move: what is still staged is the rest
+     *  of the batch, which its next run moves in (BatchLog.finish). */
     public static void removeNowAndLater(FileOutputCommitter committer, JobContext context)
             throws IOException {
+        if (BatchLog.moving(committer, context)) {  // kept for the batch's finish (BatchLog)
+            return;
+        }
         Path mine = committer.getJobAttemptPath(context);
         Configuration conf = context.getConfiguration();
         remove(mine, conf);

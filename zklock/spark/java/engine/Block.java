@@ -58,11 +58,12 @@ public final class Block {
         }
     }
 
-    /** Release the locks of a block that failed with {@code failure}; what to throw for it:
-     *  the loss of its locks, or its failed write (ZKLOCK_WRITE_FAILED, naming what became of
-     *  it), else {@code failure} itself (Spark's checked SparkException included). */
-    public RuntimeException failed(Throwable failure) {
+    /** Release the locks of a block that failed with {@code failure}; what to throw for it
+     *  (throw it with {@code EngineRefusal.sneaky}): the loss of its locks, or its failed
+     *  write (ZKLOCK_WRITE_FAILED, naming what became of it), else {@code failure} itself
+     *  (Spark's checked SparkException included). */
+    public Throwable failed(Throwable failure) {
         EngineRefusal refusal = guard.exit(statement, failure);
-        return EngineRefusal.sneaky(refusal != null ? refusal : failure);
+        return refusal != null ? refusal : failure;
     }
 }

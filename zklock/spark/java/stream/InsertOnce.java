@@ -32,6 +32,7 @@ public final class InsertOnce {
                                 String writer, long batch) {
         BatchLog.checked(writer);
         CatalogTable meta = catalogTable(session, table);
+        TableBatches.check(session, meta);
         LockPlanner planner = new LockPlanner(session, null);
         List<String> answers = Arrays.asList(
             planner.planWrite(meta.identifier().quotedString(), null),
@@ -42,7 +43,7 @@ public final class InsertOnce {
         try {
             outcome = new TableBatches(meta).write(writer, batch, rows);
         } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java
-            throw block.failed(e);
+            throw EngineRefusal.sneaky(block.failed(e));
         }
         block.close();
         return outcome.name();

@@ -4,6 +4,7 @@ import java.util.List;
 
 import org.apache.spark.sql.SparkSession;
 
+import zklock.EngineRefusal;
 import zklock.engine.Block;
 
 /**
@@ -55,8 +56,27 @@ final class MicroBatch {
         try {
             write.run();
         } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java
-            throw block.failed(e);
+            Throwable failure = block.failed(e);
+            // a query stopped while its batch ran: Spark knows the interruption as a clean
+            // stop, and no longer would behind zklock's failed write
+            throw EngineRefusal.sneaky(interrupted(e) ? e : failure);
         }
         block.close();
+    }
+
+    /** Was the batch's write interrupted (its query stopped), by Spark's own test: an
+     *  InterruptedException or an interrupted channel, here or as a cause? */
+    private static boolean interrupted(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof InterruptedException
+                    || t instanceof java.nio.channels.ClosedByInterruptException
+                    || t instanceof java.io.InterruptedIOException) {
+                return true;
+            }
+            if (t.getCause() == t) {
+                break;
+            }
+        }
+        return false;
     }
 }

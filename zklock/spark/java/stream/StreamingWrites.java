@@ -50,6 +50,14 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
         this.session = session;
     }
 
+    /** The sinks that write no table (their own output, or a batch function whose
+     *  statements the engine locks one by one), by class: they run as they are. Any other
+     *  sink is refused: zklock cannot tell what it writes. */
+    private static final java.util.Set<String> WRITES_NO_TABLE = new java.util.HashSet<>(
+        Arrays.asList("ForeachBatchSink", "MemorySink", "ConsoleTable", "ConsoleTable$",
+            "ForeachWriterTable", "NoopTable", "NoopTable$", "KafkaTable", "KafkaSink",
+            "ContinuousMemorySink"));
+
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
         if (!(plan instanceof WriteToStream)) {
@@ -57,10 +65,11 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
         }
         WriteToStream write = (WriteToStream) plan;
         Table sink = write.sink();
+        String kind = sink.getClass().getSimpleName();
         if (sink instanceof LockedTableSink || sink instanceof LockedFileSink) {
             return plan;
         }
-        boolean fileSink = sink.getClass().getSimpleName().equals("FileStreamSink");
+        boolean fileSink = kind.equals("FileStreamSink");
         if (fileSink && write.catalogTable().isDefined()) {
             return withSink(write, intoTable(write, write.catalogTable().get()));
         }
@@ -68,11 +77,12 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
             return withSink(write, intoFiles(write, (Sink) sink));
         }
         if (write.catalogTable().isDefined() || write.catalogAndIdent().isDefined()
-                || sink.getClass().getSimpleName().contains("FileTable")) {
+                || !WRITES_NO_TABLE.contains(kind)) {
             throw EngineRefusal.refused("zklock: refused a streaming write to "
-                + target(write, sink.name()) + ": zklock commits streaming writes into"
-                + " catalog tables of files (Parquet, ORC, ...) only; write in batches"
-                + " (foreachBatch is locked like any statement)");
+                + target(write, sink.name()) + " (" + sink.getClass().getName() + "): zklock"
+                + " commits streaming writes into catalog tables of files (Parquet, ORC, ...)"
+                + " and files at a path; write in batches (foreachBatch is locked like any"
+                + " statement)");
         }
         return plan;
     }
@@ -81,38 +91,54 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
     private Sink intoTable(WriteToStream write, CatalogTable table) {
         String name = table.identifier().database().get() + "." + table.identifier().table();
         Path log = new Path(new Path(table.location()), SPARK_LOG);
-        int entries = removeIfEmpty(log);
-        if (entries > 0) {
-            throw EngineRefusal.refused("zklock: refused a streaming write to " + name + ": its"
-                + " directory holds a file-sink log (" + log + ", " + entries + " entries) of a"
-                + " stream run without zklock, through which Spark reads the table, hiding every"
-                + " file another writer adds; check the table's files, then move the log away"
-                + " (docs/spark.md, \"Streams and pipelines\")");
+        try {
+            int entries = removeIfEmpty(log);
+            if (entries > 0) {
+                throw EngineRefusal.refused("zklock: refused a streaming write to " + name
+                    + ": its directory holds a file-sink log (" + log + ", " + entries
+                    + " entries) of a stream run without zklock, through which Spark reads the"
+                    + " table, hiding every file another writer adds; check the table's files,"
+                    + " then move the log away (docs/spark.md, \"Streams and pipelines\")");
+            }
+            TableBatches.check(session, table);
+            LockPlanner planner = new LockPlanner(session, null);
+            List<String> answers = Arrays.asList(
+                planner.planWrite(table.identifier().quotedString(), null),
+                planner.planQuery(write.inputQuery()));
+            Block.check(answers);
+            return new LockedTableSink(new MicroBatch(session, answers, write.name(), name),
+                new TableBatches(table));
+        } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
+            removeIfEmpty(log);  // a refused start leaves nothing
+            throw EngineRefusal.sneaky(refused);
         }
-        LockPlanner planner = new LockPlanner(session, null);
-        List<String> answers = Arrays.asList(
-            planner.planWrite(table.identifier().quotedString(), null),
-            planner.planQuery(write.inputQuery()));
-        Block.check(answers);
-        return new LockedTableSink(new MicroBatch(session, answers, write.name(), name),
-            new TableBatches(table));
     }
 
     /** The sink of a stream into files at a path: Spark's, each batch under locks. */
     private Sink intoFiles(WriteToStream write, Sink spark) {
         String text = spark.toString();  // FileSink[<path>], on every Spark line
-        String path = text.substring(text.indexOf('[') + 1, text.length() - 1);
-        LockPlanner planner = new LockPlanner(session, null);
-        String tables = Block.objects(planner.planPaths(Collections.singletonList(path)));
-        if (!tables.isEmpty()) {
-            removeIfEmpty(new Path(path, SPARK_LOG));
-            throw EngineRefusal.refused("zklock: refused a streaming write to files at " + path
-                + ": a catalog table is stored there (" + tables + "); stream"
-                + " into the table by name (toTable), which zklock commits whole and once");
+        if (!text.startsWith("FileSink[") || !text.endsWith("]")) {
+            throw EngineRefusal.refused("zklock: refused a streaming write to " + text
+                + ": zklock cannot tell the path Spark's file sink writes");
         }
-        List<String> answers = Collections.singletonList(planner.planQuery(write.inputQuery()));
-        Block.check(answers);
-        return new LockedFileSink(new MicroBatch(session, answers, write.name(), path), spark);
+        String path = text.substring("FileSink[".length(), text.length() - 1);
+        try {
+            LockPlanner planner = new LockPlanner(session, null);
+            String tables = Block.objects(planner.planPaths(Collections.singletonList(path)));
+            if (!tables.isEmpty()) {
+                throw EngineRefusal.refused("zklock: refused a streaming write to files at "
+                    + path + ": a catalog table is stored there (" + tables + "); stream into"
+                    + " the table by name (toTable), which zklock commits whole and once");
+            }
+            List<String> answers =
+                Collections.singletonList(planner.planQuery(write.inputQuery()));
+            Block.check(answers);
+            return new LockedFileSink(new MicroBatch(session, answers, write.name(), path),
+                spark);
+        } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
+            removeIfEmpty(new Path(path, SPARK_LOG));  // a refused start leaves nothing
+            throw EngineRefusal.sneaky(refused);
+        }
     }
 
     /** {@code write} with {@code sink} in place of Spark's. */
