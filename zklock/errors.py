@@ -51,8 +51,9 @@ class UnsupportedStatement(InvalidArguments):
     """A statement zklock cannot lock, refused before it takes or leaves any lock.
 
     Raised for a command or write whose plan node zklock has no lock rule for (unless
-    ``unknown_statements=lock``), for writes zklock never locks (streaming sinks, stored
-    procedures), and for statement text that cannot be known before it runs.
+    ``unknown_statements=lock``), for writes zklock never locks (stored procedures, sinks
+    it cannot tell the writes of, pipelines' own SQL), and for statement text that cannot be
+    known before it runs.
     """
 
 
