@@ -195,7 +195,8 @@ def read_loop(session, rec: Recorder, deadline: float) -> None:
 
 
 def feed_loop(source: Path, deadline: float, fed: threading.Event) -> None:
-    """A source file of BATCH_ROWS rows every 0.3 s, numbered on from the last one (across
+    """A source file of BATCH_ROWS rows a second (the stream, a file a batch, keeps up with
+    it on two loaded cores), numbered on from the last one (across
     restarts of the application), the first one even past the deadline (so that the stream
     has one to write); each appears whole (written aside, then renamed)."""
     source.mkdir(parents=True, exist_ok=True)
@@ -207,7 +208,7 @@ def feed_loop(source: Path, deadline: float, fed: threading.Event) -> None:
                                for i in range(BATCH_ROWS)))
         tmp.rename(source / f"{n}.json")
         n += 1
-        time.sleep(0.3)  # pacing: the feeder's cadence
+        time.sleep(1.0)  # pacing: the feeder's cadence
     fed.set()
 
 
@@ -230,9 +231,9 @@ def stream_loop(spark, rec: Recorder, work: Path, deadline: float,
     query that fails is recorded so and started again from its checkpoint. Once the
     deadline is past and the feeder has written its last file, a last availableNow run over
     every file left."""
-    def start(trigger: dict):
+    def start(trigger: dict, files: int = 1):
         return (spark.readStream.schema("batch STRING, id BIGINT, p STRING")
-                .option("maxFilesPerTrigger", 1).json(str(work / "source")).writeStream
+                .option("maxFilesPerTrigger", files).json(str(work / "source")).writeStream
                 .option("checkpointLocation", str(work / "checkpoint"))
                 .trigger(**trigger).toTable("soak.events"))
 
@@ -262,10 +263,10 @@ def stream_loop(spark, rec: Recorder, work: Path, deadline: float,
     def catch_up() -> None:
         if not fed.wait(60):
             raise TimeoutError("the feeder did not finish")
-        query = start({"availableNow": True})
-        if not query.awaitTermination(120):
+        query = start({"availableNow": True}, files=100)  # what is left, 100 files a batch
+        if not query.awaitTermination(300):
             query.stop()
-            raise TimeoutError("the last run did not finish within 120 s")
+            raise TimeoutError("the last run did not finish within 300 s")
         if query.exception() is not None:
             raise query.exception()
 
