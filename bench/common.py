@@ -31,6 +31,25 @@ def start_zookeeper(**server_args: Any) -> tuple[str, Optional[ZkServer]]:
     return server.start(), server
 
 
+def write_round_trip(hosts: str, reps: int = 200) -> float:
+    """One ZooKeeper write's round trip on ``hosts``, in ms: the median of ``reps`` sets of
+    one node's data, each a write the leader logs (fsync on) and answers."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=hosts)
+    zk.start()
+    try:
+        zk.ensure_path("/bench-rtt")
+        writes = []
+        for i in range(reps):
+            t0 = time.perf_counter()
+            zk.set("/bench-rtt", str(i).encode())
+            writes.append(time.perf_counter() - t0)
+    finally:
+        zk.stop()
+    return median_ms(writes)
+
+
 def median_ms(xs: list[float]) -> float:
     """The median of durations in seconds, in milliseconds."""
     return statistics.median(xs) * 1000

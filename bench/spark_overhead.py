@@ -53,6 +53,7 @@ from common import (  # noqa: E402
     median_ms,
     report,
     start_zookeeper,
+    write_round_trip,
 )
 
 INSERT = "INSERT INTO bench.t PARTITION (ds='d1', hr=1) VALUES ({i}, 1.0)"
@@ -515,19 +516,8 @@ def main() -> int:
     # ZooKeeper's default container sweep (60 s), as a production server has
     hosts, server = start_zookeeper(container_check_ms=60000)
     try:
-        from kazoo.client import KazooClient
-
-        zk = KazooClient(hosts=hosts)
-        zk.start()
-        zk.ensure_path("/bench-spark-rtt")
-        writes = []
-        for i in range(200):
-            t0 = time.perf_counter()
-            zk.set("/bench-spark-rtt", str(i).encode())
-            writes.append(time.perf_counter() - t0)
-        zk.stop()
-        tables = [f"One ZooKeeper write round trip in this run: {median_ms(writes):.2f} ms"
-                  " (median of 200 sets)."]
+        tables = [f"One ZooKeeper write round trip in this run: {write_round_trip(hosts):.2f}"
+                  " ms (median of 200 sets)."]
         if args.classic:
             tables.append(classic_tables(hosts, args.reps, args.before))
         if args.connect:

@@ -3,7 +3,7 @@ stream in a bare Spark application, in one run.
 
 Run: ``.venv/bin/python bench/streams.py`` (``--rounds``, ``--batches``, ``--out``). It starts
 its own ZooKeeper (fsync on) unless ZKLOCK_ZK is set, measures a ZooKeeper write round trip
-(a kazoo create and delete of a node, halved: one write each), then runs, alternately,
+(bench/common.py: the median of 200 sets of a node), then runs, alternately,
 ``--rounds`` times each, two applications of their own (one local SparkSession each, never
 two at once: the machine's cores are the applications'):
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import report, start_zookeeper  # noqa: E402
+from common import report, start_zookeeper, write_round_trip  # noqa: E402
 
 
 def application(kind: str, hosts: str, work: Path, batches: int) -> dict[str, list[float]]:
@@ -84,24 +84,6 @@ def application(kind: str, hosts: str, work: Path, batches: int) -> dict[str, li
     return out
 
 
-def write_round_trip(hosts: str) -> float:
-    """A ZooKeeper write's round trip, in ms: a create and a delete of a node, halved
-    (median of 200)."""
-    from kazoo.client import KazooClient
-
-    client = KazooClient(hosts=hosts)
-    client.start()
-    client.ensure_path("/bench-streams-rtt")
-    times = []
-    for i in range(220):
-        t0 = time.perf_counter()
-        client.create(f"/bench-streams-rtt/n{i}")
-        client.delete(f"/bench-streams-rtt/n{i}")
-        times.append((time.perf_counter() - t0) / 2)
-    client.stop()
-    return statistics.median(times[20:]) * 1000
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2, help="applications of each kind")
@@ -145,7 +127,7 @@ def main() -> int:
                     f" | {bare:.1f} | {mine:.1f} | {added:+.1f} | {added / rtt:+.1f}"
                     f" | {target:.1f} |")
     table = [
-        f"A ZooKeeper write round trip in this run: {rtt:.2f} ms (median of 200, fsync on).",
+        f"A ZooKeeper write round trip in this run: {rtt:.2f} ms (median of 200 sets, fsync on).",
         "",
         "| stream | batches (bare / zklock) | bare ms a batch | zklock ms a batch"
         " | added ms | added, in round trips | target ms (2 RTT + 1 ms) |",

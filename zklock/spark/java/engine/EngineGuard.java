@@ -249,8 +249,9 @@ final class EngineGuard {
         request.put(Field.COMMAND, name);
         request.put(Field.OBJECTS, what);
         request.put(Field.QUERY_ID, sc.getLocalProperty(Protocol.QUERY_ID));
-        if (sc.getLocalProperty(Protocol.STREAM) != null) {  // a micro-batch (MicroBatch.java)
-            request.put(Field.STREAM, sc.getLocalProperty(Protocol.STREAM));
+        String stream = sc.getLocalProperty(Protocol.STREAM);
+        if (stream != null) {  // a micro-batch's block (stream/MicroBatch.java)
+            request.put(Field.STREAM, stream);
         }
         request.put(Field.CONF, CarriedConf.of(session));  // how it waits, as its session set
         request.put(Field.RELEASES, Releases.takeFor(client));  // before this grant: in order

@@ -1,11 +1,11 @@
 // Streaming writes into tables and files, each micro-batch a locked statement. An analyzer
 // rule: it runs when DataStreamWriter.start() or toTable() analyses the query, before the
 // query's first batch, and replaces the sink Spark made:
-//  - into a catalog table of files (toTable), Spark's file sink by LockedTableSink: each
+//  - into a catalog table of files (toTable), Spark's file sink by LockedSink: each
 //    batch an INSERT into the table, once, with no _spark_metadata log to hide the files
 //    other writers add;
 //  - into files at a path no catalog table is stored at, Spark's file sink kept (its log
-//    too), each batch under its locks (LockedFileSink).
+//    too), each batch under its locks (LockedSink too).
 // Refused in one line, as before it starts: a table whose directory holds a file-sink log
 // with entries (written by a stream without zklock: readers see only what it names), files
 // at a catalog table's path, and writes into tables zklock cannot commit (DataSource V2
@@ -66,7 +66,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
         WriteToStream write = (WriteToStream) plan;
         Table sink = write.sink();
         String kind = sink.getClass().getSimpleName();
-        if (sink instanceof LockedTableSink || sink instanceof LockedFileSink) {
+        if (sink instanceof LockedSink) {
             return plan;
         }
         boolean fileSink = kind.equals("FileStreamSink");
@@ -106,7 +106,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
                 planner.planWrite(table.identifier().quotedString(), null),
                 planner.planQuery(write.inputQuery()));
             Block.check(answers);
-            return new LockedTableSink(new MicroBatch(session, answers, write.name(), name),
+            return LockedSink.intoTable(new MicroBatch(session, answers, write.name(), name),
                 new TableBatches(table));
         } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
             removeIfEmpty(log);  // a refused start leaves nothing
@@ -133,7 +133,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
             List<String> answers =
                 Collections.singletonList(planner.planQuery(write.inputQuery()));
             Block.check(answers);
-            return new LockedFileSink(new MicroBatch(session, answers, write.name(), path),
+            return LockedSink.intoFiles(new MicroBatch(session, answers, write.name(), path),
                 spark);
         } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
             removeIfEmpty(new Path(path, SPARK_LOG));  // a refused start leaves nothing

@@ -18,7 +18,7 @@ import zklock.commit.BatchLog;
 
 /**
  * A writer's numbered batches into one catalog table of files, each appended once: what a
- * streaming query's batches are (LockedTableSink, its id the writer), and what a
+ * streaming query's batches are (LockedSink, its id the writer), and what a
  * foreachBatch function that names its writer gets (insertOnce). The caller holds the
  * batch's locks, X on the table: the record (BatchLog) is read and written under them.
  */
