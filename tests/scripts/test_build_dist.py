@@ -218,8 +218,10 @@ OPERATOR_COMMANDS = [
 ]
 #: The commands that run Spark: each says, in one line, what to install.
 SPARK_COMMANDS = [
-    ["sql", "SELECT 1"], ["explain", "SELECT 1"], ["spark", "connect-server", "start"],
-    ["spark", "thrift-server", "start"], ["metastore", "start"], ["spark", "jar"],
+    ["sql", "SELECT 1"], ["explain", "SELECT 1"],
+    ["spark", "connect-server", "start", "--port", "{port}"],
+    ["spark", "thrift-server", "start", "--port", "{port}"],
+    ["metastore", "start", "--port", "{port}"], ["spark", "jar"],
 ]
 
 
@@ -255,7 +257,8 @@ def test_every_operator_command_runs_from_the_wheel_without_pyspark(
                               env={**env, "_ZKLOCK_COMPLETE": "bash_complete",
                                    "COMP_WORDS": "zklock sh", "COMP_CWORD": "1"})
     assert complete.returncode == 0 and "show" in complete.stdout, complete
-    for command in SPARK_COMMANDS:
+    for command in SPARK_COMMANDS:  # on free ports: another test's server may hold a default
+        command = [a.format(port=free_port()) for a in command]
         ran = subprocess.run([str(zklock), *command], capture_output=True, text=True,
                              timeout=120, cwd=tmp_path, env=env)
         lines = ran.stderr.strip().splitlines()

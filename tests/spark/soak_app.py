@@ -263,6 +263,10 @@ def stream_loop(spark, rec: Recorder, work: Path, deadline: float,
     def catch_up() -> None:
         if not fed.wait(60):
             raise TimeoutError("the feeder did not finish")
+        # the table over the shared files, where a loaded start left no time to declare it
+        # (toTable would make one of its own elsewhere)
+        do(spark, "CREATE DATABASE IF NOT EXISTS soak")
+        do(spark, f"CREATE TABLE IF NOT EXISTS soak.events {tables(work)['events']}")
         query = start({"availableNow": True}, files=100)  # what is left, 100 files a batch
         if not query.awaitTermination(300):
             query.stop()

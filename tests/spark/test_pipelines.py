@@ -80,8 +80,11 @@ def pipeline(tmp_path: Path, zk_hosts: str, root: str) -> dict[str, Path]:
 
 def run(pipeline: dict[str, Path]) -> subprocess.CompletedProcess:
     home = pyspark_home()
+    # SPARK_TESTING: PySpark's local Spark Connect server on a port of its own (SPARK-42272),
+    # not Spark Connect's default one, which a documented command's server may hold
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(pipeline["conf"]),
-           "PYSPARK_PYTHON": PYTHON, "PATH": f"{Path(PYTHON).parent}:{os.environ['PATH']}"}
+           "PYSPARK_PYTHON": PYTHON, "PATH": f"{Path(PYTHON).parent}:{os.environ['PATH']}",
+           "SPARK_TESTING": "1"}
     return subprocess.run([str(home / "bin" / "spark-pipelines"), "run"],
                           cwd=pipeline["project"], env=env, capture_output=True, text=True,
                           timeout=600)
