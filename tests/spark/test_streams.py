@@ -256,6 +256,39 @@ def test_a_refused_start_leaves_the_table_as_it_was(streaming, db, tmp_path):
     assert count(spark, table) == 105
 
 
+def test_sparks_file_sink_makes_its_log_only_with_its_first_entry(streaming, db):
+    """Spark's file sink makes its log as the stream starts, before zklock's rule replaces
+    the sink of a stream into a table: a reader that resolved the table then read it through
+    the empty log, no rows and no partition columns, and its session kept that relation.
+    zklock's checkpoint manager makes the log with its first entry (adapters/LazySinkLogs)."""
+    from pyspark import __version__
+
+    from zklock.spark.protocol import CHECKPOINT_MANAGER, CHECKPOINT_MANAGER_CLASS
+
+    spark = streaming
+    assert spark.conf.get(CHECKPOINT_MANAGER) == CHECKPOINT_MANAGER_CLASS
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), 'a' FROM range(100)")
+    log_dir = location(spark, table) / "_spark_metadata"
+    jvm = spark.sparkContext._jvm
+    package = jvm.org.apache.spark.sql.execution.streaming
+    if tuple(int(p) for p in __version__.split(".")[:2]) >= (4, 1):
+        package = package.sinks
+    none = jvm.scala.Option.empty()
+    log = package.FileStreamSinkLog(1, spark._jsparkSession, str(log_dir), none)  # as a sink
+    assert not log_dir.exists()
+    reader = spark.newSession()
+    assert reader.sql(f"SELECT count(*) AS n FROM {table} WHERE ds = 'a'").collect()[0].n == 100
+    reader.sql(f"INSERT OVERWRITE {table} PARTITION (ds='a') SELECT 7")  # ds known
+    assert log.getLatestBatchId().isEmpty()
+    # a file sink at a path gets its log at its first batch, as Spark's own does
+    entries = spark.sparkContext._gateway.new_array(package.SinkFileStatus, 0)
+    assert log.add(0, entries)
+    assert (log_dir / "0").exists()
+    assert log.getLatestBatchId().get() == 0
+
+
 def test_foreach_batch_that_names_its_batch_writes_it_once(streaming, db, tmp_path):
     from zklock.spark.batches import BatchOutcome, insert_once
 

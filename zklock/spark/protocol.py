@@ -93,6 +93,8 @@ ISOLATE_COMMITS = spark_key("isolate_commits")
 LOCK_CLIENT_STATUS_FILE = spark_key("lock_client_status_file")
 COMMIT_PROTOCOL = _VALUES["conf.commit_protocol"]
 COMMIT_PROTOCOL_CLASS = _VALUES["class.commit_protocol"]
+CHECKPOINT_MANAGER = _VALUES["conf.checkpoint_manager"]
+CHECKPOINT_MANAGER_CLASS = _VALUES["class.checkpoint_manager"]
 
 
 class Call:

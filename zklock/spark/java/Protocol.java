@@ -27,6 +27,8 @@ public final class Protocol {
     public static final String WRITE_FAILED = get("condition.write_failed");
     public static final String COMMIT_PROTOCOL = get("conf.commit_protocol");
     public static final String COMMIT_PROTOCOL_CLASS = get("class.commit_protocol");
+    public static final String CHECKPOINT_MANAGER = get("conf.checkpoint_manager");
+    public static final String CHECKPOINT_MANAGER_CLASS = get("class.checkpoint_manager");
     public static final String EXTENSION_CLASS = get("class.extension");
     public static final String PLUGIN_CLASS = get("class.plugin");
 

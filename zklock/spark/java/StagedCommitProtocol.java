@@ -45,9 +45,10 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     static final String SKIP_CLEANUP = "mapreduce.fileoutputcommitter.cleanup.skipped";
 
     /** Every file write of every session of this application stages in a directory of its
-     *  own (StagedCommitProtocol), whatever client sent it: the protocol becomes the
-     *  application's default (its SparkConf, which each new session's SQL conf starts
-     *  from), unless the application names another. Spark applies extensions with the
+     *  own (StagedCommitProtocol), whatever client sent it, and no stream's file sink makes an
+     *  empty log in a table's directory (LazySinkLogs): both become the application's
+     *  defaults (its SparkConf, which each new session's SQL conf starts from), unless the
+     *  application names others. Spark applies extensions with the
      *  application's SparkContext active, before it builds the session's state.
      *
      *  Spark checks that each new session can load the class named there, with its thread's
@@ -71,6 +72,8 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
             return;
         }
         sc.conf().setIfMissing(Protocol.COMMIT_PROTOCOL, Protocol.COMMIT_PROTOCOL_CLASS);
+        // and a file sink's log is made with its first entry (adapters/LazySinkLogs.java)
+        sc.conf().setIfMissing(Protocol.CHECKPOINT_MANAGER, Protocol.CHECKPOINT_MANAGER_CLASS);
     }
 
     private static boolean onDriverClassPath() {

@@ -9,11 +9,13 @@
 // Refused in one line, as before it starts: a table whose directory holds a file-sink log
 // with entries (written by a stream without zklock: readers see only what it names), files
 // at a catalog table's path, and writes into tables zklock cannot commit (DataSource V2
-// tables, a table whose sink is not a file sink). Spark's file sink makes its empty log when
-// it is made, before this rule runs: the rule removes it wherever the table's sink replaces
-// it or the start is refused, so that a refused start leaves nothing. Other sinks run as
-// they are: foreachBatch's batches write through the engine like any statement, and console,
-// memory, Kafka and the like write no table.
+// tables, a table whose sink is not a file sink). Spark's file sink makes its log when it is
+// made, before this rule runs, unless zklock's checkpoint manager (adapters/LazySinkLogs.java,
+// the engine's default) defers it to its first entry; where an application names another
+// manager, or an earlier zklock left one, the rule removes an empty log where the table's
+// sink replaces it or the start is refused, so that a refused start leaves nothing. Other
+// sinks run as they are: foreachBatch's batches write through the engine like any statement,
+// and console, memory, Kafka and the like write no table.
 //
 // Hive's Streaming Ingest API takes a shared lock per transaction batch, under which each
 // batch commits in a transaction of its own: the same shape (docs/design.md, "Streams").
@@ -41,9 +43,6 @@ import zklock.engine.Block;
 import zklock.planner.LockPlanner;
 
 public final class StreamingWrites extends Rule<LogicalPlan> {
-    /** The directory of Spark's file-sink log, in the directory it writes. */
-    static final String SPARK_LOG = "_spark_metadata";
-
     private final SparkSession session;
 
     public StreamingWrites(SparkSession session) {
@@ -90,7 +89,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
     /** The sink of a stream into {@code table}: its batches inserted, once, under locks. */
     private Sink intoTable(WriteToStream write, CatalogTable table) {
         String name = table.identifier().database().get() + "." + table.identifier().table();
-        Path log = new Path(new Path(table.location()), SPARK_LOG);
+        Path log = new Path(new Path(table.location()), SinkLogDir.NAME);
         try {
             int entries = removeIfEmpty(log);
             if (entries > 0) {
@@ -136,7 +135,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
             return LockedSink.intoFiles(new MicroBatch(session, answers, write.name(), path),
                 spark);
         } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
-            removeIfEmpty(new Path(path, SPARK_LOG));  // a refused start leaves nothing
+            removeIfEmpty(new Path(path, SinkLogDir.NAME));  // a refused start leaves nothing
             throw EngineRefusal.sneaky(refused);
         }
     }

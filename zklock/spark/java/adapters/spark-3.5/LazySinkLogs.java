@@ -1,0 +1,76 @@
+// Spark's checkpoint file manager (spark.sql.streaming.checkpointFileManagerClass, which the
+// engine makes the application's default: StagedCommitProtocol.becomeDefault), except for a
+// file sink's log directory (_spark_metadata): Spark's sink makes it empty when the sink is
+// made, as a stream starts, before zklock's rule replaces the sink of a stream into a table
+// (StreamingWrites.java). A reader that resolved the table in that moment read it through
+// the empty log (no rows, no partition columns) and kept that relation in its session's
+// cache. Here the directory is made with its first entry: a table's replaced sink never
+// makes one, a refused start leaves none, and a file sink at a path gets its log as Spark's
+// own does, at its first batch. Everything else is the default manager's.
+// An adapter (jvm.py): Spark 4.1 moved the interface to a package of its own.
+package zklock.adapters;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.PathFilter;
+import org.apache.spark.sql.execution.streaming.CheckpointFileManager;
+
+import zklock.stream.SinkLogDir;
+
+public final class LazySinkLogs implements CheckpointFileManager {
+    private final CheckpointFileManager spark;
+    private final SinkLogDir log;
+
+    public LazySinkLogs(Path path, Configuration conf) {
+        this.spark = CheckpointFileManager.create(path, SinkLogDir.withoutLazyLogs(conf));
+        this.log = SinkLogDir.of(path);
+    }
+
+    @Override
+    public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(
+            Path path, boolean overwriteIfPossible) {
+        if (log.holds(path) && !spark.exists(path.getParent())) {
+            spark.mkdirs(path.getParent());
+        }
+        return spark.createAtomic(path, overwriteIfPossible);
+    }
+
+    @Override
+    public FSDataInputStream open(Path path) {
+        return spark.open(path);
+    }
+
+    @Override
+    public FileStatus[] list(Path path, PathFilter filter) {
+        return log.is(path) && !spark.exists(path) ? new FileStatus[0] : spark.list(path, filter);
+    }
+
+    @Override
+    public void mkdirs(Path path) {
+        if (!log.is(path)) {
+            spark.mkdirs(path);
+        }
+    }
+
+    @Override
+    public boolean exists(Path path) {
+        return spark.exists(path);
+    }
+
+    @Override
+    public void delete(Path path) {
+        spark.delete(path);
+    }
+
+    @Override
+    public boolean isLocal() {
+        return spark.isLocal();
+    }
+
+    @Override
+    public Path createCheckpointDirectory() {
+        return spark.createCheckpointDirectory();
+    }
+}

@@ -1,0 +1,43 @@
+// A file sink's log directory (_spark_metadata), as zklock's checkpoint file manager
+// (adapters/LazySinkLogs.java) tells it apart: made with its first entry, never empty.
+package zklock.stream;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+
+import zklock.Protocol;
+
+public final class SinkLogDir {
+    /** The directory of Spark's file-sink log, in the directory the sink writes. */
+    public static final String NAME = "_spark_metadata";
+    private static final SinkLogDir NONE = new SinkLogDir(null);
+
+    private final Path dir;
+
+    private SinkLogDir(Path dir) {
+        this.dir = dir;
+    }
+
+    /** The log directory a manager made for {@code path} serves: {@code path} itself when
+     *  it is a file sink's log (Spark makes one manager per log), else none. */
+    public static SinkLogDir of(Path path) {
+        return NAME.equals(path.getName()) ? new SinkLogDir(path) : NONE;
+    }
+
+    /** Is {@code path} the log directory? */
+    public boolean is(Path path) {
+        return dir != null && dir.equals(path);
+    }
+
+    /** Is {@code path} an entry of the log directory? */
+    public boolean holds(Path path) {
+        return dir != null && dir.equals(path.getParent());
+    }
+
+    /** {@code conf} without zklock's manager: Spark's default then serves. */
+    public static Configuration withoutLazyLogs(Configuration conf) {
+        Configuration spark = new Configuration(conf);
+        spark.unset(Protocol.CHECKPOINT_MANAGER);
+        return spark;
+    }
+}
