@@ -38,9 +38,10 @@ zookeeper:
 prometheus: zookeeper  # (after it: one apt-get at a time)
 	@scripts/ensure-prometheus.sh
 
-# (the Spark chaos suite, the writers' matrix and the local-cluster cases, marked soak, run
-# apart: `make soak-spark`, which .ci/run runs after; the writers' core cases run here). The
-# slowest tests are listed last: the suite stays under 15 minutes on 2 cores.
+# (the Spark chaos suite, the concurrent writers (each a Spark application of its own), the
+# local-cluster cases and the streams' driver kill, marked soak, run apart: `make
+# soak-spark`, which .ci/run runs after). The slowest tests are listed last: the suite stays
+# under 15 minutes on 2 cores.
 test: install zookeeper prometheus imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not soak and not docs" --durations=15
 
@@ -95,6 +96,7 @@ soak: install zookeeper
 soak-spark: install zookeeper
 	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-150} ZKLOCK_CHAOS_REPORT=.zklock/soak-spark.json \
 		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py \
+		tests/spark/test_spark_concurrency.py \
 		tests/scheduler/test_scheduler_processes.py tests/spark/test_local_cluster.py \
 		tests/spark/test_streams.py
 

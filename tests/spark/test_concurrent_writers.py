@@ -7,9 +7,10 @@ its own), two threads write their own partitions (or tables) of one table at onc
 one LockingSession and through the plain session under ``enforce()``: datasource and
 Hive-format tables; static, dynamic and mixed partitions; append and overwrite; CTAS;
 ``df.write`` with insertInto and saveAsTable; and a writer whose every job fails in a task
-beside one that commits. On ``local[4]`` here (every kind, marked soak; the core case on
-``local[2]`` in make test); on ``local-cluster`` (tasks and their commits in executor JVMs
-of their own) in tests/spark/test_local_cluster.py.
+beside one that commits. On ``local[4]`` here (every kind), the core case on ``local[2]``,
+and three applications at once: each a Spark application of its own, marked soak (`make
+soak-spark`, which CI runs after `make test`); on ``local-cluster`` (tasks and their commits
+in executor JVMs of their own) in tests/spark/test_local_cluster.py.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def test_every_kind_of_write_by_two_threads_at_once_is_all_or_nothing(local4) ->
     check(local4)
 
 
+@pytest.mark.soak  # a Spark application of its own for 100 s: run with `make soak-spark`
 def test_two_threads_of_one_application_writing_one_table_are_all_or_nothing(
         tmp_path, zk_hosts) -> None:
-    """The core case, in make test: two threads of a LockingSession, then of the plain
+    """The core case: two threads of a LockingSession, then of the plain
     session under enforce(), each writing its own partition of one table twelve times,
     beside a writer whose every job fails in a task (the local-cluster run of the same is
     marked soak)."""
@@ -62,6 +64,7 @@ def test_two_threads_of_one_application_writing_one_table_are_all_or_nothing(
     check(seen)
 
 
+@pytest.mark.soak  # three Spark applications for 80 s: run with `make soak-spark`
 def test_concurrent_partition_writers_lose_nothing_even_beside_a_failing_one(
         zk_hosts, root, tmp_path, spark):
     """Three applications at once, one of them with jobs that all fail half-way."""

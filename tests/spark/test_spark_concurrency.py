@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from conftest import PYTHON, lock_nodes
 
 WORKER = r"""
@@ -30,6 +31,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.soak  # two Spark applications for a minute: run with `make soak-spark`
 def test_two_processes_write_one_partition_in_turn(spark, zk_hosts, root, tmp_path, zk):
     location = tmp_path / "shared"
     n = 4
