@@ -45,12 +45,13 @@ prometheus: zookeeper  # (after it: one apt-get at a time)
 test: install zookeeper prometheus imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not soak and not docs" --durations=15
 
-# every command README.md and docs/deploy.md show, as written, and deploy.md's image built
+# every command README.md and docs/deploy.md show, as written, and deploy.md's image built;
+# a dbt project with deploy.md's hooks (dbt in a venv of its own)
 # as written: an operator's venv without PySpark, a Spark distribution locked by the child
 # (a dozen Spark starts: apart from make test, which CI runs first)
 test-docs: install zookeeper
 	$(PY) -m pytest -q -m docs tests/cli/test_docs_commands.py tests/scripts/test_build_dist.py \
-	  tests/spark/test_pipelines.py
+	  tests/spark/test_pipelines.py tests/cli/test_dbt_project.py
 
 # the Spark-facing tests on PySpark 3.5.0, 4.0.0 and the newest 4.x (COMPAT_VERSIONS chooses)
 test-compat: install zookeeper

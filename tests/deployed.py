@@ -25,3 +25,13 @@ def spark_defaults(commented: bool = False) -> dict[str, str]:
             key, value = line.split(None, 1)
             conf[key] = value.strip()
     return conf
+
+
+def dbt_hooks(indent: int) -> str:
+    """The dbt model hooks deploy.md gives (its ``yaml`` block's ``+pre-hook`` and
+    ``+post-hook`` lines), indented by ``indent`` spaces."""
+    text = DOC.read_text()
+    block = re.search(r"```yaml\n(.*?)```", text[text.index("### dbt, and other steps"):],
+                      re.S).group(1)
+    return "".join(" " * indent + line.strip() + "\n" for line in block.splitlines()
+                   if line.strip().startswith(("+pre-hook", "+post-hook")))

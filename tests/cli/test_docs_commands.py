@@ -68,6 +68,8 @@ NOT_RUN = {
 }
 #: The fenced blocks of other languages that hold commands, and why they are not run here.
 NOT_RUN_BLOCKS = {
+    "yaml": "a dbt project's hooks: tests/cli/test_dbt_project.py runs a dbt project with"
+            " them as written",
     "dockerfile": "Docker is not here: tests/scripts/test_build_dist.py runs the Dockerfile's"
                   " `zklock spark jar` step as written against a Spark distribution",
 }

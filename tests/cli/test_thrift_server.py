@@ -241,3 +241,55 @@ def test_pyhive_sessions_open_write_read_and_close_then_later_ones_still_work(th
     # of a close passes.
     if closes_failed:
         assert "NoClassDefFoundError: org/apache/hadoop/hive/llap/" in log, closes_failed
+
+
+def test_a_jdbc_sessions_lock_makes_its_step_atomic_and_ends_with_it(thrift, zk_hosts):
+    """dbt's table materialization through JDBC, between a pre-hook's LOCK TABLE and a
+    post-hook's UNLOCK TABLE: another JDBC session's read waits for the step and reads the
+    new table (never "table not found"); a session that closes holding its lock releases it
+    (SessionEnds.java: the server's session-closed event)."""
+    from pyhive import hive
+
+    host, port = thrift["url"].split("//", 1)[1].split("/", 1)[0].split(":")
+
+    def connect(user: str):
+        return hive.connect(host=host, port=int(port), username=user)
+
+    step = connect("dbt").cursor()
+    for sql in ("CREATE TABLE step_src USING parquet AS SELECT id FROM range(7)",
+                "CREATE TABLE step_model USING parquet AS SELECT id FROM range(2)",
+                "LOCK TABLE step_model EXCLUSIVE"):
+        step.execute(sql)
+    manager = LockManager(hosts=zk_hosts, root=thrift["root"])
+    try:
+        (held,) = manager.show("default.step_model", extended=True)
+        assert held.data.user == "dbt" and held.data.query.startswith("LOCK TABLE")
+        seen: list[object] = []
+
+        def read() -> None:
+            cursor = connect("reader").cursor()
+            cursor.execute("SET spark.zklock.lock.retries=3000")  # it waits, as a reader would
+            try:
+                cursor.execute("SELECT count(*) FROM step_model")
+                seen.append(cursor.fetchall()[0][0])
+            except Exception as exc:  # noqa: BLE001 (what the reader met is the outcome)
+                seen.append(str(exc).splitlines()[0])
+        reader = threading.Thread(target=read)
+        reader.start()
+        waits = f"{thrift['root']}/.waits"
+        assert wait_for(lambda: manager.client.exists(waits)
+                        and manager.client.get_children(waits), timeout=60)
+        step.execute("DROP TABLE step_model")
+        step.execute("CREATE TABLE step_model USING parquet AS SELECT id FROM step_src")
+        assert reader.is_alive()
+        step.execute("UNLOCK TABLE step_model")
+        reader.join(120)
+        assert seen == [7]
+        # a session that ends holding its lock gives it back
+        closing = connect("dbt")
+        closing.cursor().execute("LOCK TABLE step_model EXCLUSIVE")
+        assert manager.show("default.step_model")
+        closing.close()
+        assert wait_for(lambda: not manager.show("default.step_model"), timeout=60)
+    finally:
+        manager.close()

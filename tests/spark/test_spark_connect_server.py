@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from conftest import PROJECT, PYTHON, make_warehouse, raises_lock_error, spark_line
+from conftest import PROJECT, PYTHON, make_warehouse, raises_lock_error, spark_line, wait_for
 from pyspark.errors import AnalysisException, ParseException
 from test_jvm import rebuilt
 from test_spark_corpus import CORPUS, D, absent, documented
@@ -33,6 +33,7 @@ from zklock import LockManager
 from zklock.errors import (
     InvalidArguments,
     InvalidLockObject,
+    LockNotAcquired,
     SparkConnectError,
     UnsupportedStatement,
 )
@@ -925,3 +926,21 @@ def test_a_connect_clients_stream_is_locked_per_batch(cs, cdb, make_manager, tmp
         .first().data_type.replace("file:", "")
     assert not (Path(place) / "_spark_metadata").exists()
     assert (Path(place) / "_zklock" / "batches" / query.id).is_dir()
+
+
+def test_a_plain_clients_session_lock_ends_with_its_session(servers, cdb, make_manager):
+    """LOCK TABLE from a Connect client without a LockingSession: a session lock held by
+    the server for that client's session (engine/SessionLocks.java), released when the
+    client closes its session without UNLOCK TABLE (SessionEnds.java)."""
+    table = f"{cdb}.dim"
+    client = connect(servers["port"])
+    other = make_manager(root=SERVER_ROOT)
+    try:
+        client.sql(f"LOCK TABLE {table} EXCLUSIVE")
+        (held,) = other.show(table, extended=True)
+        assert held.data.query.startswith(f"LOCK TABLE {table} EXCLUSIVE")
+        with pytest.raises(LockNotAcquired):
+            other.acquire([(table, "S")]).release()
+    finally:
+        close(client)
+    assert wait_for(lambda: not other.show(table), timeout=60)

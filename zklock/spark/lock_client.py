@@ -238,8 +238,13 @@ class EngineLockClient:
                 obj = LockObject.from_znode_parts(str(path)[len(root) + 1:].split("/")[:-1])
                 if held.get(obj) is not Mode.EXCLUSIVE:
                     held[obj] = name.mode
-            missing = [t for t in planned.targets if t.obj not in held
-                       or (t.mode is Mode.EXCLUSIVE and held[t.obj] is not Mode.EXCLUSIVE)]
+            # LockAnswer.remainder's rule: the same object in X or in the mode wanted, or X
+            # on an object above it
+            missing = [t for t in planned.targets
+                       if not any(obj.contains(t.obj) and obj != t.obj and mode is Mode.EXCLUSIVE
+                                  for obj, mode in held.items())
+                       and (t.obj not in held
+                            or (t.mode is Mode.EXCLUSIVE and held[t.obj] is not Mode.EXCLUSIVE))]
             if missing:
                 return _answer(Outcome.REFUSED, message=f"zklock: the statement's locks do not"
                                f" cover {missing[0].obj.name} in {missing[0].mode.value}: the"
@@ -254,6 +259,42 @@ class EngineLockClient:
         except Exception as exc:  # fail closed
             return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
         return _answer(Outcome.COVERED)
+
+    def parse(self, request: str) -> str:
+        """A session's own statement, LOCK or UNLOCK TABLE (or DATABASE), read by zklock's
+        one parser (zklock/sql/parser.py) for the engine, which holds such a lock for the
+        session that ran it (SessionLocks.java): its kind, the table (as Spark SQL names it)
+        or database, the partition spec and the mode. Any other statement of zklock's runs
+        in a LockingSession only."""
+        from ..sql.parser import LockTable, UnlockTable, parse_extension
+
+        try:
+            doc = json.loads(request)
+            if doc.get(Field.VERSION) != VERSION:
+                return _answer(Outcome.REFUSED, message="zklock: a statement in an unknown format")
+            sql = str(doc[Field.STATEMENT])
+            statement = parse_extension(sql)
+            if isinstance(statement, LockTable) and statement.seconds is not None:
+                return _answer(Outcome.REFUSED, message="zklock: a session's LOCK TABLE is held"
+                               " until UNLOCK TABLE or the session's end; FOR <n> <unit> is a"
+                               " LockingSession's lease (docs/leases.md)")
+            if not isinstance(statement, (LockTable, UnlockTable)):
+                words = " ".join(sql.split()[:2])
+                return _answer(Outcome.REFUSED, message=f"zklock: {words} runs in a"
+                               " LockingSession (docs/spark.md, \"zklock's SQL\")")
+            target = statement.target
+            table = (".".join("`" + p.replace("`", "``") + "`" for p in target.table)
+                     if target.table else None)
+            fields: dict[str, Any] = {
+                Field.KIND: (protocol.Statement.LOCK if isinstance(statement, LockTable)
+                             else protocol.Statement.UNLOCK),
+                Field.TABLE: table, Field.DATABASE: target.database,
+                Field.PARTITION: dict(target.partition)}
+            if isinstance(statement, LockTable):
+                fields[Field.MODE] = Mode.parse(statement.mode).value
+        except Exception as exc:  # noqa: BLE001 (a statement that does not parse: refused)
+            return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
+        return _answer(Outcome.PARSED, fields=fields)
 
     def release(self, handle: str, failed: bool = False) -> str:
         with self._lock:

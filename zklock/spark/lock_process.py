@@ -91,6 +91,8 @@ class LockProcess:
                 reply = self.client.acquire(json.dumps(message[Field.REQUEST]))
             elif call == Call.VERIFY:
                 reply = self.client.verify(json.dumps(message[Field.REQUEST]))
+            elif call == Call.PARSE:
+                reply = self.client.parse(json.dumps(message[Field.REQUEST]))
             elif call == Call.RELEASE:
                 reply = self.client.release(str(message[Field.HANDLE]),
                                             bool(message.get(Field.FAILED)))

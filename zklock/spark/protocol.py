@@ -103,6 +103,7 @@ class Call:
     ACQUIRE = _VALUES["call.acquire"]
     VERIFY = _VALUES["call.verify"]
     RELEASE = _VALUES["call.release"]
+    PARSE = _VALUES["call.parse"]
 
 
 class Outcome:
@@ -117,6 +118,14 @@ class Outcome:
     COVERED = _VALUES["outcome.covered"]
     RELEASED = _VALUES["outcome.released"]
     LOST = _VALUES["outcome.lost"]
+    PARSED = _VALUES["outcome.parsed"]
+
+
+class Statement:
+    """What a session's own statement is, as the lock client parses it for the engine."""
+
+    LOCK = _VALUES["statement.lock"]
+    UNLOCK = _VALUES["statement.unlock"]
 
 
 class Event:
@@ -177,6 +186,7 @@ class Field:
     APPLICATION = _VALUES["field.application"]
     COMMAND = _VALUES["field.command"]
     STREAM = _VALUES["field.stream"]
+    DATABASE = _VALUES["field.database"]
     # the planner's answer and its targets (LockAnswer.java, answer.py)
     KIND = _VALUES["field.kind"]
     TARGETS = _VALUES["field.targets"]

@@ -25,7 +25,9 @@ import scala.runtime.BoxedUnit;
 
 import zklock.adapters.AnalyzerHooks;
 import zklock.engine.LockedCommands;
+import zklock.engine.MissingTables;
 import zklock.engine.ParsedForms;
+import zklock.engine.SessionLockParser;
 import zklock.stream.StreamingWrites;
 
 public final class EngineLocks implements scala.Function1<SparkSessionExtensions, BoxedUnit> {
@@ -35,9 +37,13 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
     public BoxedUnit apply(SparkSessionExtensions extensions) {
         // the application: every file write stages in a directory of its own
         StagedCommitProtocol.becomeDefault();
+        // parsing: a session's own locks (LOCK TABLE ... UNLOCK TABLE), which Spark refuses
+        extensions.injectParser((session, parser) -> SessionLockParser.wrap(parser));
         // analysis: the parsed form and the resolved plan on each command, for the planner
         AnalyzerHooks.first(extensions, new ParsedForms.RememberParsed());
         extensions.injectPostHocResolutionRule(session -> new ParsedForms.TagParsed());
+        // analysis: a missing table's name waits for its X holder (a step replacing it)
+        extensions.injectResolutionRule(MissingTables::new);
         // analysis: a streaming write's sink, one whose micro-batches each run under locks
         extensions.injectPostHocResolutionRule(StreamingWrites::new);
         // planning: every command and query under a node that holds its locks as it runs

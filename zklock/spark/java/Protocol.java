@@ -52,6 +52,7 @@ public final class Protocol {
     public static final String ACQUIRE = get("call.acquire");
     public static final String VERIFY = get("call.verify");
     public static final String RELEASE = get("call.release");
+    public static final String PARSE = get("call.parse");
     public static final String GRANTED = get("outcome.granted");
     public static final String UNLOCKED = get("outcome.unlocked");
     public static final String OUTCOME_DENIED = get("outcome.denied");
@@ -60,6 +61,9 @@ public final class Protocol {
     public static final String COVERED = get("outcome.covered");
     public static final String RELEASED = get("outcome.released");
     public static final String OUTCOME_LOST = get("outcome.lost");
+    public static final String PARSED = get("outcome.parsed");
+    public static final String STATEMENT_LOCK = get("statement.lock");
+    public static final String STATEMENT_UNLOCK = get("statement.unlock");
     public static final String EVENT_READY = get("event.ready");
     public static final String EVENT_LOST = get("event.lost");
     public static final String EVENT_WAITING = get("event.waiting");
@@ -94,6 +98,7 @@ public final class Protocol {
         public static final String APPLICATION = get("field.application");
         public static final String COMMAND = get("field.command");
         public static final String STREAM = get("field.stream");
+        public static final String DATABASE = get("field.database");
         // the planner's answer and its targets (LockAnswer.java, answer.py)
         public static final String KIND = get("field.kind");
         public static final String TARGETS = get("field.targets");

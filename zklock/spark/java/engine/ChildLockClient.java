@@ -278,6 +278,11 @@ final class ChildLockClient implements EngineLockClient {
         return call(Protocol.VERIFY, request, null, false).toString();
     }
 
+    @Override
+    public String parse(String request) {
+        return call(Protocol.PARSE, request, null, false).toString();
+    }
+
     private JsonNode call(String name, String request, String handle, boolean failed) {
         long id = ids.incrementAndGet();
         CompletableFuture<JsonNode> reply = new CompletableFuture<>();

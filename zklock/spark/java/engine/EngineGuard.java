@@ -96,6 +96,11 @@ final class EngineGuard {
     private long endNanos;
     private boolean releasedAfter;
     private volatile boolean lost;
+    /** Its fencing token, as granted. */
+    private String token = "";
+    /** The job tags of its session's locks (SessionLocks) it runs under too: removed with
+     *  its own. */
+    private List<String> sessionTags = Collections.emptyList();
     /** The tables where its node was alone when granted (FreshListings.Version). */
     private Map<String, FreshListings.Version> sole = Collections.emptyMap();
 
@@ -120,7 +125,7 @@ final class EngineGuard {
                 + " call zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
         }, what -> statement(ParsedForms.parsed(session, command), name, what),
-            () -> replan(session, command));
+            () -> replan(session, command), true);
     }
 
     /** The S locks a query needs (planned from its {@code analyzed} plan), held from now
@@ -131,7 +136,7 @@ final class EngineGuard {
             what -> EngineReads.unlocked(session, what), what -> {
                 scala.Option<String> text = analyzed.origin().sqlText();
                 return text.isDefined() ? text.get() : "query reading " + what;
-            }, null);
+            }, null, true);
     }
 
     /** The locks of a call the engine cannot see whole (Spark 3.5 and 4.0's saveAsTable,
@@ -139,10 +144,78 @@ final class EngineGuard {
      *  from now until {@link #exit}, as a command's are. */
     static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
                                  String statement) {
+        return enterCall(session, answer, name, statement, true);
+    }
+
+    private static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
+                                         String statement, boolean sessionCover) {
         return enter(session, () -> answer, name, what -> {
             throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": it"
                 + " needs locks and no lock client runs in this process");
-        }, what -> statement, null);
+        }, what -> statement, null, sessionCover);
+    }
+
+    /** A session's own lock (SessionLocks: LOCK TABLE in a session of the engine):
+     *  {@code answer}'s locks, taken as a command's are (waiting as it would), then held for
+     *  the session rather than this thread, whose local properties are left as they were. */
+    static EngineGuard enterForSession(SparkSession session, JsonNode answer, String statement) {
+        EngineGuard guard = enterCall(session, answer, "LOCK TABLE", statement, false);
+        if (guard.client != null) {
+            WriteOutcome.end();
+            guard.sc.removeJobTag(guard.jobTag);
+            clearFence(guard.sc);
+        }
+        return guard;
+    }
+
+    /** Release a session's own lock (SessionLocks: UNLOCK TABLE, the session's end): null,
+     *  or the refusal that names its loss while it was held. */
+    EngineRefusal releaseForSession() {
+        if (client == null) {
+            return null;
+        }
+        String gone = goneAtEnd();  // (ZooKeeper's word: its client may not know yet)
+        JsonNode released = read(client.release(handle, false), VERSION);
+        if (gone == null && !Protocol.OUTCOME_LOST.equals(released.path(Field.OUTCOME).asText())) {
+            return null;
+        }
+        lost = true;
+        return EngineRefusal.of(Protocol.OUTCOME_LOST, "zklock: the session's lock on "
+            + describe(held.path(Field.TARGETS)) + " was lost while it held it ("
+            + (gone != null ? gone : released.path(Field.MESSAGE).asText("session lost")) + ")",
+            null);
+    }
+
+    /** A statement its session's locks cover whole (SessionLocks): it runs under them, its
+     *  nested statements checked to be covered as a block's are, its commits fenced on their
+     *  nodes, its jobs cancelled with theirs; it holds nothing of its own. */
+    static EngineGuard underSession(SparkSession session, SessionLocks.Held own) {
+        SparkContext sc = session.sparkContext();
+        try {
+            CommitFence.exist(own.zookeeper(), own.nodes());
+        } catch (IOException e) {
+            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_LOST,
+                "zklock: the session's locks (LOCK TABLE) are lost: " + e.getMessage(), e));
+        }
+        EngineGuard guard = new EngineGuard(null, java.util.UUID.randomUUID().toString(), null,
+            sc, exclusive(own.answer()), own.nodes(), own.answer());
+        guard.zookeeper = own.zookeeper();
+        guard.sessionTags = own.jobTags();
+        guard.sessionTags.forEach(sc::addJobTag);
+        sc.setLocalProperty(Protocol.FENCING_TOKEN, own.token());
+        sc.setLocalProperty(CommitFence.ZOOKEEPER, own.zookeeper());
+        sc.setLocalProperty(CommitFence.NODES, String.join("\n", own.nodes()));
+        sc.setLocalProperty(ENGINE_HELD, guard.handle);
+        BLOCKS.put(guard.handle, guard);
+        WriteOutcome.begin();
+        return guard;
+    }
+
+    private static void clearFence(SparkContext sc) {
+        sc.setLocalProperty(Protocol.FENCING_TOKEN, null);
+        sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
+        sc.setLocalProperty(CommitFence.NODES, null);
+        sc.setLocalProperty(ENGINE_HELD, null);
     }
 
     /** A block zklock's Python holds (LockingSession.holding, a SQL script Spark runs
@@ -164,7 +237,7 @@ final class EngineGuard {
     private static EngineGuard enter(SparkSession session, Supplier<JsonNode> planned,
                                      String name, Consumer<String> withoutClient,
                                      Function<String, String> statement,
-                                     Supplier<JsonNode> replan) {
+                                     Supplier<JsonNode> replan, boolean sessionCover) {
         SparkContext sc = session.sparkContext();
         removeLeftTags(sc);
         if (heldLocks(session, planned, sc)) {
@@ -185,12 +258,24 @@ final class EngineGuard {
             throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": "
                 + Protocol.ENGINE_MODE.key + "=refuse runs only what a LockingSession runs");
         }
+        // under its session's own locks (LOCK TABLE): what they cover is theirs; the rest, if
+        // any, is taken for the statement as usual
+        SessionLocks.Held own = sessionCover ? SessionLocks.held(session) : null;
+        if (own != null) {
+            answer = own.remainder(answer, name);
+            if (answer.path(Field.TARGETS).size() == 0) {
+                return underSession(session, own);
+            }
+        }
         String text = statement.apply(what);
         long waitedBefore = 0;
         int attemptsBefore = 0;
         String waitedForBefore = "";
         for (int i = 0; i < REPLANS; i++) {
             Grant grant = take(session, client, answer, name, what, text);
+            if (own != null && grant.guard.holds()) {  // fenced on the session's nodes too
+                grant.guard.alsoUnder(own);
+            }
             if (grant.guard.holds()) {
                 grant.guard.waitNanos += waitedBefore;
                 grant.guard.attempts += attemptsBefore;
@@ -206,7 +291,7 @@ final class EngineGuard {
             // EXISTS of an existing object, in S): the catalog may have changed meanwhile.
             // Spark runs the command as it analyzed it, so the locks must cover that plan and
             // the catalog as it is now; when they do not, ask again for both.
-            JsonNode fresh = replan.get();
+            JsonNode fresh = own == null ? replan.get() : own.remainder(replan.get(), name);
             if (LockAnswer.covers(answer, fresh)) {
                 return grant.guard;
             }
@@ -297,6 +382,7 @@ final class EngineGuard {
         guard.attempts = grant.path(Field.ATTEMPTS).asInt(1);
         guard.waitedFor = grant.path(Field.WAITED_FOR).asText("");
         guard.zookeeper = grant.path(Field.ZOOKEEPER).asText();
+        guard.token = grant.path(Field.TOKEN).asText();
         guard.sole = FreshListings.versions(grant.path(Field.SOLE), guard.zookeeper);
         return new Grant(guard, guard.attempts);
     }
@@ -464,6 +550,41 @@ final class EngineGuard {
         return targets.size() == 0 ? null : describe(targets);
     }
 
+    /** Run also under its session's locks: their nodes in what its commits are fenced on,
+     *  their job tags on its jobs. */
+    private void alsoUnder(SessionLocks.Held own) {
+        List<String> fenced = new ArrayList<>(nodes);
+        fenced.addAll(own.nodes());
+        sc.setLocalProperty(CommitFence.NODES, String.join("\n", fenced));
+        sessionTags = own.jobTags();
+        sessionTags.forEach(sc::addJobTag);
+    }
+
+    /** Its lock nodes, as granted. */
+    List<String> nodes() {
+        return nodes;
+    }
+
+    /** The ZooKeeper its nodes are in (connect string with chroot). */
+    String zookeeper() {
+        return zookeeper;
+    }
+
+    /** The job tag of its set: its jobs are cancelled when the set is lost. */
+    String jobTag() {
+        return jobTag;
+    }
+
+    /** Its fencing token. */
+    String token() {
+        return token;
+    }
+
+    /** The answer whose locks it holds. */
+    JsonNode heldAnswer() {
+        return held;
+    }
+
     /** The lock client's handle of its set; null when it holds none. */
     String handle() {
         return client == null ? null : handle;
@@ -541,11 +662,9 @@ final class EngineGuard {
         if (client == null) {
             return;
         }
-        sc.setLocalProperty(Protocol.FENCING_TOKEN, null);
-        sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
-        sc.setLocalProperty(CommitFence.NODES, null);
-        sc.setLocalProperty(ENGINE_HELD, null);
+        clearFence(sc);
         LEFT_TAGS.get().add(jobTag);
+        LEFT_TAGS.get().addAll(sessionTags);
     }
 
     /** Release a detached guard's set (any thread; once). */
@@ -569,16 +688,14 @@ final class EngineGuard {
     EngineRefusal exit(String command, Throwable failure) {
         countWrites();
         if (client == null) {
-            return null;
+            return handle == null ? null : leaveSession(command, failure);
         }
         releasedAt = System.nanoTime();
         WriteOutcome.Summary written = WriteOutcome.end();
         BLOCKS.remove(handle);
         sc.removeJobTag(jobTag);
-        sc.setLocalProperty(Protocol.FENCING_TOKEN, null);
-        sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
-        sc.setLocalProperty(CommitFence.NODES, null);
-        sc.setLocalProperty(ENGINE_HELD, null);
+        sessionTags.forEach(sc::removeJobTag);
+        clearFence(sc);
         String refused = fenceRefusal(failure);
         String gone = null;  // its nodes, checked at its end: null when all are there
         if (failure == null && refused == null) {
@@ -631,6 +748,26 @@ final class EngineGuard {
         String why = Protocol.message(failure != null ? "lost_cancelled" : "lost_completed",
             "command", command, "reason", released.path(Field.MESSAGE).asText("session lost"));
         return EngineRefusal.of(Protocol.OUTCOME_LOST, why, failure, parameters);
+    }
+
+    /** The end of a statement its session's locks covered (underSession): they stay held;
+     *  the refusal naming their loss, when they were lost while it ran, else null. */
+    private EngineRefusal leaveSession(String command, Throwable failure) {
+        WriteOutcome.Summary written = WriteOutcome.end();
+        BLOCKS.remove(handle);
+        sessionTags.forEach(sc::removeJobTag);
+        clearFence(sc);
+        String gone = fenceRefusal(failure);
+        if (gone == null && !written.committedThroughFence()) {
+            gone = goneAtEnd();
+        }
+        if (gone == null) {
+            return null;
+        }
+        lost = true;
+        return EngineRefusal.of(Protocol.OUTCOME_LOST, Protocol.message(
+            failure != null ? "lost_cancelled" : "lost_completed", "command", command,
+            "reason", "the session's locks (LOCK TABLE): " + gone), failure);
     }
 
     /** Its writes have ended (done or failed): the listings this JVM took of what it held in
@@ -770,6 +907,11 @@ final class EngineGuard {
             }
         }
         return org.apache.spark.sql.catalyst.CurrentUserContext$.MODULE$.CURRENT_USER().get();
+    }
+
+    /** An answer of the lock client, read (EngineRefusal when unreadable). */
+    static JsonNode readAnswer(String text) {
+        return read(text, VERSION);
     }
 
     private static JsonNode read(String text, int version) {

@@ -24,6 +24,11 @@
 //                                | {"version": 1, "outcome": "lost", "message", "objects"}
 //   verify({"version": 1, "answer": <LockAnswer>, "nodes": [...]})
 //     -> {"version": 1, "outcome": "covered" | "refused" | "lost", "message": "..."}
+//   parse({"version": 1, "statement": "LOCK TABLE ..."})   (SessionLocks.java)
+//     -> {"version": 1, "outcome": "parsed", "kind": "lock" | "unlock",
+//         "table": "`db`.`t`" | null, "database": "db" | null, "partition": {"k": "v"},
+//         "mode": "S" | "X" (lock)}
+//      | {"version": 1, "outcome": "refused", "message": "..."}
 // The handle is the JVM's, so that it can release what a grant it never read took. The
 // words (calls, outcomes) are protocol.properties' (Protocol.java, protocol.py).
 package zklock.engine;
@@ -38,4 +43,7 @@ public interface EngineLockClient {
 
     /** Does a Spark Connect client's claim cover the command and still exist? */
     String verify(String request);
+
+    /** A session's own statement (LOCK or UNLOCK TABLE), read by zklock's one parser. */
+    String parse(String request);
 }

@@ -94,6 +94,11 @@ final class LockClients {
         public String verify(String request) {
             return calls.call(() -> client.verify(request));
         }
+
+        @Override
+        public String parse(String request) {
+            return calls.call(() -> client.parse(request));
+        }
     }
 
     /** The policy for a command without a lock rule for {@code session}'s statements

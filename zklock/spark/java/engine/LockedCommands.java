@@ -43,6 +43,10 @@ public final class LockedCommands extends SparkStrategy {
 
     @Override
     public scala.collection.immutable.Seq<SparkPlan> apply(LogicalPlan plan) {
+        String sessionLock = SessionLockParser.statement(plan);
+        if (sessionLock != null) {  // LOCK or UNLOCK TABLE: the session's own (SessionLocks)
+            return LockedExec.list(new SessionLockExec(sessionLock));
+        }
         // what touches nothing shared is judged on the statement as written: Spark turns a
         // persistent CREATE VIEW into the same command as a temporary one
         if (!(plan instanceof Command) && (DEPTH.get()[0] > 0 || !isStatement(plan))) {

@@ -163,23 +163,61 @@ public final class LockAnswer {
         return uncovered(held, wanted) == null;
     }
 
-    /** The first of {@code wanted}'s targets that {@code held} does not cover (the same
-     *  object, in X, or in S for an S target); null when it covers them all. */
+    /** The first of {@code wanted}'s targets that {@code held} does not cover; null when it
+     *  covers them all. */
     public static JsonNode uncovered(JsonNode held, JsonNode wanted) {
+        JsonNode rest = remainder(held, wanted).path(Field.TARGETS);
+        return rest.size() == 0 ? null : rest.get(0);
+    }
+
+    /** {@code wanted} with only the targets {@code held} does not cover. A held target
+     *  covers the same object, in X or in the mode wanted, and, in X, every object below it
+     *  (a table's partitions, a database's tables): no other holder can hold anything there,
+     *  since a lock below takes S on each parent. (lock_client.py's verify, the check of a
+     *  Spark Connect claim, applies the same rule.) */
+    public static ObjectNode remainder(JsonNode held, JsonNode wanted) {
+        ObjectNode out = wanted.deepCopy();
+        ArrayNode rest = out.putArray(Field.TARGETS);
         for (JsonNode w : wanted.path(Field.TARGETS)) {
             boolean found = false;
             for (JsonNode h : held.path(Field.TARGETS)) {
-                if (sameObject(h, w) && ("X".equals(h.path(Field.MODE).asText())
-                        || "S".equals(w.path(Field.MODE).asText()))) {
+                boolean exclusive = "X".equals(h.path(Field.MODE).asText());
+                if ((sameObject(h, w) && (exclusive || "S".equals(w.path(Field.MODE).asText())))
+                        || (exclusive && contains(h, w))) {
                     found = true;
                     break;
                 }
             }
             if (!found) {
-                return w;
+                rest.add(w);
             }
         }
-        return null;
+        return out;
+    }
+
+    /** Is {@code below}'s object strictly inside {@code above}'s (a partition of a table, a
+     *  longer partition prefix, a table of a database)? */
+    public static boolean contains(JsonNode above, JsonNode below) {
+        if (!above.path(Field.DB).equals(below.path(Field.DB))) {
+            return false;
+        }
+        if (!above.path(Field.TABLE).isTextual()) {
+            return below.path(Field.TABLE).isTextual();
+        }
+        if (!above.path(Field.TABLE).equals(below.path(Field.TABLE))) {
+            return false;
+        }
+        JsonNode a = above.path(Field.PARTITION);
+        JsonNode b = below.path(Field.PARTITION);
+        if (b.size() <= a.size()) {
+            return false;
+        }
+        for (int i = 0; i < a.size(); i++) {
+            if (!a.get(i).equals(b.get(i))) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** An answer asking for the targets of both (the Python side merges duplicates, X
@@ -193,7 +231,7 @@ public final class LockAnswer {
         return out;
     }
 
-    private static boolean sameObject(JsonNode a, JsonNode b) {
+    public static boolean sameObject(JsonNode a, JsonNode b) {
         return a.path(Field.DB).equals(b.path(Field.DB)) && a.path(Field.TABLE).equals(b.path(Field.TABLE))
             && a.path(Field.PARTITION).equals(b.path(Field.PARTITION));
     }

@@ -139,6 +139,31 @@ public final class LockPlanner {
         }
     }
 
+    /** The lock a session's LOCK TABLE or LOCK DATABASE names (engine/SessionLocks.java), in
+     *  {@code mode}: the {@code database}, else the {@code table} or its static
+     *  {@code partition} prefix, as {@link #planWrite} names it; refused for a temporary
+     *  view, which no lock covers. */
+    public String planExplicit(String table, Map<String, String> partition, String database,
+                               String mode) {
+        try {
+            Target target;
+            if (database != null) {
+                target = Target.database(database, mode);
+            } else {
+                target = names.tableTarget(nameParts(table), mode);
+                if (target == null) {
+                    throw LockAnswer.invalidArguments(table + " is a temporary view, not a"
+                        + " table");
+                }
+                target = names.staticPrefix(target, partition == null ? new HashMap<>() : partition);
+            }
+            return LockAnswer.locks(true, Collections.singletonList(target), new ArrayList<>(),
+                false).toJson();
+        } catch (Refusal r) {
+            return LockAnswer.refused(r).toJson();
+        }
+    }
+
     /** X on every catalog table stored at, above or below each of {@code paths}: a write
      *  there writes those tables (Spark 4.0's saveAsTable with a path option, locked whole by
      *  its LockingSession). */

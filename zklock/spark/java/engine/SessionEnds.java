@@ -1,0 +1,93 @@
+// When a client's session ends, the locks it held for the session are released
+// (SessionLocks). Spark's Thrift server posts SparkListenerThriftServerSessionClosed when a
+// JDBC session closes, Spark Connect SparkListenerConnectSessionClosed, both with the
+// session's id; a statement knows its session's id from Hive's session state on its thread
+// (the Thrift server sets it: the id of the JDBC session's handle) or from its Spark Connect
+// operation's job tag. Neither class is on a plain application's class path: they are told
+// apart by name. A session of a plain application has no end to hear: its locks last until
+// its UNLOCK TABLE or the lock client's end.
+package zklock.engine;
+
+import java.util.Collections;
+import java.util.Map;
+import java.util.WeakHashMap;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.sql.SparkSession;
+
+final class SessionEnds extends SparkListener {
+    private static final Map<SparkContext, SessionEnds> LISTENERS =
+        Collections.synchronizedMap(new WeakHashMap<>());
+    /** The events that end a session, by class name. */
+    private static final java.util.Set<String> ENDS = new java.util.HashSet<>(java.util.Arrays.asList(
+        "SparkListenerThriftServerSessionClosed", "SparkListenerConnectSessionClosed"));
+
+    /** The id of the client session running this statement of {@code session}, listening
+     *  for its end; null for a session with no end to hear. */
+    static String current(SparkSession session) {
+        SparkContext sc = session.sparkContext();
+        String id = connectSession(sc);
+        if (id == null) {
+            id = thriftSession();
+        }
+        if (id != null) {
+            synchronized (LISTENERS) {
+                if (!LISTENERS.containsKey(sc)) {
+                    SessionEnds ends = new SessionEnds();
+                    sc.addSparkListener(ends);
+                    LISTENERS.put(sc, ends);
+                }
+            }
+        }
+        return id;
+    }
+
+    @Override
+    public void onOtherEvent(SparkListenerEvent event) {
+        if (!ENDS.contains(event.getClass().getSimpleName())) {
+            return;
+        }
+        try {
+            Object id = event.getClass().getMethod("sessionId").invoke(event);
+            if (id != null) {
+                SessionLocks.ended(id.toString());
+            }
+        } catch (ReflectiveOperationException e) {
+            System.err.println("zklock: cannot read the session of " + event + ": " + e);
+        }
+    }
+
+    /** A Spark Connect operation's session id, from its job tag
+     *  (SparkConnect_OperationTag_User_<user>_Session_<id>_Operation_<id>); null outside one. */
+    private static String connectSession(SparkContext sc) {
+        scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
+        while (tags.hasNext()) {
+            String tag = tags.next();
+            int at = tag.indexOf("_Session_");
+            int end = tag.indexOf("_Operation_");
+            if (tag.startsWith("SparkConnect_") && at >= 0 && end > at) {
+                return tag.substring(at + "_Session_".length(), end);
+            }
+        }
+        return null;
+    }
+
+    /** The Thrift server's JDBC session of this thread: the id of Hive's session state,
+     *  which the server names after the session's handle; null outside the server. */
+    private static String thriftSession() {
+        if (!String.valueOf(System.getProperty("sun.java.command"))
+                .contains("thriftserver.HiveThriftServer2")) {
+            return null;
+        }
+        try {
+            Class<?> state = Class.forName("org.apache.hadoop.hive.ql.session.SessionState");
+            Object current = state.getMethod("get").invoke(null);
+            return current == null ? null
+                : String.valueOf(state.getMethod("getSessionId").invoke(current));
+        } catch (ReflectiveOperationException | LinkageError e) {
+            return null;
+        }
+    }
+}
