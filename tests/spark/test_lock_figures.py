@@ -139,3 +139,36 @@ def test_the_applications_lock_totals_are_a_source_of_sparks_metrics_system(
     assert after["lockHeld"] == before["lockHeld"] + 1
     # a process-wide counter: earlier tests of this Spark application lose sets on purpose
     assert after["lockSetsLost"] == before["lockSetsLost"]
+
+
+def test_a_micro_batchs_write_shows_its_batchs_lock_figures(spark, db, make_manager, zk, root,
+                                                           tmp_path) -> None:
+    """A streaming query's batch holds its locks as a block (stream/MicroBatch.java); the
+    INSERT it runs under them shows the batch's figures on its node: what it waited for the
+    holder and what it locked."""
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT) USING parquet")
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "0.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(5)))
+    holder = make_manager()
+    held = holder.acquire([(LockObject.parse(table), Mode.EXCLUSIVE)], query_id="backfill")
+    before = set(executions(spark))
+    with enforce(spark, make_manager(retries=2000, retry_interval=0.05)):
+        query = (spark.readStream.schema("id BIGINT").json(str(source)).writeStream
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).toTable(table))
+        try:
+            assert wait_for(lambda: zk.exists(f"{root}/.waits")
+                            and zk.get_children(f"{root}/.waits"), timeout=60)
+        finally:
+            held.release()
+        query.awaitTermination(120)
+        assert query.exception() is None, query.exception()
+    figures = {e: sql_metrics(spark, e) for e in executions(spark) if e not in before}
+    locked = [f for f in figures.values() if "lock attempts" in f]
+    assert locked, figures
+    shown = max(locked, key=lambda f: number(f["time waiting for locks"]))
+    assert number(shown["time waiting for locks"]) > 0, shown
+    assert number(shown["lock attempts"]) >= 2, shown
+    assert number(shown["objects locked in X"]) == 1, shown  # the table

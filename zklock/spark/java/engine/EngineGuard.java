@@ -449,6 +449,14 @@ final class EngineGuard {
         return true;
     }
 
+    /** The block whose grant covers this thread's statements (enterBlock: a micro-batch, a
+     *  block of zklock's Python), for its figures; null outside one. */
+    static EngineGuard blockAround(SparkContext sc) {
+        String handle = sc.getLocalProperty(ENGINE_HELD);
+        EngineGuard block = handle == null ? null : BLOCKS.get(handle);
+        return block != null && block.holds() ? block : null;
+    }
+
     /** Does this thread run inside a locked statement: this process's own (its nodes in the
      *  local properties) or a Spark Connect client's (its operation tag)? */
     static boolean insideLockedStatement(SparkContext sc) {

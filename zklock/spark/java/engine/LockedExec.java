@@ -127,21 +127,23 @@ public abstract class LockedExec extends V2CommandExec {
     }
 
     /** Post {@code guard}'s figures to this node's SQL metrics: its grant, and, once
-     *  {@code released}, how long it held and whether it lost its set. */
+     *  {@code released}, how long it held and whether it lost its set. A statement a block
+     *  covers (a micro-batch's write, a statement of LockingSession.holding) shows the
+     *  block's grant: what it waited and locked for it; the block's release is later. */
     protected void report(EngineGuard guard, boolean released) {
-        if (!guard.holds()) {
-            return;
-        }
-        LockFigures mine = figures();
+        EngineGuard shown = guard.holds() ? guard : EngineGuard.blockAround(sparkContext());
+        LockFigures mine = shown == null ? null : figures();
         if (mine == null) {
             return;
         }
-        LockMetricsSource application = LockMetricsSource.of(sparkContext());
-        mine.granted(guard);
-        application.granted(guard);
-        if (released) {
-            mine.released(guard, guard.lost());
-            application.released(guard);
+        mine.granted(shown);
+        if (shown == guard) {  // (the application's totals count statements' own grants)
+            LockMetricsSource application = LockMetricsSource.of(sparkContext());
+            application.granted(guard);
+            if (released) {
+                mine.released(guard, guard.lost());
+                application.released(guard);
+            }
         }
         mine.post(sparkContext());
     }
