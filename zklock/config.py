@@ -318,6 +318,13 @@ SETTINGS: list[Setting] = [
             " where no lock client runs: lock (refused), warn (runs, logged) or off (no read"
             " locks in the engine).",
             settable=True, engine=True),
+    Setting("stream_lock_lost", "fail", Choice("stream lock lost", "fail", "retry"),
+            "ZKLOCK_STREAM_LOCK_LOST", "spark.zklock.stream.lockLost",
+            "What a streaming query's micro-batch whose locks were lost does: fail (the query"
+            " fails with LockLost; restarted from its checkpoint, it writes the batch once) or"
+            " retry (the batch takes its locks again and is written again, once, up to 3"
+            " times, where the query keeps no state: a stateful query fails).",
+            settable=True, engine=True),
     Setting("lock_client", "child", Choice("lock client", "child", "none"), "ZKLOCK_LOCK_CLIENT",
             "spark.zklock.lockClient",
             "Where no Python lock client runs in a Spark process (Spark's Thrift server,"
@@ -563,6 +570,7 @@ class Settings:
     node_naming: str = _default("node_naming")
     engine_mode: str = _default("engine_mode")
     engine_reads: str = _default("engine_reads")
+    stream_lock_lost: str = _default("stream_lock_lost")
     lock_client: str = _default("lock_client")
     lock_client_python: Optional[str] = _default("lock_client_python")
     lock_client_status_file: Optional[str] = _default("lock_client_status_file")

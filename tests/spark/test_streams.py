@@ -362,6 +362,36 @@ def test_sinks_that_write_no_table_run_as_they_are(streaming, tmp_path):
     assert spark.sql("SELECT count(*) AS n FROM zk_mem").collect()[0].n == 5
 
 
+def test_a_rate_stream_on_processing_time_writes_each_value_once(streaming, db, tmp_path):
+    """Spark's rate source, small batches on a processingTime trigger, stopped in its
+    stride and started again from its checkpoint: the table holds every value the committed
+    batches produced, 0 to n, each once; a reader's counts never go down."""
+    spark = streaming
+    table = f"{db}.rate"
+    spark.sql(f"CREATE TABLE {table} (value BIGINT) USING parquet")
+    seen: list[int] = []
+
+    def run(batches: int) -> None:
+        query = (spark.readStream.format("rate").option("rowsPerSecond", 20)
+                 .option("numPartitions", 2).load().select("value").writeStream
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(processingTime="200 milliseconds").toTable(table))
+        try:
+            assert wait_for(lambda: sum(1 for p in query.recentProgress
+                                        if p["numInputRows"] > 0) >= batches, timeout=120)
+            seen.append(count(spark, table))
+        finally:
+            query.stop()
+        assert query.exception() is None, query.exception()
+        seen.append(count(spark, table))
+
+    run(3)
+    run(2)
+    values = [r.value for r in spark.table(table).collect()]
+    assert sorted(values) == list(range(len(values))), sorted(values)[:50]
+    assert len(values) > 0 and seen == sorted(seen), seen
+
+
 @pytest.mark.soak  # two Spark applications of their own: run by make soak-spark
 def test_a_driver_killed_in_a_batch_restarts_without_losing_or_doubling(zk_hosts, root,
                                                                           tmp_path):
@@ -429,6 +459,51 @@ def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_p
     again.awaitTermination(180)
     assert again.exception() is None, again.exception()
     assert ids(spark, table) == sorted(expected)
+
+
+@pytest.mark.parametrize("stateful", [False, True], ids=["stateless", "stateful"])
+def test_a_batch_whose_locks_are_lost_is_written_again_where_the_setting_says(
+        streaming, db, tmp_path, zk, root, stateful):
+    """spark.zklock.stream.lockLost=retry: the batch whose lock node another client deleted
+    takes its locks again and is written again, once; the query goes on. A query that keeps
+    state (here a deduplication) is not run
+    twice in one run: it fails, as by default, and its restart writes the batch once."""
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    source, checkpoint = tmp_path / "source", tmp_path / "checkpoint"
+    expected = add_files(source, 0, 2)
+    latch = Latch(spark, tmp_path / "latch", name="zk_retry_latch")
+
+    def start():
+        rows = stream_of(spark, source).selectExpr("zk_retry_latch(id) AS id", "ds")
+        return ((rows.dropDuplicates(["id"]) if stateful else rows).writeStream
+                .queryName("retrying").option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True).toTable(table))
+
+    batches = metrics.STREAM_BATCHES.labels("retrying")._value.get()
+    spark.conf.set("spark.zklock.stream.lockLost", "retry")
+    try:
+        query = start()
+        assert wait_for(latch.reached, timeout=120)
+        node_dir = f"{root}/{db}/ev"
+        (node,) = [n for n in zk.get_children(node_dir) if n.startswith("write-")]
+        zk.delete(f"{node_dir}/{node}")
+        latch.open()
+        if stateful:
+            with pytest.raises(Exception, match="zklock: locks lost"):
+                query.awaitTermination(180)
+            assert count(spark, table) == 0
+            query = start()
+            query.awaitTermination(180)
+        else:  # (the driver's stderr says it: "... lost its locks (...); written again")
+            query.awaitTermination(180)
+            # its lock requests: the batch's, and the same batch's again
+            assert metrics.STREAM_BATCHES.labels("retrying")._value.get() - batches == 2
+        assert query.exception() is None, query.exception()
+        assert ids(spark, table) == sorted(expected)
+    finally:
+        spark.conf.unset("spark.zklock.stream.lockLost")
 
 
 def test_a_query_stopped_in_a_batch_stops_cleanly_and_releases_it(streaming, db, tmp_path,

@@ -44,6 +44,7 @@ public final class Protocol {
     public static final Setting UNKNOWN_STATEMENTS = new Setting("unknown_statements");
     public static final Setting ENGINE_MODE = new Setting("engine_mode");
     public static final Setting ENGINE_READS = new Setting("engine_reads");
+    public static final Setting STREAM_LOCK_LOST = new Setting("stream_lock_lost");
     public static final Setting ISOLATE_COMMITS = new Setting("isolate_commits");
     public static final Setting LOCK_CLIENT = new Setting("lock_client");
     public static final Setting LOCK_CLIENT_PYTHON = new Setting("lock_client_python");

@@ -43,6 +43,12 @@ public final class Block {
         }
     }
 
+    /** {@code setting}'s value for {@code session}'s statements, by the one precedence
+     *  (LockClients.setting). */
+    public static String setting(SparkSession session, zklock.Protocol.Setting setting) {
+        return LockClients.setting(session, setting);
+    }
+
     /** The objects {@code answer} locks, as a person names them ("" for none). */
     public static String objects(String answer) {
         JsonNode targets = EngineGuard.answer(answer).path(zklock.Protocol.Field.TARGETS);

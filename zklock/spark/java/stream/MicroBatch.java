@@ -1,11 +1,17 @@
 package zklock.stream;
 
 import java.util.List;
+import java.util.Set;
 
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.streaming.WriteToStream;
 
 import zklock.EngineRefusal;
+import zklock.Protocol;
 import zklock.engine.Block;
+import zklock.planner.NodeKinds;
+import zklock.planner.PlanWalker;
 
 /**
  * One streaming query's micro-batches, each a locked statement: before a batch writes, the
@@ -14,11 +20,26 @@ import zklock.engine.Block;
  * statements they must cover. Between batches the query holds nothing, so the table's other
  * writers and readers interleave with it. A batch meeting a holder waits as a statement does
  * (lock.timeout); one whose locks are lost fails the query with LockLost, its commit refused
- * by the fence, and a restart from the checkpoint writes it again.
+ * by the fence, and a restart from the checkpoint writes it again; or, where
+ * spark.zklock.stream.lockLost=retry and the query keeps no state, takes its locks and is
+ * written again at once (the sinks write a batch once however often they are run:
+ * TableBatches' record, Spark's file-sink log). A stateful query's batch is not run again
+ * in the same run: its state would be updated twice.
  */
 final class MicroBatch {
     /** Spark's local property naming the streaming query its thread runs (StreamExecution). */
     private static final String QUERY_ID = "sql.streaming.queryId";
+    /** How often a batch whose locks were lost is run again, where the setting says so. */
+    static final int RETRIES = 3;
+    /** The plan nodes of a query that keeps no state between batches: any other node (an
+     *  aggregation, a deduplication, a join, a limit, a *WithState) may keep state. */
+    private static final Set<String> STATELESS = NodeKinds.setOf("Project", "Filter",
+        "SubqueryAlias", "View", "StreamingRelation", "StreamingRelationV2",
+        "StreamingExecutionRelation", "StreamingDataSourceV2Relation",
+        "StreamingDataSourceV2ScanRelation", "LogicalRelation", "LocalRelation", "Generate",
+        "SerializeFromObject", "DeserializeToObject", "MapElements", "MapPartitions",
+        "MapInPandas", "MapInArrow", "EventTimeWatermark", "Union", "Repartition",
+        "RepartitionByExpression", "ResolvedHint", "Sample");
 
     /** The session that started the query: its lock client takes the batches' locks. */
     private final SparkSession session;
@@ -26,15 +47,33 @@ final class MicroBatch {
     private final String name;
     private final String query;
     private final String target;
+    /** How often a batch whose locks were lost is run again (0: the query fails). */
+    private final int retries;
 
-    /** {@code answers}: the planner's, for every batch; {@code name}: the query's name, if
-     *  any; {@code target}: what it writes, as a person names it. */
-    MicroBatch(SparkSession session, List<String> answers, String name, String target) {
+    /** {@code answers}: the planner's, for every batch, of the query {@code write} starts;
+     *  {@code target}: what it writes, as a person names it. */
+    MicroBatch(SparkSession session, List<String> answers, WriteToStream write, String target) {
         this.session = session;
         this.answers = answers;
-        this.name = name == null ? "" : name;
-        this.query = name == null || name.isEmpty() ? "stream" : "stream " + name;
+        String named = write.name();
+        this.name = named == null ? "" : named;
+        this.query = this.name.isEmpty() ? "stream" : "stream " + this.name;
         this.target = target;
+        this.retries = "retry".equals(Block.setting(session, Protocol.STREAM_LOCK_LOST))
+            && stateless(write.inputQuery()) ? RETRIES : 0;
+    }
+
+    private static boolean stateless(LogicalPlan plan) {
+        if (!STATELESS.contains(PlanWalker.nodeName(plan))) {
+            return false;
+        }
+        scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+        while (kids.hasNext()) {
+            if (!stateless(kids.next())) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** The id of the query running on this thread (stable across its restarts). */
@@ -42,41 +81,84 @@ final class MicroBatch {
         return session.sparkContext().getLocalProperty(QUERY_ID);
     }
 
-    /** Run batch {@code batch}'s {@code write} under its locks. */
+    /** Run batch {@code batch}'s {@code write} under its locks (again, where its locks were
+     *  lost and the query may). */
     void run(long batch, Runnable write) {
+        for (int attempt = 0; ; attempt++) {
+            Throwable lost = attempt(batch, write);
+            if (lost == null) {
+                return;
+            }
+            if (attempt >= retries) {
+                throw EngineRefusal.sneaky(lost);
+            }
+            System.err.println("zklock: micro-batch " + batch + " of " + query + " into " + target
+                + " lost its locks (" + firstLine(lost) + "); written again (" + (attempt + 1)
+                + " of " + retries + ")");
+        }
+    }
+
+    /** One run of the batch under its locks: null once written; the loss of its locks, where
+     *  they were lost (nothing of it visible, or all of it); any other failure is thrown. */
+    private Throwable attempt(long batch, Runnable write) {
         org.apache.spark.SparkContext sc = session.sparkContext();
-        sc.setLocalProperty(zklock.Protocol.STREAM, name);  // its request names the query
+        sc.setLocalProperty(Protocol.STREAM, name);  // its request names the query
         Block block;
         try {
             block = Block.hold(session, answers, "micro-batch " + batch + " of " + query
                 + " (id " + queryId() + ") into " + target);
         } finally {
-            sc.setLocalProperty(zklock.Protocol.STREAM, null);
+            sc.setLocalProperty(Protocol.STREAM, null);
         }
         try {
             write.run();
         } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java
             Throwable failure = block.failed(e);
-            // a query stopped while its batch ran: Spark knows the interruption as a clean
-            // stop, and no longer would behind zklock's failed write
-            throw EngineRefusal.sneaky(interrupted(e) ? e : failure);
+            // a query stopped while its batch ran: Spark knows the interruption itself as a
+            // clean stop, and no longer would behind zklock's refusal or failed write
+            Throwable interruption = interruption(e);
+            if (interruption != null) {
+                throw EngineRefusal.sneaky(interruption);
+            }
+            if (lost(failure)) {
+                return failure;
+            }
+            throw EngineRefusal.sneaky(failure);
         }
-        block.close();
+        try {
+            block.close();
+        } catch (Throwable e) {  // lost while it ran (EngineRefusal: checked to Java)
+            if (lost(e)) {
+                return e;
+            }
+            throw EngineRefusal.sneaky(e);
+        }
+        return null;
     }
 
-    /** Was the batch's write interrupted (its query stopped), by Spark's own test: an
-     *  InterruptedException or an interrupted channel, here or as a cause? */
-    private static boolean interrupted(Throwable e) {
+    private static boolean lost(Throwable e) {
+        return e instanceof EngineRefusal && EngineRefusal.LOST.equals(((EngineRefusal) e).getCondition());
+    }
+
+    private static String firstLine(Throwable e) {
+        String message = String.valueOf(e.getMessage()).trim();
+        return message.split("\n", 2)[0];
+    }
+
+    /** The interruption that ended the batch's write (its query stopped), by Spark's own
+     *  test: an InterruptedException or an interrupted channel or stream, {@code e} or its
+     *  cause; null when it was not interrupted. */
+    private static Throwable interruption(Throwable e) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof InterruptedException
                     || t instanceof java.nio.channels.ClosedByInterruptException
                     || t instanceof java.io.InterruptedIOException) {
-                return true;
+                return t;
             }
             if (t.getCause() == t) {
                 break;
             }
         }
-        return false;
+        return null;
     }
 }

@@ -105,7 +105,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
                 planner.planWrite(table.identifier().quotedString(), null),
                 planner.planQuery(write.inputQuery()));
             Block.check(answers);
-            return LockedSink.intoTable(new MicroBatch(session, answers, write.name(), name),
+            return LockedSink.intoTable(new MicroBatch(session, answers, write, name),
                 new TableBatches(table));
         } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
             removeIfEmpty(log);  // a refused start leaves nothing
@@ -132,7 +132,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
             List<String> answers =
                 Collections.singletonList(planner.planQuery(write.inputQuery()));
             Block.check(answers);
-            return LockedSink.intoFiles(new MicroBatch(session, answers, write.name(), path),
+            return LockedSink.intoFiles(new MicroBatch(session, answers, write, path),
                 spark);
         } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
             removeIfEmpty(new Path(path, SinkLogDir.NAME));  // a refused start leaves nothing
