@@ -133,7 +133,7 @@ SET_VALUES = {"timeout": ("5m", 300.0), "retries": ("3", 3), "retry_interval": (
               "support_concurrency": ("false", False), "isolate_commits": ("false", False),
               "unknown_statements": ("lock", "lock"), "node_naming": ("hive", "hive"),
               "show_locks_format": ("hive", "hive"), "engine_reads": ("warn", "warn"),
-              "wait_notice": ("false", False)}
+              "wait_notice": ("false", False), "stream_lock_lost": ("retry", "retry")}
 
 
 def test_set_knows_every_setting_from_the_one_table(locking, spark):

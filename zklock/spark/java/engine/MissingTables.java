@@ -70,8 +70,10 @@ public final class MissingTables extends Rule<LogicalPlan> {
         scala.collection.Seq<String> parts = relation.multipartIdentifier();
         SessionCatalog catalog = session.sessionState().catalog();
         int n = parts.size();
-        if (n == 3 && !SESSION_CATALOG.equalsIgnoreCase(parts.apply(0)) || n > 3 || n == 0) {
-            return null;
+        if (n == 3 ? !SESSION_CATALOG.equalsIgnoreCase(parts.apply(0))
+                : n > 3 || n == 0 || !SESSION_CATALOG.equalsIgnoreCase(
+                    session.sessionState().catalogManager().currentCatalog().name())) {
+            return null;  // another catalog's name
         }
         if (n == 1 && catalog.getTempView(parts.apply(0)).isDefined()) {
             return null;
