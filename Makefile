@@ -91,9 +91,12 @@ soak: install zookeeper
 
 # Spark applications under ensemble, connection, lock-node, lock-client and driver faults,
 # judged by the data (tests/spark/test_spark_chaos.py): 150 s unless ZKLOCK_CHAOS_SECONDS;
-# every kind of write by two threads at once (tests/spark/test_concurrent_writers.py); and
-# schedulers exactly once on an ensemble under faults (tests/scheduler/test_scheduler_processes.py);
-# the writers and a lost lock with executors in JVMs of their own (tests/spark/test_local_cluster.py)
+# every kind of write by two threads at once, and by applications at once
+# (tests/spark/test_concurrent_writers.py, test_spark_concurrency.py); three scheduler
+# processes exactly once, their leader killed, and on an ensemble under faults
+# (tests/scheduler/test_scheduler_processes.py); the writers and a lost lock with executors
+# in JVMs of their own (tests/spark/test_local_cluster.py); a stream's driver killed
+# (tests/spark/test_streams.py)
 soak-spark: install zookeeper
 	ZKLOCK_CHAOS_SECONDS=$${ZKLOCK_CHAOS_SECONDS:-150} ZKLOCK_CHAOS_REPORT=.zklock/soak-spark.json \
 		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py \

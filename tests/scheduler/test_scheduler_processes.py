@@ -32,6 +32,7 @@ from zklock.testing import terminate
 ZKLOCK = str(Path(sys.executable).parent / "zklock")
 
 
+@pytest.mark.soak  # three scheduler processes for a minute: run with `make soak-spark`
 def test_three_schedulers_leader_killed_every_trigger_once(sched_conf, tmp_path):
     exactly_once(sched_conf, tmp_path)
 

@@ -90,6 +90,14 @@ def run(pipeline: dict[str, Path]) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+def failure(out: subprocess.CompletedProcess) -> str:
+    """What a failed run said: its error lines (a JVM's trace is long), then its tail."""
+    said = out.stdout + out.stderr
+    errors = [line for line in said.splitlines()
+              if "Exception" in line or "Error" in line or "zklock" in line]
+    return "\n".join(errors[:20]) + "\n...\n" + said[-2000:]
+
+
 def add_rows(source: Path, name: str, ids: range) -> list[int]:
     tmp = source / f".{name}.tmp"
     tmp.write_text("".join(json.dumps({"id": i, "ds": "d"}) + "\n" for i in ids))
@@ -104,7 +112,7 @@ def table_ids(pipeline: dict[str, Path], table: str, column: str = "id") -> list
 def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk, root):
     expected = add_rows(pipeline["source"], "a", range(10))
     first = run(pipeline)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert first.returncode == 0, failure(first)
     assert table_ids(pipeline, "events") == expected
     assert table_ids(pipeline, "totals", "n") == [10]
     streamed = pipeline["warehouse"] / "events"
@@ -127,6 +135,6 @@ def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk
     finally:
         held.release()
     second.join(600)
-    assert done["run"].returncode == 0, done["run"].stdout[-3000:] + done["run"].stderr[-3000:]
+    assert done["run"].returncode == 0, failure(done["run"])
     assert table_ids(pipeline, "events") == expected  # every row once
     assert table_ids(pipeline, "totals", "n") == [15]

@@ -24,6 +24,7 @@ import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import scala.runtime.AbstractPartialFunction;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
@@ -48,10 +49,11 @@ public final class MissingTables extends Rule<LogicalPlan> {
         if (plan.resolved() || EngineGuard.insideLockedStatement(session.sparkContext())) {
             return plan;
         }
-        return plan.transformUp(new scala.runtime.AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+        return plan.resolveOperatorsUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
             @Override
             public boolean isDefinedAt(LogicalPlan node) {
-                return node instanceof UnresolvedRelation && missing((UnresolvedRelation) node) != null;
+                return node instanceof UnresolvedRelation
+                    && missing((UnresolvedRelation) node) != null;
             }
 
             @Override
@@ -61,8 +63,9 @@ public final class MissingTables extends Rule<LogicalPlan> {
         });
     }
 
-    /** The table {@code relation} names in the session catalog, when it has none such; else
-     *  null (it exists, it is a temporary view, or it is another catalog's). */
+    /** The table of the session catalog that {@code relation} names, which Spark's rules
+     *  could not resolve; null for a name this rule leaves alone (another catalog's, a
+     *  temporary view, a database that does not exist, or a name it marked already). */
     private TableIdentifier missing(UnresolvedRelation relation) {
         if (relation.isStreaming() || relation.options().containsKey(WAITED)) {
             return null;
@@ -79,30 +82,39 @@ public final class MissingTables extends Rule<LogicalPlan> {
             return null;
         }
         String db = n == 1 ? catalog.getCurrentDatabase() : parts.apply(n - 2);
-        TableIdentifier table = new TableIdentifier(parts.apply(n - 1), scala.Option.apply(db));
-        if (!catalog.databaseExists(db) || catalog.tableExists(table)) {
-            return null;
-        }
-        return table;
+        return catalog.databaseExists(db)
+            ? new TableIdentifier(parts.apply(n - 1), scala.Option.apply(db)) : null;
     }
 
-    /** {@code relation}, once no one holds X on its name, marked to be resolved again (and
-     *  not waited for again): when its table is still missing, Spark then says so. Resolved
-     *  here, in an analysis of its own, it was not found: Spark's analysis of the statement
-     *  keeps state for it. */
+    /** {@code relation}, marked to be resolved again (and not looked at again), once no one
+     *  holds X on its name where its table is missing; when it is still missing, Spark then
+     *  says so. A table that exists now was created since Spark looked (a step's CREATE
+     *  runs): resolved again, its X holder is waited for where the statement takes its locks.
+     *  (Resolved here, in an analysis of its own, it was not found: Spark's analysis of the
+     *  statement keeps state for it.) */
     private LogicalPlan waitedFor(UnresolvedRelation relation) {
         TableIdentifier table = missing(relation);
-        if (table == null || LockClients.client(session) == null) {
+        if (table == null) {
             return relation;
         }
-        JsonNode answer = EngineGuard.answer(new LockPlanner(session, null).planExplicit(
-            table.quotedString(), null, null, "S"));
-        EngineGuard guard = EngineGuard.enterCall(session, answer, "a read of "
-            + table.unquotedString(), "a read of " + table.unquotedString() + ", missing");
-        EngineRefusal lost = guard.exit("a read of " + table.unquotedString(), null);
-        if (lost != null) {
-            throw EngineRefusal.raise(lost);
+        if (!session.sessionState().catalog().tableExists(table)) {
+            if (LockClients.client(session) == null) {
+                return relation;
+            }
+            JsonNode answer = EngineGuard.answer(new LockPlanner(session, null).planExplicit(
+                table.quotedString(), null, null, "S"));
+            String name = "a read of " + table.unquotedString();
+            EngineGuard guard = EngineGuard.enterCall(session, answer, name, name + ", missing");
+            EngineRefusal lost = guard.exit(name, null);
+            if (lost != null) {
+                throw EngineRefusal.raise(lost);
+            }
         }
+        return marked(relation);
+    }
+
+    /** {@code relation}, marked to be resolved again, and not waited for again. */
+    private static LogicalPlan marked(UnresolvedRelation relation) {
         Map<String, String> options = new HashMap<>(relation.options().asCaseSensitiveMap());
         options.put(WAITED, "true");
         return new UnresolvedRelation(relation.multipartIdentifier(),
