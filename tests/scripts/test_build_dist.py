@@ -62,6 +62,7 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
+@pytest.mark.docs  # as deployed: in make test-docs, beside the wheel's other installs
 def test_a_pipeline_runs_from_the_wheel_as_a_user_without_home_on_a_jre(
         wheel, tmp_path, zk_hosts, root) -> None:
     line = "{}.{}".format(*jar_line(pyspark.__version__))
