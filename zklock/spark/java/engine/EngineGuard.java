@@ -899,22 +899,29 @@ final class EngineGuard {
             : String.join(", ", names.subList(0, 3)) + " (+" + (names.size() - 3) + " more)";
     }
 
-    /** The user of the Spark Connect session running this thread's jobs; null outside one
-     *  (Spark Connect tags each execution SparkConnect_..._User_<user>_Session_<id>...). */
     /** The user a statement runs for, where it is not this process's: a Spark Connect
      *  client's (from its operation's job tag), else the one Spark sets for SQL's
      *  current_user() (a JDBC client of Spark's Thrift server); null otherwise. */
     private static String clientUser(SparkContext sc) {
+        String user = connectTagPart(sc, "_User_", "_Session_");
+        return user != null ? user
+            : org.apache.spark.sql.catalyst.CurrentUserContext$.MODULE$.CURRENT_USER().get();
+    }
+
+    /** The part between {@code from} and {@code to} of the job tag Spark Connect gives the
+     *  operation running this thread's jobs
+     *  (SparkConnect_OperationTag_User_<user>_Session_<id>_Operation_<id>); null outside one. */
+    static String connectTagPart(SparkContext sc, String from, String to) {
         scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
         while (tags.hasNext()) {
             String tag = tags.next();
-            int user = tag.indexOf("_User_");
-            int end = tag.indexOf("_Session_");
-            if (tag.startsWith("SparkConnect_") && user >= 0 && end > user) {
-                return tag.substring(user + "_User_".length(), end);
+            int at = tag.indexOf(from);
+            int end = tag.indexOf(to);
+            if (tag.startsWith("SparkConnect_") && at >= 0 && end > at) {
+                return tag.substring(at + from.length(), end);
             }
         }
-        return org.apache.spark.sql.catalyst.CurrentUserContext$.MODULE$.CURRENT_USER().get();
+        return null;
     }
 
     /** An answer of the lock client, read (EngineRefusal when unreadable). */

@@ -46,7 +46,7 @@ public final class MissingTables extends Rule<LogicalPlan> {
 
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
-        if (plan.resolved() || EngineGuard.insideLockedStatement(session.sparkContext())) {
+        if (plan.resolved()) {
             return plan;
         }
         return plan.resolveOperatorsUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
@@ -94,8 +94,8 @@ public final class MissingTables extends Rule<LogicalPlan> {
      *  statement keeps state for it.) */
     private LogicalPlan waitedFor(UnresolvedRelation relation) {
         TableIdentifier table = missing(relation);
-        if (table == null) {
-            return relation;
+        if (table == null || EngineGuard.insideLockedStatement(session.sparkContext())) {
+            return relation;  // (inside a locked statement: its own locks are checked)
         }
         if (!session.sessionState().catalog().tableExists(table)) {
             if (LockClients.client(session) == null) {

@@ -28,7 +28,7 @@ final class SessionEnds extends SparkListener {
      *  for its end; null for a session with no end to hear. */
     static String current(SparkSession session) {
         SparkContext sc = session.sparkContext();
-        String id = connectSession(sc);
+        String id = EngineGuard.connectTagPart(sc, "_Session_", "_Operation_");
         if (id == null) {
             id = thriftSession();
         }
@@ -57,21 +57,6 @@ final class SessionEnds extends SparkListener {
         } catch (ReflectiveOperationException e) {
             System.err.println("zklock: cannot read the session of " + event + ": " + e);
         }
-    }
-
-    /** A Spark Connect operation's session id, from its job tag
-     *  (SparkConnect_OperationTag_User_<user>_Session_<id>_Operation_<id>); null outside one. */
-    private static String connectSession(SparkContext sc) {
-        scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
-        while (tags.hasNext()) {
-            String tag = tags.next();
-            int at = tag.indexOf("_Session_");
-            int end = tag.indexOf("_Operation_");
-            if (tag.startsWith("SparkConnect_") && at >= 0 && end > at) {
-                return tag.substring(at + "_Session_".length(), end);
-            }
-        }
-        return null;
     }
 
     /** The Thrift server's JDBC session of this thread: the id of Hive's session state,
