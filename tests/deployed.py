@@ -4,7 +4,10 @@ run Spark as deployed write it)."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "deploy.md"
@@ -35,3 +38,26 @@ def dbt_hooks(indent: int) -> str:
                       re.S).group(1)
     return "".join(" " * indent + line.strip() + "\n" for line in block.splitlines()
                    if line.strip().startswith(("+pre-hook", "+post-hook")))
+
+
+@contextmanager
+def shared_metastore(state: Path) -> Iterator[dict]:
+    """``zklock metastore start`` (state under ``state``) on a free port, as a platform's
+    applications share one; yields its status (``spark_conf`` joins it); stopped, and
+    checked stopped, at the end."""
+    from click.testing import CliRunner
+    from zklock.cli.main import cli
+
+    from zklock.servers.ports import free_port
+
+    runner = CliRunner()
+    started = runner.invoke(cli, ["--state-dir", str(state), "metastore", "start", "--port",
+                                  str(free_port())])
+    assert started.exit_code == 0, started.output
+    status = runner.invoke(cli, ["--state-dir", str(state), "metastore", "status", "--json"])
+    assert status.exit_code == 0, status.output
+    yield json.loads(status.output)
+    assert runner.invoke(cli, ["--state-dir", str(state), "metastore", "stop"]).output \
+        == "stopped\n"
+    after = runner.invoke(cli, ["--state-dir", str(state), "metastore", "status"])
+    assert after.exit_code == 1 and after.output.startswith("not running")

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import wait_for
+from deployed import shared_metastore
 from zklock.cli.main import cli
 
 from zklock.observe.events import read_events
-from zklock.servers.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = "/zklock-tests-metastore"
@@ -75,18 +75,8 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def metastore(state: Path):
-    """`zklock metastore start` on a free port; stopped (and checked stopped) at the end."""
-    runner = CliRunner()
-    started = runner.invoke(cli, ["--state-dir", str(state), "metastore", "start", "--port",
-                                  str(free_port())])
-    assert started.exit_code == 0, started.output
-    status = runner.invoke(cli, ["--state-dir", str(state), "metastore", "status", "--json"])
-    assert status.exit_code == 0, status.output
-    yield json.loads(status.output)
-    assert runner.invoke(cli, ["--state-dir", str(state), "metastore", "stop"]).output \
-        == "stopped\n"
-    after = runner.invoke(cli, ["--state-dir", str(state), "metastore", "status"])
-    assert after.exit_code == 1 and after.output.startswith("not running")
+    with shared_metastore(state) as status:
+        yield status
 
 
 @pytest.fixture(scope="module")
