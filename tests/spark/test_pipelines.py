@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import PYTHON, spark_line, wait_for
-from deployed import spark_defaults
+from deployed import shared_metastore, spark_defaults
 from zklock.cli.connect_server import pyspark_home
 
 from zklock.locks.mode import Mode
@@ -78,14 +78,15 @@ def pipeline(tmp_path: Path, zk_hosts: str, root: str) -> dict[str, Path]:
             "warehouse": tmp_path / "warehouse"}
 
 
-def run(pipeline: dict[str, Path]) -> subprocess.CompletedProcess:
+def run(pipeline: dict) -> subprocess.CompletedProcess:
     home = pyspark_home()
     # SPARK_TESTING: PySpark's local Spark Connect server on a port of its own (SPARK-42272),
     # not Spark Connect's default one, which a documented command's server may hold
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(pipeline["conf"]),
            "PYSPARK_PYTHON": PYTHON, "PATH": f"{Path(PYTHON).parent}:{os.environ['PATH']}",
            "SPARK_TESTING": "1"}
-    return subprocess.run([str(home / "bin" / "spark-pipelines"), "run"],
+    return subprocess.run([str(home / "bin" / "spark-pipelines"), "run",
+                           *pipeline.get("args", [])],
                           cwd=pipeline["project"], env=env, capture_output=True, text=True,
                           timeout=600)
 
@@ -138,3 +139,105 @@ def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk
     assert done["run"].returncode == 0, failure(done["run"])
     assert table_ids(pipeline, "events") == expected  # every row once
     assert table_ids(pipeline, "totals", "n") == [15]
+
+
+def test_a_full_refresh_is_atomic_to_readers(pipeline, make_manager):
+    """Spark's refresh of a materialized view is a TRUNCATE as the run starts, then the
+    view's flow writes (a reader between them finds it empty, in Spark itself). Under zklock
+    the TRUNCATE's X is held for the run: a reader taking S (as every statement of an
+    application under zklock does) waits for the run and reads the old count or the new."""
+    add_rows(pipeline["source"], "a", range(10))
+    first = run(pipeline)
+    assert first.returncode == 0, failure(first)
+    assert table_ids(pipeline, "totals", "n") == [10]
+    expected = add_rows(pipeline["source"], "b", range(10, 15))
+    reader, watcher = make_manager(), make_manager()
+    seen: list[object] = []
+    held_for_run: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        view = [(LockObject.parse("default.totals"), Mode.SHARED)]
+        while not done.is_set():
+            with reader.acquire(view, query_id="reader", retry_interval=0.05, timeout=600):
+                try:
+                    seen.append(table_ids(pipeline, "totals", "n"))
+                except Exception as e:  # a missing or unreadable view: what must not happen
+                    seen.append(repr(e))
+            done.wait(0.05)  # (a reader's pace, leaving the run room to take its X)
+
+    def watch() -> None:
+        while not done.is_set() and not held_for_run:
+            held_for_run.extend(r.data.query for r in watcher.show("default.totals", True)
+                                if r.data and "pipeline's run" in r.data.query)
+
+    threads = [threading.Thread(target=read), threading.Thread(target=watch)]
+    for t in threads:
+        t.start()
+    try:
+        refreshed = run({**pipeline, "args": ["--full-refresh-all"]})
+    finally:
+        done.set()
+        for t in threads:
+            t.join(60)
+    assert refreshed.returncode == 0, failure(refreshed)
+    assert held_for_run and "TRUNCATE" in held_for_run[0].upper(), held_for_run
+    assert table_ids(pipeline, "events") == list(range(10)) + expected
+    assert table_ids(pipeline, "totals", "n") == [15]
+    assert seen and all(s in ([10], [15]) for s in seen), sorted(map(str, seen))[:5]
+
+
+def test_two_runs_at_once_refresh_one_after_the_other(pipeline, tmp_path, make_manager, zk,
+                                                      root):
+    """Two runs of one pipeline at once, on one metastore as a platform's applications share
+    it: the first to refresh the view holds it for its run, the other waits at its own
+    refresh until that run has ended. A holder of the streaming table keeps the first run
+    going until both are seen waiting; every row is then in the table once, counted once."""
+    with shared_metastore(tmp_path / "metastore-state") as metastore:
+        conf = pipeline["conf"] / "spark-defaults.conf"
+        settings = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
+        for key in ("spark.hadoop.javax.jdo.option.ConnectionURL", "spark.sql.warehouse.dir"):
+            del settings[key]
+        settings.update(metastore["spark_conf"])
+        conf.write_text("".join(f"{k} {v}\n" for k, v in settings.items()))
+        shared = {**pipeline,
+                  "warehouse": Path(metastore["spark_conf"]["spark.sql.warehouse.dir"])}
+        expected = add_rows(pipeline["source"], "a", range(10))
+        first = run(shared)
+        assert first.returncode == 0, failure(first)
+        expected += add_rows(pipeline["source"], "b", range(10, 15))
+        held = make_manager().acquire([(LockObject.parse("default.events"), Mode.EXCLUSIVE)],
+                                      query_id="backfill-sdp")
+        done: dict[str, subprocess.CompletedProcess] = {}
+        runs = [threading.Thread(target=lambda k=k: done.setdefault(k, run(shared)))
+                for k in ("one", "two")]
+        for t in runs:
+            t.start()
+        try:
+            waits = f"{root}/.waits"
+
+            def waiting() -> list[str]:
+                found = []
+                for child in zk.get_children(waits) if zk.exists(waits) else []:
+                    try:
+                        found.append(json.loads(zk.get(f"{waits}/{child}")[0])["query"])
+                    except Exception:  # (ended meanwhile)
+                        pass
+                return found
+
+            def both_wait() -> bool:
+                queries = waiting()
+                return (any("micro-batch" in q and "into default.events" in q
+                            for q in queries)
+                        and any("totals" in q and "pipeline's run" in q for q in queries))
+
+            assert wait_for(both_wait, timeout=300), waiting()
+            assert table_ids(shared, "events") == expected[:10]  # held back
+        finally:
+            held.release()
+        for t in runs:
+            t.join(600)
+        for name in ("one", "two"):
+            assert done[name].returncode == 0, failure(done[name])
+        assert table_ids(shared, "events") == expected
+        assert table_ids(shared, "totals", "n") == [15]

@@ -119,6 +119,12 @@ final class EngineGuard {
      *  client it is refused. */
     static EngineGuard enter(SparkSession session, LogicalPlan command) {
         String name = PlanWalker.nodeName(command);
+        if (name.startsWith("TruncateTable")
+                && !insideLockedStatement(session.sparkContext())) {  // a pipeline's step?
+            JsonNode answer = plan(session, command);
+            PipelineRuns.holdForRun(session, answer, statement(ParsedForms.parsed(session,
+                command), name, describe(answer.path(Field.TARGETS))));
+        }
         return enter(session, () -> plan(session, command), name, what -> {
             throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": it needs"
                 + " locks and no lock client runs in this process; create a LockingSession or"

@@ -113,6 +113,24 @@ public final class SessionLocks {
         if (!guard.holds()) {  // its LockingSession turned locking off: nothing to hold
             return;
         }
+        keep(session, guard, target);
+    }
+
+    /** Hold {@code answer}'s locks for {@code session} until its end, as its LOCK TABLE
+     *  would: the steps of a pipeline's run (PipelineRuns). */
+    static void holdForRun(SparkSession session, JsonNode answer, String statement) {
+        Held own = held(session);
+        if (own != null && LockAnswer.covers(own.answer(), answer)) {
+            return;
+        }
+        EngineGuard guard = EngineGuard.enterForSession(session, answer,
+            statement + " (held for the pipeline's run)");
+        if (guard.holds()) {
+            keep(session, guard, answer.path(Field.TARGETS).get(0));
+        }
+    }
+
+    private static void keep(SparkSession session, EngineGuard guard, JsonNode target) {
         String ends = SessionEnds.current(session);
         HELD.computeIfAbsent(session, s -> Collections.synchronizedList(new ArrayList<>()))
             .add(new SessionLock(guard, target, ends));
