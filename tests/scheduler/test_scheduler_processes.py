@@ -91,7 +91,8 @@ def exactly_once(sched_conf, tmp_path, zk_faults=None):
     client = connect(settings)
     try:
         store = SchedulerStore(client, settings)
-        assert wait_for(lambda: len(store.live_executors()) == 3, timeout=120), _logs(tmp_path)
+        # three Spark applications starting beside a loaded suite: minutes, not seconds
+        assert wait_for(lambda: len(store.live_executors()) == 3, timeout=300), _logs(tmp_path)
         admin = ScheduledQueries(store, settings)
         admin.apply(parse_scheduled_ddl("CREATE SCHEDULED QUERY tick EVERY 1 SECOND"
                                         " AS SELECT 1"))
