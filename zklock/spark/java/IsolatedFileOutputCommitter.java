@@ -29,7 +29,13 @@ public class IsolatedFileOutputCommitter extends FileOutputCommitter {
 
     @Override
     public void commitJob(JobContext context) throws IOException {
-        Staging.commitJob(this, context, () -> super.commitJob(context));
+        Staging.commitJob(this, context, () -> publish(context));
+    }
+
+    /** What the commit does once fenced: Hadoop's job commit (the merge of the job's files
+     *  into the output), and what a subclass's format adds to it. */
+    protected void publish(JobContext context) throws IOException {
+        super.commitJob(context);
     }
 
     /** Hadoop's commitJob calls it after the merge: nothing to do there, since

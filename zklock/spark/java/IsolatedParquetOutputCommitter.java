@@ -3,40 +3,26 @@ package zklock;
 import java.io.IOException;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
-import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.parquet.hadoop.ParquetOutputCommitter;
 
-import zklock.commit.Staging;
-
 /**
- * Parquet's committer (what Spark uses for parquet tables) with IsolatedFileOutputCommitter's
- * removal of only its own job's staging (Staging) and fenced job commit (CommitFence).
+ * IsolatedFileOutputCommitter for Parquet tables, where Spark would use Parquet's committer:
+ * what Parquet's adds to Hadoop's, the job's summary files (`_metadata`, written only where
+ * `parquet.summary.metadata.level` asks for them; Spark turns them off by default), is
+ * written as part of the fenced commit, as Parquet's own commitJob writes them after
+ * Hadoop's. (Spark warns that a committer not derived from Parquet's cannot write the
+ * summaries, where they are asked for; this one writes them.)
  */
-public class IsolatedParquetOutputCommitter extends ParquetOutputCommitter {
+public class IsolatedParquetOutputCommitter extends IsolatedFileOutputCommitter {
     public IsolatedParquetOutputCommitter(Path outputPath, TaskAttemptContext context)
             throws IOException {
         super(outputPath, context);
     }
 
     @Override
-    public void setupJob(JobContext context) throws IOException {  // no super: see Staging
-        Staging.setUp(this, context);  // Hadoop's: make the job's directory
-    }
-
-    @Override
-    public void commitJob(JobContext context) throws IOException {
-        Staging.commitJob(this, context, () -> super.commitJob(context));
-    }
-
-    /** Hadoop's commitJob calls it after the merge: nothing to do there, since
-     *  Staging.commitJob removes the job's own staging once the commit is recorded. */
-    @Override
-    public void cleanupJob(JobContext context) {
-    }
-
-    @Override
-    public void abortJob(JobContext context, JobStatus.State state) throws IOException {
-        Staging.removeNowAndLater(this, context);
+    protected void publish(JobContext context) throws IOException {
+        super.publish(context);
+        ParquetOutputCommitter.writeMetaDataFile(context.getConfiguration(), getOutputPath());
     }
 }

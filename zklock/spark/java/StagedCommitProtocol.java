@@ -130,8 +130,7 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         OutputCommitter committer;
         try {
             committer = isolated(super.setupCommitter(context), context);
-            if (committer instanceof IsolatedFileOutputCommitter
-                    || committer instanceof IsolatedParquetOutputCommitter) {
+            if (committer instanceof IsolatedFileOutputCommitter) {
                 WriteOutcome.committerSetUp();  // counted on the driver's thread only
             } else if (committer instanceof FileOutputCommitter) {
                 // another FileOutputCommitter would delete the whole _temporary, which other
