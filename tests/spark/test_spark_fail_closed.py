@@ -241,8 +241,14 @@ def test_path_writes_into_a_tables_location_lock_that_table(how, locking, make_m
 
 def test_path_write_elsewhere_locks_only_its_sources(locking, make_manager, db, tmp_path):
     other = make_manager()
-    with other.acquire([(f"{db}.dim", "X")], query_id="holder-4"):
+    with other.acquire([(f"{db}.staging", "X")], query_id="holder-5"):  # its source
+        with raises_lock_error(LockNotAcquired, match="holder-5"):
+            locking.table(f"{db}.staging").write.parquet(str(tmp_path / "denied"))
+    assert not (tmp_path / "denied").exists()  # refused: nothing written
+    with other.acquire([(f"{db}.dim", "X")], query_id="holder-4"):  # not its source: runs
         locking.table(f"{db}.staging").write.parquet(str(tmp_path / "out"))
+    assert locking.read.parquet(str(tmp_path / "out")).count() \
+        == count(locking, f"{db}.staging")
 
 
 CATALOG_CALLS = {
