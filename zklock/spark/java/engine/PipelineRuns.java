@@ -36,8 +36,12 @@ final class PipelineRuns {
     /** Whether this thread runs a pipeline's materialization: the statements it runs are
      *  steps of the run's refresh. Walked only for a TRUNCATE (planTruncate). */
     private static boolean materializing() {
-        return StackWalker.getInstance().walk(
-            frames -> frames.anyMatch(f -> MATERIALIZER.equals(f.getClassName())));
+        for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {  // (Java 8)
+            if (MATERIALIZER.equals(frame.getClassName())) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** For a TRUNCATE whose locks are {@code answer}: hold them for {@code session}'s run
