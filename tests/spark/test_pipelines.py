@@ -170,6 +170,7 @@ def test_a_full_refresh_is_atomic_to_readers(pipeline, make_manager):
         while not done.is_set() and not held_for_run:
             held_for_run.extend(r.data.query for r in watcher.show("default.totals", True)
                                 if r.data and "pipeline's run" in r.data.query)
+            done.wait(0.05)  # (a watcher's pace)
 
     threads = [threading.Thread(target=read), threading.Thread(target=watch)]
     for t in threads:
@@ -199,6 +200,9 @@ def test_two_runs_at_once_refresh_one_after_the_other(pipeline, tmp_path, make_m
         for key in ("spark.hadoop.javax.jdo.option.ConnectionURL", "spark.sql.warehouse.dir"):
             del settings[key]
         settings.update(metastore["spark_conf"])
+        # the second run waits through the rest of the first (its stream, the view's write,
+        # its session's end): minutes for two applications on a loaded machine
+        settings["spark.zklock.lock.retries"] = "6000"
         conf.write_text("".join(f"{k} {v}\n" for k, v in settings.items()))
         shared = {**pipeline,
                   "warehouse": Path(metastore["spark_conf"]["spark.sql.warehouse.dir"])}

@@ -119,8 +119,8 @@ final class EngineGuard {
      *  client it is refused. */
     static EngineGuard enter(SparkSession session, LogicalPlan command) {
         String name = PlanWalker.nodeName(command);
-        if (name.startsWith("TruncateTable")
-                && !insideLockedStatement(session.sparkContext())) {  // a pipeline's step?
+        if (name.startsWith("TruncateTable") && !insideLockedStatement(session.sparkContext())
+                && PipelineRuns.materializing()) {  // a step of a pipeline's refresh
             JsonNode answer = plan(session, command);
             PipelineRuns.holdForRun(session, answer, statement(ParsedForms.parsed(session,
                 command), name, describe(answer.path(Field.TARGETS))));
@@ -164,8 +164,9 @@ final class EngineGuard {
     /** A session's own lock (SessionLocks: LOCK TABLE in a session of the engine):
      *  {@code answer}'s locks, taken as a command's are (waiting as it would), then held for
      *  the session rather than this thread, whose local properties are left as they were. */
-    static EngineGuard enterForSession(SparkSession session, JsonNode answer, String statement) {
-        EngineGuard guard = enterCall(session, answer, "LOCK TABLE", statement, false);
+    static EngineGuard enterForSession(SparkSession session, JsonNode answer, String name,
+                                       String statement) {
+        EngineGuard guard = enterCall(session, answer, name, statement, false);
         if (guard.client != null) {
             WriteOutcome.end();
             guard.sc.removeJobTag(guard.jobTag);

@@ -34,8 +34,8 @@ final class PipelineRuns {
     }
 
     /** Whether this thread runs a pipeline's materialization: the statements it runs are
-     *  steps of the run's refresh. Walked only for a TRUNCATE (planTruncate). */
-    private static boolean materializing() {
+     *  steps of the run's refresh. Walked only for a TRUNCATE outside a locked statement. */
+    static boolean materializing() {
         for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {  // (Java 8)
             if (MATERIALIZER.equals(frame.getClassName())) {
                 return true;
@@ -44,12 +44,14 @@ final class PipelineRuns {
         return false;
     }
 
-    /** For a TRUNCATE whose locks are {@code answer}: hold them for {@code session}'s run
-     *  where it is a step of a pipeline's refresh of a materialized view (SessionLocks), so
-     *  that the statement then runs under them; else nothing. */
+    /** For a TRUNCATE that {@link #materializing} runs, whose locks are {@code answer}: hold
+     *  them for {@code session}'s run where it refreshes a materialized view (SessionLocks),
+     *  so that the statement then runs under them; else nothing (the TRUNCATE is locked as
+     *  any statement). A session with no end to hear (not Spark Connect's, as
+     *  spark-pipelines' is) keeps its TRUNCATE a statement too: nothing would release it. */
     static void holdForRun(SparkSession session, JsonNode answer, String statement) {
-        if (answer.path(Field.TARGETS).size() == 0 || !materializing()
-                || streamed(session, answer)) {
+        if (answer.path(Field.TARGETS).size() == 0 || streamed(session, answer)
+                || SessionEnds.current(session) == null) {
             return;
         }
         SessionLocks.holdForRun(session, answer, statement);

@@ -44,6 +44,23 @@ final class SessionEnds extends SparkListener {
         return id;
     }
 
+    /** The sessions whose end was heard, newest last (as many as a server's sessions over
+     *  hours: an id is looked up only for a lock taken as its session ended). */
+    private static final Map<String, Boolean> ENDED = Collections.synchronizedMap(
+        new java.util.LinkedHashMap<String, Boolean>() {
+            private static final long serialVersionUID = 1L;
+
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+                return size() > 10000;
+            }
+        });
+
+    /** Whether the end of session {@code id} was heard. */
+    static boolean hasEnded(String id) {
+        return ENDED.containsKey(id);
+    }
+
     @Override
     public void onOtherEvent(SparkListenerEvent event) {
         if (!ENDS.contains(event.getClass().getSimpleName())) {
@@ -52,6 +69,7 @@ final class SessionEnds extends SparkListener {
         try {
             Object id = event.getClass().getMethod("sessionId").invoke(event);
             if (id != null) {
+                ENDED.put(id.toString(), Boolean.TRUE);
                 SessionLocks.ended(id.toString());
             }
         } catch (ReflectiveOperationException e) {

@@ -108,7 +108,7 @@ public final class SessionLocks {
                 }
             }
         }
-        EngineGuard guard = EngineGuard.enterForSession(session, answer,
+        EngineGuard guard = EngineGuard.enterForSession(session, answer, "LOCK TABLE",
             sql.trim() + " (held by the session)");
         if (!guard.holds()) {  // its LockingSession turned locking off: nothing to hold
             return;
@@ -123,17 +123,26 @@ public final class SessionLocks {
         if (own != null && LockAnswer.covers(own.answer(), answer)) {
             return;
         }
-        EngineGuard guard = EngineGuard.enterForSession(session, answer,
+        EngineGuard guard = EngineGuard.enterForSession(session, answer, "TRUNCATE TABLE",
             statement + " (held for the pipeline's run)");
         if (guard.holds()) {
             keep(session, guard, answer.path(Field.TARGETS).get(0));
         }
     }
 
+    /** Keep {@code guard}'s locks for the session, to its end; refused (and released) where
+     *  the session ended while they were taken (a client gone while its LOCK waited): its
+     *  end is heard once, and nothing would release them after it. */
     private static void keep(SparkSession session, EngineGuard guard, JsonNode target) {
         String ends = SessionEnds.current(session);
         HELD.computeIfAbsent(session, s -> Collections.synchronizedList(new ArrayList<>()))
             .add(new SessionLock(guard, target, ends));
+        if (ends != null && SessionEnds.hasEnded(ends)) {
+            ended(ends);
+            throw EngineRefusal.refused("zklock: the session ended while its lock on "
+                + EngineGuard.describe(JSON.createArrayNode().add(target)) + " was taken;"
+                + " released, and the statement was not run");
+        }
     }
 
     private static void unlock(SparkSession session, JsonNode target) {
