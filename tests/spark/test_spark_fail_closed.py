@@ -319,14 +319,17 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root, t
     from zklock.testing import expire_session
 
     running = tmp_path / "running"  # the script's insert runs its job once this exists
-    marker = str(running)
+    expired = tmp_path / "expired"  # and its rows wait until the session has expired
+    marker, gone = str(running), str(expired)
 
     def slow(x: int) -> int:
         import pathlib
         import time as _t
 
         pathlib.Path(marker).touch()
-        _t.sleep(0.5)  # the subject: a slow row, so that the script is still running
+        deadline = _t.monotonic() + 120
+        while not pathlib.Path(gone).exists() and _t.monotonic() < deadline:
+            _t.sleep(0.01)  # (polling the condition: the script is still running then)
         return x
     locking = make_locking()
     locking.udf.register("slow_script", slow, "int")
@@ -335,8 +338,11 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root, t
               f" FROM range(40); INSERT INTO {db}.staging VALUES (99, 9.0, 9); END")
 
     def expire_when_held():
-        if wait_for(lambda: bool(lock_nodes(zk, root)) and running.exists()):
-            expire_session(locking.manager.client, zk_hosts)
+        try:
+            if wait_for(lambda: bool(lock_nodes(zk, root)) and running.exists()):
+                expire_session(locking.manager.client, zk_hosts)
+        finally:
+            expired.touch()
     killer = threading.Thread(target=expire_when_held)
     killer.start()
     with raises_lock_error(LockLost):
