@@ -321,13 +321,17 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root, t
     running = tmp_path / "running"  # the script's insert runs its job once this exists
     expired = tmp_path / "expired"  # and its rows wait until the session has expired
     marker, gone = str(running), str(expired)
+    # the killer touches `expired` once it has expired the session, or given up: after at
+    # most its wait for the lock (held_wait) and expire_session's own (expiry_wait)
+    held_wait, expiry_wait = 30.0, 20.0
+    bound = held_wait + expiry_wait + 10.0
 
     def slow(x: int) -> int:
         import pathlib
         import time as _t
 
         pathlib.Path(marker).touch()
-        deadline = _t.monotonic() + 120
+        deadline = _t.monotonic() + bound  # (only if the killer itself hangs)
         while not pathlib.Path(gone).exists() and _t.monotonic() < deadline:
             _t.sleep(0.01)  # (polling the condition: the script is still running then)
         return x
@@ -339,8 +343,9 @@ def test_lost_lock_stops_a_script(make_locking, db, spark, zk_hosts, zk, root, t
 
     def expire_when_held():
         try:
-            if wait_for(lambda: bool(lock_nodes(zk, root)) and running.exists()):
-                expire_session(locking.manager.client, zk_hosts)
+            if wait_for(lambda: bool(lock_nodes(zk, root)) and running.exists(),
+                        timeout=held_wait):
+                expire_session(locking.manager.client, zk_hosts, wait=expiry_wait)
         finally:
             expired.touch()
     killer = threading.Thread(target=expire_when_held)
