@@ -118,7 +118,11 @@ def test_a_hive_table_partition_written_by_one_application_is_denied_to_the_othe
     writer.ask("INSERT INTO hv.sales PARTITION (ds='2024-01-01')"
                " SELECT zk_latch(CAST(id AS INT)) FROM range(3)")
     latch = state / "writer"
-    wait_for(lambda: (latch / "entered").exists(), timeout=120)
+    # the writer holds its locks at the latch: only then can the other be denied (on a
+    # loaded machine its INSERT may take minutes to get there; unchecked, the other's
+    # statement ran before the writer's and was granted)
+    assert wait_for(lambda: (latch / "entered").exists(), timeout=300), \
+        writer.log.read_text()[-3000:]
 
     plan = other.run("EXPLAIN LOCKS INSERT OVERWRITE TABLE hv.sales PARTITION"
                      " (ds='2024-01-01') SELECT 7")
