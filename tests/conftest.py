@@ -15,7 +15,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -305,13 +304,17 @@ class Latch:
         directory.mkdir(parents=True, exist_ok=True)
         self.name, self.gate, self.entered = name, directory / "open", directory / "entered"
         gate, entered = str(self.gate), str(self.entered)
-        until = time.time() + limit  # one deadline for every row (wall clock: other processes)
 
         def wait(x):
             import os
             import time as t
 
-            open(entered, "a").close()
+            if not os.path.exists(entered):
+                open(entered, "a").close()
+            # one deadline for every row, from the first row's arrival (the file's time, seen
+            # by every process): counted from the function's registration, it ran out before
+            # a statement that a loaded machine ran late even reached it
+            until = os.path.getmtime(entered) + limit
             while not os.path.exists(gate) and t.time() < until:
                 t.sleep(0.02)  # poll: the gate file
             return x
