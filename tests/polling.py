@@ -39,3 +39,29 @@ def lock_nodes(client: KazooClient, path: str) -> list[str]:
         else:
             out.extend(lock_nodes(client, full))
     return out
+
+
+def sessions_expired(ensemble, sessions: set[int]) -> bool:
+    """Has the ensemble's leader expired every one of ``sessions``? (False while no member
+    leads: nobody can say.)"""
+    from zklock.errors import ServerError
+
+    try:
+        return not sessions & ensemble.sessions()
+    except (ServerError, OSError):
+        return False
+
+
+def sessions_left(ensemble, member: int, sessions: set[int]) -> bool:
+    """Has every one of ``sessions`` (connected to ``member`` when it stalled) either moved
+    to another member or expired? What a member stalled past the session timeout does to
+    its clients."""
+    from zklock.errors import ServerError
+
+    try:
+        kept = ensemble.sessions()
+    except (ServerError, OSError):
+        return False
+    elsewhere = set().union(*(ensemble.connected_sessions(i)
+                              for i in range(ensemble.size) if i != member))
+    return all(s not in kept or s in elsewhere for s in sessions)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from conftest import lock_nodes, wait_for
 from kazoo.client import KazooClient
+from polling import sessions_expired
 
 from zklock.testing.chaos import check, read_lines
 from zklock.testing.proxy import FaultProxy
@@ -99,9 +100,11 @@ def test_chaos(ensemble, tmp_path):
                 fault["client"] = k
                 for p in proxies[k]:
                     p.blackhole = True
-                # the fault itself: cut off for longer than its session timeout, so that
-                # its session expires on the server (the client sees nothing to wait for)
-                time.sleep(SESSION_TIMEOUT + 1.5)
+                # the fault itself: cut off until its session expires on the server (the
+                # client sees nothing to wait for; the leader's session tracker does)
+                cut = set().union(*(set(p.sessions) for p in proxies[k]))
+                assert wait_for(lambda cut=cut: sessions_expired(ens, cut),
+                                timeout=15 * SESSION_TIMEOUT), cut
                 for p in proxies[k]:
                     p.blackhole = False
                     p.drop_all()

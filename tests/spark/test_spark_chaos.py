@@ -46,6 +46,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT, PYTHON, lock_nodes, wait_for
 from kazoo.client import KazooClient
+from polling import sessions_expired, sessions_left
 from soak_app import BATCH_ROWS, GEN_ROWS
 from staging import leftover_staging
 
@@ -56,6 +57,8 @@ pytestmark = pytest.mark.soak
 
 SECONDS = float(os.environ.get("ZKLOCK_CHAOS_SECONDS", "150"))
 SESSION_TIMEOUT = 4.0
+#: The bound on a fault's condition (sessions expired or moved): many session timeouts.
+FAULT_WAIT = 15 * SESSION_TIMEOUT
 #: How soon after a fault ends each application must complete a statement again (a killed
 #: driver's, from when its new driver is ready).
 RECOVERY_S = 120.0
@@ -241,8 +244,11 @@ def test_spark_under_chaos(ensemble, tmp_path):
                 ens.restart(i)
             elif kind == "pause-member":
                 i = rng.randrange(3)
+                stalled = ens.connected_sessions(i)
                 ens.pause(i)
-                time.sleep(SESSION_TIMEOUT + 1)  # past the session timeout
+                # stalled past the session timeout: its clients' sessions moved or expired
+                assert wait_for(lambda i=i, s=stalled: sessions_left(ens, i, s),
+                                timeout=FAULT_WAIT)
                 ens.resume(i)
                 ens.wait_serving(60)
             elif kind == "blackhole-app":
@@ -250,7 +256,8 @@ def test_spark_under_chaos(ensemble, tmp_path):
                 fault["app"] = name
                 for p in apps.proxies[name]:
                     p.blackhole = True
-                time.sleep(SESSION_TIMEOUT + 1.5)  # its sessions expire
+                cut = set().union(*(set(p.sessions) for p in apps.proxies[name]))
+                assert wait_for(lambda cut=cut: sessions_expired(ens, cut), timeout=FAULT_WAIT)
                 for p in apps.proxies[name]:
                     p.blackhole = False
                     p.drop_all()

@@ -18,7 +18,7 @@ from typing import Optional
 
 from ..errors import ServerError
 from .ports import free_port
-from .zookeeper import ZkServer
+from .zookeeper import ZkServer, four_letter
 
 
 class Ensemble:
@@ -122,6 +122,27 @@ class Ensemble:
             if m.mode() == "leader":
                 return i
         return None
+
+    def sessions(self) -> frozenset[int]:
+        """The session ids the ensemble keeps, as its leader tracks them (the ``dump``
+        four-letter word): a session expired once its id is gone from here. Raises
+        ServerError when no member leads, as the answer would then be nobody's."""
+        leader = self.leader()
+        if leader is None:
+            raise ServerError(f"no member of the ensemble leads ({self.modes()})")
+        m = self.members[leader]
+        tracker = four_letter(m.host, m.port, "dump").split("ephemeral nodes dump:")[0]
+        return frozenset(int(word, 16) for word in tracker.split() if word.startswith("0x"))
+
+    def connected_sessions(self, i: int) -> frozenset[int]:
+        """The session ids of the clients connected to member ``i`` now (``cons``)."""
+        m = self.members[i]
+        try:
+            text = four_letter(m.host, m.port, "cons")
+        except OSError:
+            return frozenset()
+        return frozenset(int(part[4:], 16) for part in text.replace(")", ",").split(",")
+                         if part.startswith("sid=0x"))
 
     def status(self) -> list[dict]:
         return [{"id": i + 1, "connect": m.connect, "pid": m.pid(), "mode": m.mode()}

@@ -4,13 +4,16 @@ It forwards bytes both ways and, on command, drops every connection, holds
 traffic (blackhole), delays every packet by ``delay`` seconds, refuses new
 connections, or cuts the connection right after the client sends a request
 containing a marker, before the reply can come back: the way to get
-"connection loss in the middle of a create" on demand.
+"connection loss in the middle of a create" on demand. It also records the session ids the
+server grants through it (``sessions``), so that a test can wait for those sessions to expire
+rather than sleep for a session timeout.
 """
 
 from __future__ import annotations
 
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +37,8 @@ class FaultProxy:
         self.blackhole = False
         self.refuse = False
         self.delay = 0.0
+        #: Every session id the server granted through this proxy (its ConnectResponse).
+        self.sessions: set[int] = set()
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True, name="fault-proxy").start()
 
@@ -107,6 +112,7 @@ class FaultProxy:
 
     def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
         socks = [client, upstream]
+        answer = bytearray()  # the server's first bytes: its ConnectResponse
         try:
             while not self._stop.is_set():
                 ready, _, _ = select.select(socks, [], [], 0.2)
@@ -114,6 +120,9 @@ class FaultProxy:
                     data = s.recv(65536)
                     if not data:
                         raise OSError("closed")
+                    if s is upstream and len(answer) < _SESSION_END:
+                        answer += data
+                        self._record_session(answer)
                     if self.blackhole:
                         continue
                     if self.delay:
@@ -134,3 +143,17 @@ class FaultProxy:
             with self._lock:
                 if (client, upstream) in self._pairs:
                     self._pairs.remove((client, upstream))
+
+    def _record_session(self, answer: bytearray) -> None:
+        """Note the session id of a ConnectResponse (length, protocol version, timeout, then
+        the session id: ZooKeeper's wire format), once its bytes have all come; a refusal
+        (session id 0) grants none."""
+        if len(answer) >= _SESSION_END:
+            (session,) = struct.unpack_from(">q", answer, _SESSION_END - 8)
+            if session:
+                with self._lock:
+                    self.sessions.add(session)
+
+
+#: Where a ConnectResponse's session id ends: after its length, protocol version and timeout.
+_SESSION_END = 20

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from typing import Optional
 
 import pytest
 from click.testing import CliRunner
@@ -27,18 +28,34 @@ from zklock.locks.locknode import PROTOCOL, LockData
 class Looper:
     """A thread that takes ``spec`` over and over (each time with its own request),
     holding it ``hold`` seconds, and records (requested_at, token) per grant and
-    (granted_at, released_at) per hold, as this process saw them: within the real hold."""
+    (granted_at, released_at) per hold, as this process saw them: within the real hold.
+    Started ``after`` another looper, it first waits until that one has held for a third of
+    its hold: staggered holds that overlap, whatever the machine's speed."""
 
-    def __init__(self, mgr, spec, hold: float, start_after: float = 0.0) -> None:
-        self.mgr, self.spec, self.hold, self.start_after = mgr, spec, hold, start_after
+    def __init__(self, mgr, spec, hold: float, after: Optional[Looper] = None) -> None:
+        self.mgr, self.spec, self.hold, self.after = mgr, spec, hold, after
         self.grants: list[tuple[float, int]] = []
         self.holds: list[tuple[float, float]] = []
         self.errors: list[Exception] = []
+        self.holding_since: Optional[float] = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
+    @classmethod
+    def staggered(cls, managers, spec, hold: float) -> list[Looper]:
+        loopers: list[Looper] = []
+        for mgr in managers:
+            loopers.append(cls(mgr, spec, hold, after=loopers[-1] if loopers else None))
+        return loopers
+
+    def held_a_third(self) -> bool:
+        since = self.holding_since
+        return since is not None and time.monotonic() - since >= self.hold / 3
+
     def run(self) -> None:
-        time.sleep(self.start_after)  # pacing: staggered starts, so that the holds overlap
+        while self.after is not None and not self.after.held_a_third():
+            if self.stop.wait(0.005):
+                return
         while not self.stop.is_set():
             asked = time.monotonic()
             try:
@@ -47,8 +64,9 @@ class Looper:
                 self.errors.append(exc)
                 return
             self.grants.append((asked, ls.fencing_token))
-            granted = time.monotonic()
+            granted = self.holding_since = time.monotonic()
             self.stop.wait(self.hold)
+            self.holding_since = None
             self.holds.append((granted, time.monotonic()))
             ls.release()
 
@@ -60,8 +78,7 @@ def intents_of(mgr, obj: str, mode: str) -> list:
 
 def test_a_writer_is_not_starved_by_overlapping_readers(make_manager):
     """Three readers hold S for 1 s each, a third of a second apart, so one always holds."""
-    readers = [Looper(make_manager(), [("db.t", "S")], 1.0, start_after=k / 3)
-               for k in range(3)]
+    readers = Looper.staggered([make_manager() for _ in range(3)], [("db.t", "S")], 1.0)
     for r in readers:
         r.thread.start()
     writer_mgr, watcher = make_manager(), make_manager()
@@ -104,8 +121,8 @@ def test_without_intents_the_writer_starves_as_in_hive(make_manager):
     can let every reader go at once, and a writer let in then was not starved: the run is
     repeated, but only when the readers' holds left a gap; in none, a writer let in fails."""
     for _ in range(3):
-        readers = [Looper(make_manager(intents=False), [("db.t", "S")], 0.6,
-                          start_after=k * 0.2) for k in range(3)]
+        readers = Looper.staggered([make_manager(intents=False) for _ in range(3)],
+                                   [("db.t", "S")], 0.6)
         for r in readers:
             r.thread.start()
         try:
@@ -140,8 +157,7 @@ def covered(holds: list[tuple[float, float]], start: float, end: float) -> bool:
 
 
 def test_a_reader_is_not_starved_by_a_stream_of_writers(make_manager):
-    writers = [Looper(make_manager(), [("db.t/p=1", "X")], 0.4, start_after=k * 0.13)
-               for k in range(3)]
+    writers = Looper.staggered([make_manager() for _ in range(3)], [("db.t/p=1", "X")], 0.4)
     for w in writers:
         w.thread.start()
     reader_mgr, watcher = make_manager(), make_manager()
