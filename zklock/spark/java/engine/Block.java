@@ -29,7 +29,7 @@ public final class Block {
     public static Block hold(SparkSession session, List<String> answers, String statement) {
         JsonNode answer = null;
         for (String text : answers) {
-            JsonNode next = EngineGuard.answer(text);
+            JsonNode next = StatementPlans.answer(text);
             answer = answer == null ? next : LockAnswer.union(answer, next);
         }
         return new Block(EngineGuard.enterBlock(session, answer, statement), statement);
@@ -39,7 +39,7 @@ public final class Block {
      *  streaming query's batches would lock is known, and refused, when it starts. */
     public static void check(List<String> answers) {
         for (String text : answers) {
-            EngineGuard.answer(text);
+            StatementPlans.answer(text);
         }
     }
 
@@ -51,8 +51,8 @@ public final class Block {
 
     /** The objects {@code answer} locks, as a person names them ("" for none). */
     public static String objects(String answer) {
-        JsonNode targets = EngineGuard.answer(answer).path(zklock.Protocol.Field.TARGETS);
-        return targets.size() == 0 ? "" : EngineGuard.describe(targets);
+        JsonNode targets = StatementPlans.answer(answer).path(zklock.Protocol.Field.TARGETS);
+        return targets.size() == 0 ? "" : StatementPlans.describe(targets);
     }
 
     /** Release the locks of a block whose statements all completed; EngineRefusal

@@ -95,9 +95,9 @@ public final class EngineCalls {
         paths.addAll(pathOption(writer));
         LockPlanner planner = new LockPlanner(session, LockClients.unknownStatements(session));
         com.fasterxml.jackson.databind.JsonNode answer = LockAnswer.union(
-            LockAnswer.union(EngineGuard.answer(planner.planWrite(table, null)),
-                EngineGuard.answer(planner.planPaths(paths))),
-            EngineGuard.answer(planner.planDataFrame(ds)));
+            LockAnswer.union(StatementPlans.answer(planner.planWrite(table, null)),
+                StatementPlans.answer(planner.planPaths(paths))),
+            StatementPlans.answer(planner.planDataFrame(ds)));
         String statement = "saveAsTable " + table;
         return new Held(EngineGuard.enterCall(session, answer, "saveAsTable", statement),
             "saveAsTable");
@@ -110,7 +110,7 @@ public final class EngineCalls {
      *  the block's locks cover it, and refused where they do not (EngineGuard.enterBlock).
      *  Refused, denied or lost as any statement is (EngineRefusal). */
     public static Held hold(SparkSession session, String answer, String statement) {
-        return new Held(EngineGuard.enterBlock(session, EngineGuard.answer(answer), statement),
+        return new Held(EngineGuard.enterBlock(session, StatementPlans.answer(answer), statement),
             statement);
     }
 

@@ -70,10 +70,10 @@ final class LockFigures {
         if (!guard.holds()) {
             return;
         }
-        wait.set(guard.waitMillis());
-        attempts.set(guard.attempts());
-        shared.set(guard.sharedObjects());
-        exclusive.set(guard.exclusiveObjects());
+        wait.set(guard.figures().waitMillis());
+        attempts.set(guard.figures().attempts());
+        shared.set(guard.figures().sharedObjects());
+        exclusive.set(guard.figures().exclusiveObjects());
     }
 
     /** The guard released its locks, lost or not. */
@@ -81,7 +81,7 @@ final class LockFigures {
         if (!guard.holds()) {
             return;
         }
-        held.set(guard.heldMillis());
+        held.set(guard.figures().heldMillis());
         lost.set(wasLost ? 1 : 0);
     }
 

@@ -93,9 +93,9 @@ final class LockMetricsSource implements Source {
     /** A statement was granted its locks after {@code guard}'s wait and attempts. */
     void granted(EngineGuard guard) {
         statements.inc();
-        waits.update(guard.waitMillis(), TimeUnit.MILLISECONDS);
-        attempts.inc(guard.attempts());
-        denials.inc(Math.max(0, guard.attempts() - 1));
+        waits.update(guard.figures().waitMillis(), TimeUnit.MILLISECONDS);
+        attempts.inc(guard.figures().attempts());
+        denials.inc(Math.max(0, guard.figures().attempts() - 1));
     }
 
     /** The file indexes a locked statement reads were listed again (the statement's
@@ -110,12 +110,12 @@ final class LockMetricsSource implements Source {
 
     /** It released them (lost or not). */
     void released(EngineGuard guard) {
-        holds.update(guard.heldMillis(), TimeUnit.MILLISECONDS);
-        if (guard.endNanos() > 0) {  // a command's end (a query's release is at its end)
-            ends.update(guard.endNanos(), TimeUnit.NANOSECONDS);
-            releasedAfter.inc(guard.releasedAfter() ? 1 : 0);
+        holds.update(guard.figures().heldMillis(), TimeUnit.MILLISECONDS);
+        if (guard.figures().endNanos() > 0) {  // a command's end (a query's release: at its end)
+            ends.update(guard.figures().endNanos(), TimeUnit.NANOSECONDS);
+            releasedAfter.inc(guard.figures().releasedAfter() ? 1 : 0);
         }
-        if (guard.lost()) {
+        if (guard.figures().wasLost()) {
             lost.inc();
         }
     }

@@ -87,7 +87,7 @@ public abstract class LockedExec extends V2CommandExec {
      *  description (after the user's own, if any), as its stderr line said while it waited
      *  (zklock/locks/notice.py). Returns what puts the thread's description back. */
     private Runnable describeWait(EngineGuard guard) {
-        String note = guard.waitedFor();
+        String note = guard.figures().waitedFor();
         SparkContext sc = sparkContext();
         if (note.isEmpty() || sc == null) {
             return () -> { };
@@ -102,7 +102,7 @@ public abstract class LockedExec extends V2CommandExec {
      *  SQL tab (WaitNote.java); else it names no one, and a plan run again that waited the
      *  first time, but not now, has its execution's plan posted without the old note. */
     protected EngineGuard noted(EngineGuard guard) {
-        String note = guard.waitedFor();  // ("" for a guard that holds nothing)
+        String note = guard.figures().waitedFor();  // ("" for a guard that holds nothing)
         String before = waitNote;
         waitNote = note;
         if (!note.isEmpty() || !before.isEmpty()) {
@@ -131,7 +131,7 @@ public abstract class LockedExec extends V2CommandExec {
      *  covers (a micro-batch's write, a statement of LockingSession.holding) shows the
      *  block's grant: what it waited and locked for it; the block's release is later. */
     protected void report(EngineGuard guard, boolean released) {
-        EngineGuard shown = guard.holds() ? guard : EngineGuard.blockAround(sparkContext());
+        EngineGuard shown = guard.holds() ? guard : EnclosingLocks.blockAround(sparkContext());
         LockFigures mine = shown == null ? null : figures();
         if (mine == null) {
             return;
@@ -141,7 +141,7 @@ public abstract class LockedExec extends V2CommandExec {
             LockMetricsSource application = LockMetricsSource.of(sparkContext());
             application.granted(guard);
             if (released) {
-                mine.released(guard, guard.lost());
+                mine.released(guard, guard.figures().wasLost());
                 application.released(guard);
             }
         }

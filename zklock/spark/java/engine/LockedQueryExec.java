@@ -69,7 +69,7 @@ public final class LockedQueryExec extends LockedExec {
     public RDD<InternalRow> doExecute() {
         SparkContext sc = sparkContext();
         Long execution = ExecutionEnds.running(sc);
-        if (execution == null && !EngineGuard.insideLockedStatement(sc)) {
+        if (execution == null && !EnclosingLocks.inside(sc)) {
             unbounded();
             return child.execute();
         }
@@ -105,7 +105,7 @@ public final class LockedQueryExec extends LockedExec {
     private EngineGuard enter() {
         LogicalPlan analyzed = analyzed();
         EngineGuard guard = noted(EngineGuard.enterQuery(session(), analyzed));
-        if (guard.holds() || EngineGuard.underClaim(sparkContext())) {
+        if (guard.holds() || EnclosingLocks.underClaim(sparkContext())) {
             LockMetricsSource.of(sparkContext()).listings(
                 FreshListings.refresh(guard, analyzed, plan));
         }
@@ -130,7 +130,7 @@ public final class LockedQueryExec extends LockedExec {
      *  for. Said once per table set; LockingSession.holding(df) locks it. */
     private void unbounded() {
         try {
-            String what = EngineGuard.describeReads(session(), analyzed());
+            String what = StatementPlans.describeReads(session(), analyzed());
             if (what != null) {
                 EngineReads.unbounded(what);
             }

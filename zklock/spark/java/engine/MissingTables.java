@@ -94,14 +94,14 @@ public final class MissingTables extends Rule<LogicalPlan> {
      *  statement keeps state for it.) */
     private LogicalPlan waitedFor(UnresolvedRelation relation) {
         TableIdentifier table = missing(relation);
-        if (table == null || EngineGuard.insideLockedStatement(session.sparkContext())) {
+        if (table == null || EnclosingLocks.inside(session.sparkContext())) {
             return relation;  // (inside a locked statement: its own locks are checked)
         }
         if (!session.sessionState().catalog().tableExists(table)) {
             if (LockClients.client(session) == null) {
                 return relation;
             }
-            JsonNode answer = EngineGuard.answer(new LockPlanner(session, null).planExplicit(
+            JsonNode answer = StatementPlans.answer(new LockPlanner(session, null).planExplicit(
                 table.quotedString(), null, null, "S"));
             String name = "a read of " + table.unquotedString();
             EngineGuard guard = EngineGuard.enterCall(session, answer, name, name + ", missing");

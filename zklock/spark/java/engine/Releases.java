@@ -211,7 +211,7 @@ final class Releases {
                             + " (" + answer.path(Field.MESSAGE).asText("session lost") + ")");
                     }
                 } catch (RuntimeException | java.io.IOException e) {
-                    if (EngineGuard.callbackGone(e)) {
+                    if (EngineFailures.callbackGone(e)) {
                         LockClients.gone(client, p.nodes);
                         return;
                     }

@@ -28,7 +28,7 @@ final class SessionEnds extends SparkListener {
      *  for its end; null for a session with no end to hear. */
     static String current(SparkSession session) {
         SparkContext sc = session.sparkContext();
-        String id = EngineGuard.connectTagPart(sc, "_Session_", "_Operation_");
+        String id = ConnectTags.session(sc);
         if (id == null) {
             id = thriftSession();
         }

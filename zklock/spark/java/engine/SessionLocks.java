@@ -65,13 +65,13 @@ public final class SessionLocks {
                 + " lock client runs in this process; create a LockingSession or call"
                 + " zklock.spark.enforce(spark) first");
         }
-        if (EngineGuard.insideLockedStatement(session.sparkContext())) {
+        if (EnclosingLocks.inside(session.sparkContext())) {
             throw EngineRefusal.refused("zklock: refused " + words + " inside a locked"
                 + " statement or block: a session's lock outlives them");
         }
         ObjectNode request = JSON.createObjectNode();
-        request.put(Field.VERSION, EngineGuard.VERSION).put(Field.STATEMENT, sql);
-        JsonNode parsed = EngineGuard.readAnswer(client.parse(request.toString()));
+        request.put(Field.VERSION, Protocol.ENGINE_VERSION).put(Field.STATEMENT, sql);
+        JsonNode parsed = Documents.lockAnswer(client.parse(request.toString()));
         if (!Protocol.PARSED.equals(parsed.path(Field.OUTCOME).asText())) {
             throw EngineRefusal.refused(parsed.path(Field.MESSAGE).asText("zklock: " + words
                 + " was refused"));
@@ -79,7 +79,7 @@ public final class SessionLocks {
         Map<String, String> partition = new LinkedHashMap<>();
         parsed.path(Field.PARTITION).fields().forEachRemaining(
             e -> partition.put(e.getKey(), e.getValue().asText()));
-        JsonNode answer = EngineGuard.answer(new LockPlanner(session, null).planExplicit(
+        JsonNode answer = StatementPlans.answer(new LockPlanner(session, null).planExplicit(
             text(parsed.path(Field.TABLE)), partition, text(parsed.path(Field.DATABASE)),
             parsed.path(Field.MODE).asText("X")));
         JsonNode target = answer.path(Field.TARGETS).get(0);
@@ -91,7 +91,7 @@ public final class SessionLocks {
     }
 
     private static void lock(SparkSession session, JsonNode answer, JsonNode target, String sql) {
-        String name = EngineGuard.describe(answer.path(Field.TARGETS));
+        String name = StatementPlans.describe(answer.path(Field.TARGETS));
         String mode = target.path(Field.MODE).asText();
         Held own = held(session);
         if (own != null) {
@@ -102,7 +102,7 @@ public final class SessionLocks {
                 if (LockAnswer.sameObject(h.target, target) || ("X".equals(mode)
                         && LockAnswer.contains(target, h.target))) {
                     throw EngineRefusal.refused("zklock: refused LOCK of " + name + " in " + mode
-                        + ": this session holds " + EngineGuard.describe(
+                        + ": this session holds " + StatementPlans.describe(
                             JSON.createArrayNode().add(h.target)) + " in "
                         + h.target.path(Field.MODE).asText() + " (UNLOCK it first)");
                 }
@@ -140,7 +140,7 @@ public final class SessionLocks {
         if (ends != null && SessionEnds.hasEnded(ends)) {
             ended(ends);
             throw EngineRefusal.refused("zklock: the session ended while its lock on "
-                + EngineGuard.describe(JSON.createArrayNode().add(target)) + " was taken;"
+                + StatementPlans.describe(JSON.createArrayNode().add(target)) + " was taken;"
                 + " released, and the statement was not run");
         }
     }
@@ -163,7 +163,7 @@ public final class SessionLocks {
         }
         if (found == null) {
             throw EngineRefusal.refused("zklock: this session holds no lock on "
-                + EngineGuard.describe(JSON.createArrayNode().add(target)) + " (LOCK TABLE)");
+                + StatementPlans.describe(JSON.createArrayNode().add(target)) + " (LOCK TABLE)");
         }
         EngineRefusal lost = found.guard.releaseForSession();
         if (lost != null) {
@@ -262,8 +262,8 @@ public final class SessionLocks {
                 for (SessionLock h : locks) {
                     if (LockAnswer.sameObject(h.target, w) || LockAnswer.contains(w, h.target)) {
                         throw EngineRefusal.refused("zklock: refused " + command + ": it needs X"
-                            + " on " + EngineGuard.describe(JSON.createArrayNode().add(w))
-                            + ", where this session holds " + EngineGuard.describe(
+                            + " on " + StatementPlans.describe(JSON.createArrayNode().add(w))
+                            + ", where this session holds " + StatementPlans.describe(
                                 JSON.createArrayNode().add(h.target)) + " in "
                             + h.target.path(Field.MODE).asText()
                             + " (LOCK TABLE): UNLOCK it first, or lock it EXCLUSIVE");
