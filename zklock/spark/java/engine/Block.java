@@ -1,6 +1,6 @@
 // A block of statements the JVM holds under one lock set: a streaming query's micro-batch,
 // which runs its write (an insert, or Spark's file sink) as statements of its own, all under
-// the batch's locks. The same entry as a block zklock's Python holds (EngineGuard.enterBlock):
+// the batch's locks. The same entry as a block zklock's Python holds (EngineEntry.enterBlock):
 // a statement run inside is covered only where the block's locks cover it.
 package zklock.engine;
 
@@ -32,7 +32,7 @@ public final class Block {
             JsonNode next = StatementPlans.answer(text);
             answer = answer == null ? next : LockAnswer.union(answer, next);
         }
-        return new Block(EngineGuard.enterBlock(session, answer, statement), statement);
+        return new Block(EngineEntry.enterBlock(session, answer, statement), statement);
     }
 
     /** Refuse (EngineRefusal) where the planner refused any of {@code answers}: what a

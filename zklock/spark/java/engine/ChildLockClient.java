@@ -35,11 +35,12 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
-import java.util.LinkedHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -50,7 +51,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.fasterxml.jackson.databind.util.RawValue;
 
-import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 
 import zklock.EngineRefusal;
@@ -62,8 +62,6 @@ final class ChildLockClient implements EngineLockClient {
     /** child (default) starts this client where no other runs; none never does (the engine
      *  then refuses, or for reads warns, as spark.zklock.engine.reads says). */
     static final Protocol.Setting SETTING = Protocol.LOCK_CLIENT;
-    /** The Python that runs the child (unset: the driver's, below). */
-    static final Protocol.Setting PYTHON = Protocol.LOCK_CLIENT_PYTHON;
     /** How long the child may take to start (import, connect) before the statement fails. */
     private static final long READY_MS = Long.getLong("zklock.lockClient.readyMs", 120_000L);
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -85,7 +83,7 @@ final class ChildLockClient implements EngineLockClient {
     private volatile long pid = -1;
     private volatile ClientProfile profile;
     /** The lock nodes it held when it died: deleted by the child after it. */
-    private final List<String> abandoned = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final List<String> abandoned = new CopyOnWriteArrayList<>();
     private final Thread errors = new Thread(this::readErrors, "zklock-lock-client-stderr");
     private final Thread replies = new Thread(this::readReplies, "zklock-lock-client-replies");
 
@@ -115,11 +113,7 @@ final class ChildLockClient implements EngineLockClient {
     /** Start the child for {@code sc}'s application and wait until it is ready; a refusal
      *  (EngineRefusal, one line) when it cannot start, naming why. */
     static ChildLockClient start(SparkContext sc, List<String> abandoned) {
-        String python = python(sc.getConf());
-        List<String> argv = new ArrayList<>();
-        argv.add(python);
-        argv.add("-m");
-        argv.add("zklock.spark.lock_process");
+        List<String> argv = ChildLaunch.argv(sc.getConf());
         String command = String.join(" ", argv);
         Process process;
         try {
@@ -127,34 +121,12 @@ final class ChildLockClient implements EngineLockClient {
         } catch (IOException e) {
             throw EngineRefusal.refused("zklock: no lock client runs in this process and its"
                 + " child could not start (" + command + ": " + e.getMessage() + "); install"
-                + " zklock in the driver's Python, or set " + PYTHON.key + " to a Python that has"
-                + " it");
+                + " zklock in the driver's Python, or set " + ChildLaunch.PYTHON.key + " to a"
+                + " Python that has it");
         }
         ChildLockClient child = new ChildLockClient(sc, process, command);
         child.begin(abandoned);
         return child;
-    }
-
-    /** The driver's Python: zklock's setting (its Spark conf key, else ZKLOCK_PYTHON), else
-     *  the Python PySpark runs the driver with (spark.pyspark.driver.python,
-     *  spark.pyspark.python, PYSPARK_DRIVER_PYTHON, PYSPARK_PYTHON), else python3. */
-    static String python(SparkConf conf) {
-        String own = PYTHON.read(conf);
-        if (own != null) {
-            return own;
-        }
-        for (String key : new String[] {"spark.pyspark.driver.python", "spark.pyspark.python"}) {
-            if (conf.contains(key) && !conf.get(key).trim().isEmpty()) {
-                return conf.get(key).trim();
-            }
-        }
-        for (String env : new String[] {"PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"}) {
-            String value = System.getenv(env);
-            if (value != null && !value.trim().isEmpty()) {
-                return value.trim();
-            }
-        }
-        return "python3";
     }
 
     private void begin(List<String> abandonedBefore) {
@@ -163,27 +135,8 @@ final class ChildLockClient implements EngineLockClient {
         errors.setDaemon(true);
         errors.start();
         Runtime.getRuntime().addShutdownHook(new Thread(this::close, "zklock-lock-client-stop"));
-        Map<String, Object> hello = new LinkedHashMap<>();
-        hello.put(Field.VERSION, VERSION);
-        Map<String, String> conf = new LinkedHashMap<>();
-        for (scala.Tuple2<String, String> kv : sc.getConf().getAll()) {
-            if (kv._1().startsWith("spark.zklock.") || kv._1().startsWith("spark.hadoop.hive.")
-                    || kv._1().startsWith("hive.")) {
-                conf.put(kv._1(), kv._2());
-            }
-        }
-        hello.put(Field.CONF, conf);
-        Map<String, String> hadoop = new LinkedHashMap<>();  // hive-site.xml's, among others
-        for (Map.Entry<String, String> kv : sc.hadoopConfiguration()) {
-            if (kv.getKey().startsWith("hive.")) {
-                hadoop.put(kv.getKey(), kv.getValue());
-            }
-        }
-        hello.put(Field.HADOOP, hadoop);
-        hello.put(Field.APPLICATION, sc.applicationId());
-        hello.put(Field.ABANDONED, abandonedBefore);
         try {
-            send(JSON.writeValueAsString(hello));
+            send(JSON.writeValueAsString(ChildLaunch.hello(sc, abandonedBefore)));
             JsonNode said = ready.get(READY_MS, TimeUnit.MILLISECONDS);
             pid = said.path(Field.PID).asLong(-1);
             profile = ClientProfile.read(said.path(Field.PROFILE));
@@ -401,7 +354,7 @@ final class ChildLockClient implements EngineLockClient {
 
     private String why() {
         synchronized (stderr) {
-            for (java.util.Iterator<String> it = stderr.descendingIterator(); it.hasNext();) {
+            for (Iterator<String> it = stderr.descendingIterator(); it.hasNext();) {
                 String line = it.next().trim();
                 if (!line.isEmpty()) {
                     return line;
@@ -422,11 +375,8 @@ final class ChildLockClient implements EngineLockClient {
     }
 
     private static JsonNode answer(String outcome, String message) {
-        Map<String, Object> doc = new LinkedHashMap<>();
-        doc.put(Field.VERSION, VERSION);
-        doc.put(Field.OUTCOME, outcome);
-        doc.put(Field.MESSAGE, message);
-        return JSON.valueToTree(doc);
+        return JSON.createObjectNode().put(Field.VERSION, VERSION).put(Field.OUTCOME, outcome)
+            .put(Field.MESSAGE, message);
     }
 
     /** Close the child's stdin: it releases what it holds and exits. */

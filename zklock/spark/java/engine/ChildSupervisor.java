@@ -57,20 +57,8 @@ final class ChildSupervisor {
             return inPlace(child);
         }
         long now = System.currentTimeMillis();
-        if (child != null) {  // it died
-            lastError = child.death();
-            abandoned.addAll(child.abandoned());
-            if (child.served()) {
-                strikes = 0;
-            } else {
-                strike(now);
-            }
-            System.err.println("zklock: the lock client " + child.command() + " (pid "
-                + child.pid() + ") died: " + lastError + "; the statements it held failed,"
-                + (strikes == 0 ? " and the next statement starts a new one"
-                    : " and the next start waits " + (nextStartMs - now) + " ms"));
-            child = null;
-            writeStatus(sc);
+        if (child != null) {
+            died(sc, now);
         }
         if (strikes > 0 && now < nextStartMs) {
             throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE, "zklock: the lock client"
@@ -93,6 +81,24 @@ final class ChildSupervisor {
         lastProfile = child.profile();
         writeStatus(sc);
         return inPlace(child);
+    }
+
+    /** The child died: its lock nodes kept for the next to delete, a strike counted where
+     *  it never served, and its death said on stderr and in the status file. */
+    private void died(SparkContext sc, long now) {
+        lastError = child.death();
+        abandoned.addAll(child.abandoned());
+        if (child.served()) {
+            strikes = 0;
+        } else {
+            strike(now);
+        }
+        System.err.println("zklock: the lock client " + child.command() + " (pid "
+            + child.pid() + ") died: " + lastError + "; the statements it held failed,"
+            + (strikes == 0 ? " and the next statement starts a new one"
+                : " and the next start waits " + (nextStartMs - now) + " ms"));
+        child = null;
+        writeStatus(sc);
     }
 
     /** {@code live}, when it locks where the py4j lock client it stands in for locked (any

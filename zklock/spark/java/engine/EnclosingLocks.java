@@ -1,6 +1,6 @@
 // The locks a statement runs inside of, and whether they cover it. Inside a locked statement
 // (one the engine locked whose command runs others, as a CTAS runs its insert; or a block the
-// engine holds for zklock's Python, EngineGuard.enterBlock), that statement's locks cover it.
+// engine holds for zklock's Python, EngineEntry.enterBlock), that statement's locks cover it.
 // They travel with the execution as the local properties zklock's committers read
 // (CommitFence.ZOOKEEPER and NODES, set with the fencing token), and are checked to still
 // exist, as the fenced commit checks them (a lock whose node is gone is lost, whoever removed
@@ -33,7 +33,7 @@ final class EnclosingLocks {
      *  statement's (its nested executions are the statement's own) or a block's (what it
      *  covers is checked). */
     private static final String ENGINE_HELD = "zklock.engine.held";
-    /** The blocks the engine holds (EngineGuard.enterBlock, a statement under its session's
+    /** The blocks the engine holds (EngineEntry.enterBlock, a statement under its session's
      *  locks), by handle: the statements a block runs are covered only by what it holds. */
     private static final Map<String, EngineGuard> BLOCKS = new ConcurrentHashMap<>();
 

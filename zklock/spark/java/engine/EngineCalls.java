@@ -99,7 +99,7 @@ public final class EngineCalls {
                 StatementPlans.answer(planner.planPaths(paths))),
             StatementPlans.answer(planner.planDataFrame(ds)));
         String statement = "saveAsTable " + table;
-        return new Held(EngineGuard.enterCall(session, answer, "saveAsTable", statement),
+        return new Held(EngineEntry.enterCall(session, answer, "saveAsTable", statement),
             "saveAsTable");
     }
 
@@ -107,10 +107,10 @@ public final class EngineCalls {
      *  script Spark runs statement by statement): the locks of {@code answer} (the planner's
      *  answer, as JSON), taken by {@code session}'s lock client as a statement's are, and held
      *  until {@link Held#close}. A statement the thread runs in the block is covered where
-     *  the block's locks cover it, and refused where they do not (EngineGuard.enterBlock).
+     *  the block's locks cover it, and refused where they do not (EngineEntry.enterBlock).
      *  Refused, denied or lost as any statement is (EngineRefusal). */
     public static Held hold(SparkSession session, String answer, String statement) {
-        return new Held(EngineGuard.enterBlock(session, StatementPlans.answer(answer), statement),
+        return new Held(EngineEntry.enterBlock(session, StatementPlans.answer(answer), statement),
             statement);
     }
 

@@ -1,15 +1,9 @@
-// The grant a statement holds under zklock's engine extension, from before it runs to its end:
-//  1. Inside a locked statement its locks cover it, once checked (EnclosingLocks).
-//  2. Otherwise its statement is planned (StatementPlans: the same planning EXPLAIN LOCKS
-//     shows). A statement with nothing to lock runs as it is.
-//  3. Without a lock client for its session it is refused, in one line naming what it needs
-//     (reads: EngineReads). Otherwise the session's lock client (LockClients.client) takes
-//     the locks (all or none, with its retries; or refuses them under
-//     spark.zklock.engine.mode=refuse) and they are held, under their own job tag and fence,
-//     for exactly the statement. A command granted only after a wait is planned again.
-//  4. At its end its set is released, after it returns where its nodes were there
-//     throughout (Releases), and a loss or failure is translated for its caller
-//     (EngineFailures).
+// The grant a statement holds under zklock's engine extension, from its entry (EngineEntry)
+// to its end: its lock nodes, fencing token and job tag, its figures, and its end. At its end
+// its set is released, after it returns where its nodes were there throughout (Releases), and
+// a loss or failure is translated for its caller (EngineFailures). A session's own lock
+// (LOCK TABLE, a pipeline run's TRUNCATE) is a guard held for the session instead
+// (SessionLocks), released at UNLOCK or at the session's end.
 package zklock.engine;
 
 import java.io.IOException;
@@ -17,34 +11,25 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.function.Consumer;
-import java.util.function.Function;
-import java.util.function.Supplier;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.spark.SparkContext;
-import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
 import zklock.Protocol.Field;
 import zklock.commit.CommitFence;
 import zklock.commit.WriteOutcome;
-import zklock.planner.LockAnswer;
-import zklock.planner.PlanWalker;
 
 final class EngineGuard {
-    /** How often a command granted after waiting is planned again before giving up. */
-    static final int REPLANS = 5;
-
     /** Job tags this thread left on its later jobs (detach): removed at its next statement. */
     private static final ThreadLocal<List<String>> LEFT_TAGS =
         ThreadLocal.withInitial(ArrayList::new);
-    private static final EngineGuard COVERED =
+    /** The guard of a statement that holds nothing of its own: covered, or nothing to
+     *  lock. */
+    static final EngineGuard COVERED =
         new EngineGuard(null, null, null, null, Collections.emptyList(), "", "", null);
 
     private final EngineLockClient client;
@@ -69,8 +54,11 @@ final class EngineGuard {
     /** The tables where its node was alone when granted (FreshListings.Version). */
     private Map<String, FreshListings.Version> sole = Collections.emptyMap();
 
-    private EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc,
-                        List<String> nodes, String zookeeper, String token, JsonNode held) {
+    /** The guard of {@code client}'s grant under {@code handle}: {@code held}'s locks, the
+     *  lock nodes {@code nodes} in {@code zookeeper} fenced with {@code token}, its jobs
+     *  tagged {@code jobTag}. */
+    EngineGuard(EngineLockClient client, String handle, String jobTag, SparkContext sc,
+                List<String> nodes, String zookeeper, String token, JsonNode held) {
         this.client = client;
         this.handle = handle;
         this.jobTag = jobTag;
@@ -81,79 +69,6 @@ final class EngineGuard {
         this.held = held;
         this.writes = held == null ? null : StatementPlans.exclusive(held);
         this.figures = new GrantFigures(held);
-    }
-
-    /** The locks {@code command} needs, held from now until {@link #exit}. Without a lock
-     *  client it is refused. */
-    static EngineGuard enter(SparkSession session, LogicalPlan command) {
-        String name = PlanWalker.nodeName(command);
-        if (name.startsWith("TruncateTable") && !EnclosingLocks.inside(session.sparkContext())
-                && PipelineRuns.materializing()) {  // a step of a pipeline's refresh
-            JsonNode answer = StatementPlans.command(session, command);
-            PipelineRuns.holdForRun(session, answer, StatementPlans.text(ParsedForms.parsed(
-                session, command), name, StatementPlans.describe(answer.path(Field.TARGETS))));
-        }
-        return enter(session, () -> StatementPlans.command(session, command), name, what -> {
-            throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": it needs"
-                + " locks and no lock client runs in this process; create a LockingSession or"
-                + " call zklock.spark.enforce(spark) first, or send it through zklock's Spark"
-                + " Connect server");
-        }, what -> StatementPlans.text(ParsedForms.parsed(session, command), name, what),
-            () -> StatementPlans.commandNow(session, command), true);
-    }
-
-    /** The S locks a query needs (planned from its {@code analyzed} plan), held from now
-     *  until {@link #exit}. Without a lock client, EngineReads says whether it is refused or
-     *  runs with a warning. */
-    static EngineGuard enterQuery(SparkSession session, LogicalPlan analyzed) {
-        return enter(session, () -> StatementPlans.query(session, analyzed), "a query",
-            what -> EngineReads.unlocked(session, what), what -> {
-                scala.Option<String> text = analyzed.origin().sqlText();
-                return text.isDefined() ? text.get() : "query reading " + what;
-            }, null, true);
-    }
-
-    /** The locks of a call the engine cannot see whole (Spark 3.5 and 4.0's saveAsTable,
-     *  which drops an overwritten table before any command runs): {@code answer}'s, held
-     *  from now until {@link #exit}, as a command's are. */
-    static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
-                                 String statement) {
-        return enterCall(session, answer, name, statement, true);
-    }
-
-    private static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
-                                         String statement, boolean sessionCover) {
-        return enter(session, () -> answer, name, what -> {
-            throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": it"
-                + " needs locks and no lock client runs in this process");
-        }, what -> statement, null, sessionCover);
-    }
-
-    /** A block zklock's Python holds (LockingSession.holding, a SQL script Spark runs
-     *  statement by statement): {@code answer}'s locks, held from now until {@link #exit},
-     *  as a command's are. Unlike a command's nested executions, a statement the block runs
-     *  is covered only where the block's locks cover it (a block holding S on a table does
-     *  not cover a write to it): else it is refused. */
-    static EngineGuard enterBlock(SparkSession session, JsonNode answer, String statement) {
-        EngineGuard guard = enterCall(session, answer, "the block", statement);
-        if (guard.holds()) {
-            EnclosingLocks.asBlock(guard);
-        }
-        return guard;
-    }
-
-    /** A session's own lock (SessionLocks: LOCK TABLE in a session of the engine):
-     *  {@code answer}'s locks, taken as a command's are (waiting as it would), then held for
-     *  the session rather than this thread, whose local properties are left as they were. */
-    static EngineGuard enterForSession(SparkSession session, JsonNode answer, String name,
-                                       String statement) {
-        EngineGuard guard = enterCall(session, answer, name, statement, false);
-        if (guard.holds()) {
-            WriteOutcome.end();
-            guard.sc.removeJobTag(guard.jobTag);
-            EnclosingLocks.clear(guard.sc);
-        }
-        return guard;
     }
 
     /** Release a session's own lock (SessionLocks: UNLOCK TABLE, the session's end): null,
@@ -174,193 +89,27 @@ final class EngineGuard {
             null);
     }
 
-    /** A statement its session's locks cover whole (SessionLocks): it runs under them, its
-     *  nested statements checked to be covered as a block's are, its commits fenced on their
-     *  nodes, its jobs cancelled with theirs; it holds nothing of its own. */
-    static EngineGuard underSession(SparkSession session, SessionLocks.Held own) {
-        try {
-            CommitFence.exist(own.zookeeper(), own.nodes());
-        } catch (IOException e) {
-            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_LOST,
-                "zklock: the session's locks (LOCK TABLE) are lost: " + e.getMessage(), e));
-        }
-        SparkContext sc = session.sparkContext();
-        EngineGuard guard = new EngineGuard(null, UUID.randomUUID().toString(), null, sc,
-            own.nodes(), own.zookeeper(), own.token(), own.answer());
-        guard.sessionTags = own.jobTags();
-        guard.sessionTags.forEach(sc::addJobTag);
-        EnclosingLocks.enter(sc, guard);
-        EnclosingLocks.asBlock(guard);
-        WriteOutcome.begin();
-        return guard;
-    }
-
-    /** What every entry shares: covered inside a locked statement, nothing to do without
-     *  targets, {@code withoutClient} (refuse, or let it run) where no lock client runs, the
-     *  session's own locks where they cover it, else the client's grant; {@code replan}
-     *  (commands) plans again from the catalog as it is now. */
-    private static EngineGuard enter(SparkSession session, Supplier<JsonNode> planned,
-                                     String name, Consumer<String> withoutClient,
-                                     Function<String, String> statement,
-                                     Supplier<JsonNode> replan, boolean sessionCover) {
-        removeLeftTags(session.sparkContext());
-        if (EnclosingLocks.cover(session, planned)) {
-            return COVERED;
-        }
-        JsonNode answer = planned.get();
-        if (answer.path(Field.TARGETS).size() == 0) {
-            return COVERED;
-        }
-        String what = StatementPlans.describe(answer.path(Field.TARGETS));
-        EngineLockClient client = LockClients.client(session);
-        if (client == null) {
-            withoutClient.accept(what);
-            return COVERED;
-        }
-        if (!LockClients.bound(session)
-                && "refuse".equals(LockClients.setting(session, Protocol.ENGINE_MODE))) {
-            throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": "
-                + Protocol.ENGINE_MODE.key + "=refuse runs only what a LockingSession runs");
-        }
-        // under its session's own locks (LOCK TABLE): what they cover is theirs; the rest, if
-        // any, is taken for the statement as usual
-        SessionLocks.Held own = sessionCover ? SessionLocks.held(session) : null;
-        if (own != null) {
-            answer = own.remainder(answer, name);
-            if (answer.path(Field.TARGETS).size() == 0) {
-                return underSession(session, own);
-            }
-        }
-        Request request = new Request(session, client, own, name, what, statement.apply(what));
-        return request.grant(answer, replan);
-    }
-
-    /** A statement's request for its locks, granted (and planned again) until its locks
-     *  cover it as the catalog is now. */
-    private static final class Request {
-        final SparkSession session;
-        final EngineLockClient client;
-        /** Its session's own locks it runs under too; null for none. */
-        final SessionLocks.Held own;
-        final String name;
-        final String what;
-        final String statement;
-
-        Request(SparkSession session, EngineLockClient client, SessionLocks.Held own,
-                String name, String what, String statement) {
-            this.session = session;
-            this.client = client;
-            this.own = own;
-            this.name = name;
-            this.what = what;
-            this.statement = statement;
-        }
-
-        /** The guard holding {@code answer}'s locks. Granted only after waiting, or planned
-         *  on what existed (CREATE ... IF NOT EXISTS of an existing object, in S), a command
-         *  ({@code replan}) is planned again: Spark runs it as it analyzed it, so the locks
-         *  must cover that plan and the catalog as it is now; when they do not, ask again
-         *  for both. */
-        EngineGuard grant(JsonNode answer, Supplier<JsonNode> replan) {
-            GrantFigures before = null;
-            for (int i = 0; i < REPLANS; i++) {
-                EngineGuard guard = take(answer);
-                if (guard == COVERED) {
-                    return guard;
-                }
-                boolean waited = guard.figures.attempts() > 1;
-                if (own != null) {  // fenced on the session's nodes too
-                    guard.alsoUnder(own);
-                }
-                if (before != null) {
-                    guard.figures.after(before);
-                }
-                if (replan == null || (!waited && !answer.path(Field.RECHECK).asBoolean(false))) {
-                    return guard;
-                }
-                JsonNode fresh = own == null ? replan.get() : own.remainder(replan.get(), name);
-                if (LockAnswer.covers(answer, fresh)) {
-                    return guard;
-                }
-                before = guard.figures;
-                guard.exit(name, null);
-                answer = LockAnswer.union(answer, fresh);
-            }
-            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_DENIED, "zklock: the"
-                + " catalog kept changing the locks " + name + " on " + what + " needs ("
-                + REPLANS + " plans)", null));
-        }
-
-        /** Ask the lock client for {@code answer}'s locks, all or none: the guard holding
-         *  them, or COVERED where its LockingSession turned locking off (as Hive's
-         *  hive.support.concurrency=false does); else its refusal, raised. */
-        private EngineGuard take(JsonNode answer) {
-            String handle = UUID.randomUUID().toString();
-            String request = LockRequests.acquire(session, client, handle, answer, name, what,
-                statement);
-            long asked = System.nanoTime();
-            JsonNode grant = ask(handle, request);
-            String outcome = grant.path(Field.OUTCOME).asText();
-            if (Protocol.UNLOCKED.equals(outcome)) {
-                return COVERED;
-            }
-            if (!Protocol.GRANTED.equals(outcome)) {
-                throw EngineRefusal.raise(EngineRefusal.of(outcome, grant.path(Field.MESSAGE)
-                    .asText("zklock: " + name + " on " + what + ": the lock client refused it"),
-                    null));
-            }
-            return granted(handle, grant, answer, asked);
-        }
-
-        /** The lock client's answer to {@code request}; where the call failed (the grant may
-         *  have happened), the set released, if any, and the failure raised. */
-        private JsonNode ask(String handle, String request) {
-            try {
-                return Documents.lockAnswer(client.acquire(request));
-            } catch (RuntimeException e) {
-                if (EngineFailures.callbackGone(e)) {
-                    LockClients.gone(client, Collections.emptyList());
-                    throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE,
-                        "zklock: the lock client in this application's Python did not answer ("
-                        + e.getMessage() + "); the statement did not run", e));
-                }
-                try {
-                    client.release(handle, true);
-                } catch (RuntimeException releaseFailed) {
-                    e.addSuppressed(releaseFailed);
-                }
-                throw e;
-            }
-        }
-
-        /** The guard of a grant: this thread's jobs tagged with its set (cancelled when it
-         *  is lost), and its nodes seen by nested executions and committers. */
-        private EngineGuard granted(String handle, JsonNode grant, JsonNode answer,
-                                    long asked) {
-            SparkContext sc = session.sparkContext();
-            List<String> nodes = new ArrayList<>();
-            grant.path(Field.NODES).forEach(n -> nodes.add(n.asText()));
-            String jobTag = grant.path(Field.QUERY_ID).asText();
-            EngineGuard guard = new EngineGuard(client, handle, jobTag, sc, nodes,
-                grant.path(Field.ZOOKEEPER).asText(), grant.path(Field.TOKEN).asText(), answer);
-            sc.addJobTag(jobTag);
-            EnclosingLocks.enter(sc, guard);
-            WriteOutcome.begin();
-            guard.figures.granted(asked, grant.path(Field.ATTEMPTS).asInt(1),
-                grant.path(Field.WAITED_FOR).asText(""));
-            guard.sole = FreshListings.versions(grant.path(Field.SOLE), guard.zookeeper);
-            return guard;
-        }
-    }
-
     /** Run also under its session's locks: their nodes in what its commits are fenced on,
      *  their job tags on its jobs. */
-    private void alsoUnder(SessionLocks.Held own) {
+    void alsoUnder(SessionLocks.Held own) {
         List<String> fenced = new ArrayList<>(nodes);
         fenced.addAll(own.nodes());
         EnclosingLocks.fenceOn(sc, fenced);
+        tagWith(own);
+    }
+
+    /** Tag its jobs with its session's locks' too: cancelled with theirs. */
+    void tagWith(SessionLocks.Held own) {
         sessionTags = own.jobTags();
         sessionTags.forEach(sc::addJobTag);
+    }
+
+    /** Held for its session from now (SessionLocks), not for this thread's statement: the
+     *  thread's jobs and local properties are left as they were before it. */
+    void heldForSession() {
+        WriteOutcome.end();
+        sc.removeJobTag(jobTag);
+        EnclosingLocks.clear(sc);
     }
 
     /** Its lock nodes, as granted. */
@@ -408,6 +157,11 @@ final class EngineGuard {
         return figures;
     }
 
+    /** The tables where its node was alone when granted (FreshListings.versions). */
+    void soleIn(Map<String, FreshListings.Version> tables) {
+        sole = tables;
+    }
+
     /** Table {@code key}'s version at this grant (FreshListings.key), where its node was
      *  alone; null elsewhere, and for a guard that holds nothing of its own. */
     FreshListings.Version sole(String key) {
@@ -434,7 +188,8 @@ final class EngineGuard {
         }
     }
 
-    private static void removeLeftTags(SparkContext sc) {
+    /** Remove the job tags this thread left on its later jobs (detach). */
+    static void removeLeftTags(SparkContext sc) {
         List<String> left = LEFT_TAGS.get();
         for (String tag : left) {
             sc.removeJobTag(tag);

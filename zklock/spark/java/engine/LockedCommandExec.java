@@ -20,7 +20,7 @@ public final class LockedCommandExec extends LockedExec {
 
     @Override
     public scala.collection.immutable.Seq<InternalRow> run() {
-        EngineGuard guard = noted(EngineGuard.enter(session(), plan));
+        EngineGuard guard = noted(EngineEntry.enter(session(), plan));
         InternalRow[] rows = underGuard(guard, PlanWalker.nodeName(plan), () -> {
             TestHolds.await("zklock.guard.holdFile");  // a test loses the locks here
             // what it reads, as of its locks

@@ -104,7 +104,7 @@ public final class LockedQueryExec extends LockedExec {
      *  again (FreshListings). */
     private EngineGuard enter() {
         LogicalPlan analyzed = analyzed();
-        EngineGuard guard = noted(EngineGuard.enterQuery(session(), analyzed));
+        EngineGuard guard = noted(EngineEntry.enterQuery(session(), analyzed));
         if (guard.holds() || EnclosingLocks.underClaim(sparkContext())) {
             LockMetricsSource.of(sparkContext()).listings(
                 FreshListings.refresh(guard, analyzed, plan));

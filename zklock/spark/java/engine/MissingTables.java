@@ -104,7 +104,7 @@ public final class MissingTables extends Rule<LogicalPlan> {
             JsonNode answer = StatementPlans.answer(new LockPlanner(session, null).planExplicit(
                 table.quotedString(), null, null, "S"));
             String name = "a read of " + table.unquotedString();
-            EngineGuard guard = EngineGuard.enterCall(session, answer, name, name + ", missing");
+            EngineGuard guard = EngineEntry.enterCall(session, answer, name, name + ", missing");
             EngineRefusal lost = guard.exit(name, null);
             if (lost != null) {
                 throw EngineRefusal.raise(lost);

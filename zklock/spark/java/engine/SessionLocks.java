@@ -4,7 +4,7 @@
 // or its end, as Hive's explicit locks are. So a step of several statements is atomic to
 // everyone else: dbt's `drop table` + `create table as select` between a pre-hook's LOCK
 // TABLE and a post-hook's UNLOCK TABLE. The session's statements run under them where they
-// cover them (EngineGuard.underSession); what a statement needs beyond is taken for it as
+// cover them (EngineEntry.underSession); what a statement needs beyond is taken for it as
 // usual, and what it needs against them (X over the session's own S) is refused, where
 // Hive's statement would wait on its own session's lock until it timed out.
 //
@@ -108,7 +108,7 @@ public final class SessionLocks {
                 }
             }
         }
-        EngineGuard guard = EngineGuard.enterForSession(session, answer, "LOCK TABLE",
+        EngineGuard guard = EngineEntry.enterForSession(session, answer, "LOCK TABLE",
             sql.trim() + " (held by the session)");
         if (!guard.holds()) {  // its LockingSession turned locking off: nothing to hold
             return;
@@ -123,7 +123,7 @@ public final class SessionLocks {
         if (own != null && LockAnswer.covers(own.answer(), answer)) {
             return;
         }
-        EngineGuard guard = EngineGuard.enterForSession(session, answer, "TRUNCATE TABLE",
+        EngineGuard guard = EngineEntry.enterForSession(session, answer, "TRUNCATE TABLE",
             statement + " (held for the pipeline's run)");
         if (guard.holds()) {
             keep(session, guard, answer.path(Field.TARGETS).get(0));

@@ -1,0 +1,140 @@
+// A statement's request for its locks, asked of its lock client until granted as the
+// catalog is now: a command granted only after a wait, or planned on what existed, is planned
+// again, and asked again for both plans where the first's locks do not cover the second.
+package zklock.engine;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.UUID;
+import java.util.function.Supplier;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.SparkSession;
+
+import zklock.EngineRefusal;
+import zklock.Protocol;
+import zklock.Protocol.Field;
+import zklock.commit.WriteOutcome;
+import zklock.planner.LockAnswer;
+
+final class GrantRequest {
+    /** How often a command granted after waiting is planned again before giving up. */
+    static final int REPLANS = 5;
+
+    private final SparkSession session;
+    private final EngineLockClient client;
+    /** Its session's own locks it runs under too; null for none. */
+    private final SessionLocks.Held own;
+    private final String name;
+    private final String what;
+    private final String statement;
+
+    GrantRequest(SparkSession session, EngineLockClient client, SessionLocks.Held own,
+                 String name, String what, String statement) {
+        this.session = session;
+        this.client = client;
+        this.own = own;
+        this.name = name;
+        this.what = what;
+        this.statement = statement;
+    }
+
+    /** The guard holding {@code answer}'s locks. Granted only after waiting, or planned
+     *  on what existed (CREATE ... IF NOT EXISTS of an existing object, in S), a command
+     *  ({@code replan}) is planned again: Spark runs it as it analyzed it, so the locks
+     *  must cover that plan and the catalog as it is now; when they do not, ask again
+     *  for both. */
+    EngineGuard grant(JsonNode answer, Supplier<JsonNode> replan) {
+        GrantFigures before = null;
+        for (int i = 0; i < REPLANS; i++) {
+            EngineGuard guard = take(answer);
+            if (guard == EngineGuard.COVERED) {
+                return guard;
+            }
+            boolean waited = guard.figures().attempts() > 1;
+            if (own != null) {  // fenced on the session's nodes too
+                guard.alsoUnder(own);
+            }
+            if (before != null) {
+                guard.figures().after(before);
+            }
+            if (replan == null || (!waited && !answer.path(Field.RECHECK).asBoolean(false))) {
+                return guard;
+            }
+            JsonNode fresh = own == null ? replan.get() : own.remainder(replan.get(), name);
+            if (LockAnswer.covers(answer, fresh)) {
+                return guard;
+            }
+            before = guard.figures();
+            guard.exit(name, null);
+            answer = LockAnswer.union(answer, fresh);
+        }
+        throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_DENIED, "zklock: the"
+            + " catalog kept changing the locks " + name + " on " + what + " needs ("
+            + REPLANS + " plans)", null));
+    }
+
+    /** Ask the lock client for {@code answer}'s locks, all or none: the guard holding
+     *  them, or COVERED where its LockingSession turned locking off (as Hive's
+     *  hive.support.concurrency=false does); else its refusal, raised. */
+    private EngineGuard take(JsonNode answer) {
+        String handle = UUID.randomUUID().toString();
+        String request = LockRequests.acquire(session, client, handle, answer, name, what,
+            statement);
+        long asked = System.nanoTime();
+        JsonNode grant = ask(handle, request);
+        String outcome = grant.path(Field.OUTCOME).asText();
+        if (Protocol.UNLOCKED.equals(outcome)) {
+            return EngineGuard.COVERED;
+        }
+        if (!Protocol.GRANTED.equals(outcome)) {
+            throw EngineRefusal.raise(EngineRefusal.of(outcome, grant.path(Field.MESSAGE)
+                .asText("zklock: " + name + " on " + what + ": the lock client refused it"),
+                null));
+        }
+        return granted(handle, grant, answer, asked);
+    }
+
+    /** The lock client's answer to {@code request}; where the call failed (the grant may
+     *  have happened), the set released, if any, and the failure raised. */
+    private JsonNode ask(String handle, String request) {
+        try {
+            return Documents.lockAnswer(client.acquire(request));
+        } catch (RuntimeException e) {
+            if (EngineFailures.callbackGone(e)) {
+                LockClients.gone(client, Collections.emptyList());
+                throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE,
+                    "zklock: the lock client in this application's Python did not answer ("
+                    + e.getMessage() + "); the statement did not run", e));
+            }
+            try {
+                client.release(handle, true);
+            } catch (RuntimeException releaseFailed) {
+                e.addSuppressed(releaseFailed);
+            }
+            throw e;
+        }
+    }
+
+    /** The guard of a grant: this thread's jobs tagged with its set (cancelled when it
+     *  is lost), and its nodes seen by nested executions and committers. */
+    private EngineGuard granted(String handle, JsonNode grant, JsonNode answer,
+                                long asked) {
+        SparkContext sc = session.sparkContext();
+        List<String> nodes = new ArrayList<>();
+        grant.path(Field.NODES).forEach(n -> nodes.add(n.asText()));
+        String jobTag = grant.path(Field.QUERY_ID).asText();
+        EngineGuard guard = new EngineGuard(client, handle, jobTag, sc, nodes,
+            grant.path(Field.ZOOKEEPER).asText(), grant.path(Field.TOKEN).asText(), answer);
+        sc.addJobTag(jobTag);
+        EnclosingLocks.enter(sc, guard);
+        WriteOutcome.begin();
+        guard.figures().granted(asked, grant.path(Field.ATTEMPTS).asInt(1),
+            grant.path(Field.WAITED_FOR).asText(""));
+        guard.soleIn(FreshListings.versions(grant.path(Field.SOLE), guard.zookeeper()));
+        return guard;
+    }
+}
