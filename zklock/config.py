@@ -38,7 +38,7 @@ class Level(enum.IntEnum):
 
 
 #: The words a boolean setting takes, any case (the JVM module reads the same ones:
-#: zklock/spark/protocol.py, jar_text).
+#: zklock/spark/protocol.py, java_source).
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
 
@@ -141,7 +141,7 @@ def _root(value: Any) -> str:
 
 class Choice:
     """A parser of a setting that is one of ``options`` (any case). The options also reach
-    the JVM module, which checks the same ones (zklock/spark/protocol.py, jar_text)."""
+    the JVM module, which checks the same ones (zklock/spark/protocol.py, java_source)."""
 
     def __init__(self, what: str, *options: str) -> None:
         self.what = what

@@ -40,8 +40,8 @@ def test_the_committers_it_names_are_in_the_jvm_module():
                 "spark.plugins.defaultList"):
         assert source(conf[key]).is_file(), conf[key]
     # the commit protocol the engine extension makes the default (staging per write job)
-    from zklock.spark.protocol import COMMIT_PROTOCOL, COMMIT_PROTOCOL_CLASS
+    from zklock.spark.protocol import Conf, JvmClass
 
     text = DOC.read_text()
-    assert f"{COMMIT_PROTOCOL}={COMMIT_PROTOCOL_CLASS}" in text
-    assert source(COMMIT_PROTOCOL_CLASS).is_file()
+    assert f"{Conf.COMMIT_PROTOCOL}={JvmClass.COMMIT_PROTOCOL}" in text
+    assert source(JvmClass.COMMIT_PROTOCOL).is_file()

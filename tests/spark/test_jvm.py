@@ -147,7 +147,7 @@ def test_the_classes_python_and_users_name_are_in_the_jar():
     among them) is a class of the jar, at that name: the packages may change, those names
     do not."""
     named = {v for k, v in vars(protocol.JvmClass).items() if k.isupper()}
-    named.add(protocol.COMMIT_PROTOCOL_CLASS)
+    named.add(protocol.JvmClass.COMMIT_PROTOCOL)
     if not has_connect_server():  # PySpark 3.5's pip package: no plugin to build
         named.discard(protocol.JvmClass.CONNECT_PLUGIN)
     with zipfile.ZipFile(module_jar()) as jar:

@@ -643,7 +643,7 @@ def test_lock_error_keeps_zklocks_own_exception_whole() -> None:
     its text names the fence's refusal, which must not turn it into a LockLost of no objects."""
     from zklock.errors import LockLost
     from zklock.spark import lock_error
-    from zklock.spark.protocol import FENCE_REFUSED
+    from zklock.spark.protocol import Fence
 
-    lost = LockLost(["db.t"], f"{FENCE_REFUSED} (1 of 2 lock nodes gone)")
+    lost = LockLost(["db.t"], f"{Fence.REFUSED} (1 of 2 lock nodes gone)")
     assert lock_error(lost) is lost

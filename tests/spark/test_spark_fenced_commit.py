@@ -24,7 +24,7 @@ from kazoo.exceptions import NoAuthError
 from zklock import LockLost
 from zklock.auth import Credentials
 from zklock.spark import lock_error
-from zklock.spark.locked_statement import FENCE_NODES, FENCE_REFUSED, FENCE_ZOOKEEPER
+from zklock.spark.protocol import Fence, Property
 from zklock.testing import expire_session
 
 HOLD = "zklock.fence.holdFile"
@@ -90,7 +90,7 @@ def test_a_write_under_zklock_commits_through_the_check(make_locking, db, spark,
     locking = make_locking()
 
     def fence(x: int) -> str:
-        return TaskContext.get().getLocalProperty(FENCE_NODES) or ""
+        return TaskContext.get().getLocalProperty(Property.FENCE_NODES) or ""
     locking.udf.register("fence_nodes", udf(fence, "string", useArrow=False))
     before = count(spark, f"{db}.dim")
     locking.sql(f"INSERT INTO {db}.dim SELECT 7, fence_nodes(1)")
@@ -99,7 +99,7 @@ def test_a_write_under_zklock_commits_through_the_check(make_locking, db, spark,
     assert len(nodes) == 2 and all(n.startswith(f"{root}/{db}") for n in nodes)
     assert {n.rsplit("/", 2)[-2] for n in nodes} == {db, "dim"}
     assert wait_for(lambda: lock_nodes(zk, root) == [])  # the release is not waited for
-    assert spark.sparkContext.getLocalProperty(FENCE_NODES) is None
+    assert spark.sparkContext.getLocalProperty(Property.FENCE_NODES) is None
     # the same committers without zklock's properties (a write not under zklock): no check
     spark.sql(f"INSERT INTO {db}.dim VALUES (8, 'plain')")
     assert count(spark, f"{db}.dim") == before + 2
@@ -119,7 +119,7 @@ def test_commit_is_refused_once_the_session_expired(make_locking, db, spark, zk_
         assert wait_for(lambda: lock_nodes(zk, root) == [])
         error = held.release()
     assert isinstance(error, LockLost), error
-    assert FENCE_REFUSED in str(error) and "refused" in error.reason
+    assert Fence.REFUSED in str(error) and "refused" in error.reason
     assert f"{db}.dim" in error.objects
     assert (count(spark, f"{db}.dim"), data_files(spark, f"{db}.dim")) == before
     assert wait_for(lambda: lock_nodes(zk, root) == [])
@@ -142,7 +142,7 @@ def test_commit_is_refused_when_a_lock_node_is_deleted_under_it(make_locking, db
         zk.delete(mine)
         error = lock_error(held.release())  # a DataFrame write raises Spark's error
     assert isinstance(error, LockLost), error
-    assert FENCE_REFUSED in error.reason and "1 of 2 lock nodes gone" in error.reason
+    assert Fence.REFUSED in error.reason and "1 of 2 lock nodes gone" in error.reason
     assert [tuple(r) for r in spark.table(f"{db}.notes").collect()] == [(1, "kept")]
     assert wait_for(lambda: lock_nodes(zk, root) == [], timeout=10)
 
@@ -170,7 +170,7 @@ def test_the_check_passes_on_an_acl_protected_root_under_a_chroot(make_locking, 
         (mine,) = [h for h in owner.show(f"{db}.dim", extended=True) if h.mode.value == "X"]
         owner.client.delete(mine.node)
         error = held.release()
-    assert isinstance(error, LockLost) and FENCE_REFUSED in error.reason, error
+    assert isinstance(error, LockLost) and Fence.REFUSED in error.reason, error
     assert count(spark, f"{db}.dim") == before + 1
 
 
@@ -185,8 +185,8 @@ def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
         silent.bind(("127.0.0.1", 0))
         if server == "silent":
             silent.listen(8)
-        sc.setLocalProperty(FENCE_ZOOKEEPER, f"127.0.0.1:{silent.getsockname()[1]}")
-        sc.setLocalProperty(FENCE_NODES, "/nowhere/db/t/write-i000000000000000000000000-1")
+        sc.setLocalProperty(Property.FENCE_ZOOKEEPER, f"127.0.0.1:{silent.getsockname()[1]}")
+        sc.setLocalProperty(Property.FENCE_NODES, "/nowhere/db/t/write-i000000000000000000000000-1")
         # as the engine marks its own statement's nodes (EngineGuard.ENGINE_HELD): checked
         # to exist, not claimed (a claim's nodes must be under the lock client's root)
         sc.setLocalProperty(ENGINE_HELD, "by-hand")
@@ -195,12 +195,12 @@ def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
             with pytest.raises(Exception) as info:
                 spark.sql(f"INSERT INTO {db}.dim VALUES (4, 'four')")
         finally:
-            sc.setLocalProperty(FENCE_ZOOKEEPER, None)
-            sc.setLocalProperty(FENCE_NODES, None)
+            sc.setLocalProperty(Property.FENCE_ZOOKEEPER, None)
+            sc.setLocalProperty(Property.FENCE_NODES, None)
             sc.setLocalProperty(ENGINE_HELD, None)
         elapsed = time.monotonic() - started
     expected = "did not answer within 5000 ms" if server == "silent" else "CONNECTIONLOSS"
-    assert f"{FENCE_REFUSED} (ZooKeeper at 127.0.0.1:" in str(info.value)
+    assert f"{Fence.REFUSED} (ZooKeeper at 127.0.0.1:" in str(info.value)
     assert expected in str(info.value)
     assert elapsed < 20
     assert count(spark, f"{db}.dim") == before
@@ -239,7 +239,7 @@ def test_a_loss_between_the_grant_and_the_first_job_never_commits(make_locking, 
     finally:
         spark._jvm.java.lang.System.clearProperty(HOLD)
     assert isinstance(error, LockLost), error
-    assert (FENCE_REFUSED in str(error)) if reached_fence else ("cancelled" in str(error)), (
+    assert (Fence.REFUSED in str(error)) if reached_fence else ("cancelled" in str(error)), (
         reached_fence, str(error))
     assert count(spark, f"{db}.early") == 0 and data_files(spark, f"{db}.early") == []
 

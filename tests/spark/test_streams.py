@@ -263,10 +263,10 @@ def test_sparks_file_sink_makes_its_log_only_with_its_first_entry(streaming, db)
     zklock's checkpoint manager makes the log with its first entry (adapters/LazySinkLogs)."""
     from pyspark import __version__
 
-    from zklock.spark.protocol import CHECKPOINT_MANAGER, CHECKPOINT_MANAGER_CLASS
+    from zklock.spark.protocol import Conf, JvmClass
 
     spark = streaming
-    assert spark.conf.get(CHECKPOINT_MANAGER) == CHECKPOINT_MANAGER_CLASS
+    assert spark.conf.get(Conf.CHECKPOINT_MANAGER) == JvmClass.CHECKPOINT_MANAGER
     table = f"{db}.ev"
     spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
     spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), 'a' FROM range(100)")

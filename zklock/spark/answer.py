@@ -27,10 +27,10 @@ from ..errors import InvalidArguments, SparkConnectError, UnsupportedStatement
 from ..locks.lockrequest import LockTarget, normalize
 from ..locks.mode import Mode
 from ..locks.objects import LockObject
-from .protocol import ANSWER_VERSION, AnswerKind, Field
+from .protocol import Field, Kind, Refusal, Version
 
 #: The answer format this zklock reads (LockAnswer.VERSION).
-VERSION = ANSWER_VERSION
+VERSION = Version.ANSWER
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,17 @@ def read(text: str) -> PlannedLocks:
                                 f" zklock reads format {VERSION}: use one zklock version on"
                                 " both sides")
     kind = doc[Field.KIND]
-    if kind == AnswerKind.REFUSED:
+    if kind == Kind.REFUSED:
         raise _refusal(doc[Field.REFUSAL], doc[Field.MESSAGE])
     specs = [(_object(t), Mode(t[Field.MODE])) for t in doc[Field.TARGETS]]
-    return PlannedLocks(normalize(specs), kind == AnswerKind.COMMAND,
+    return PlannedLocks(normalize(specs), kind == Kind.COMMAND,
                         list(doc.get(Field.NOTES, [])), whole=bool(doc.get(Field.WHOLE, False)))
 
 
 def write(targets: list[LockTarget]) -> str:
     """An answer asking for ``targets``, as the planner writes one (:func:`read` reads it
     back): what a block Python holds asks the engine for (EngineCalls.hold)."""
-    return json.dumps({Field.VERSION: VERSION, Field.KIND: AnswerKind.QUERY, Field.TARGETS: [
+    return json.dumps({Field.VERSION: VERSION, Field.KIND: Kind.QUERY, Field.TARGETS: [
         {Field.DB: t.obj.db, Field.TABLE: t.obj.table,
          Field.PARTITION: [[k, v] for k, v in t.obj.partition], Field.MODE: t.mode.value}
         for t in targets]})
@@ -83,8 +83,8 @@ def _object(target: dict) -> LockObject:
 
 
 def _refusal(kind: str, message: str) -> Exception:
-    if kind == AnswerKind.UNSUPPORTED:
+    if kind == Refusal.UNSUPPORTED:
         return UnsupportedStatement(message)
-    if kind == AnswerKind.INVALID_ARGUMENTS:
+    if kind == Refusal.INVALID_ARGUMENTS:
         return InvalidArguments(message)
     return SparkConnectError(message)  # incompatible: another plugin build or Spark

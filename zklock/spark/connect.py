@@ -28,7 +28,7 @@ from ..errors import InvalidArguments, SparkConnectError
 from . import answer
 from .answer import PlannedLocks
 from .jvm import PROTOCOL, build_hash, zklock_version
-from .protocol import CONNECT_TYPE_URL, Field, JvmClass, Op
+from .protocol import Connect, Field, JvmClass, Op
 
 #: Spark Connect's setting naming the relation plugins it loads (zklock's: JvmClass).
 PLUGIN_SETTING = "spark.connect.extensions.relation.classes"
@@ -120,7 +120,7 @@ def _request_plan(payload: dict[str, Any]) -> Any:
 
         def plan(self, session: Any) -> Any:
             rel = self._create_proto_relation()
-            rel.extension.CopyFrom(any_pb2.Any(type_url=CONNECT_TYPE_URL, value=body))
+            rel.extension.CopyFrom(any_pb2.Any(type_url=Connect.TYPE_URL, value=body))
             return rel
 
     return LockRequest()

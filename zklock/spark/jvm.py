@@ -4,7 +4,8 @@ It holds, under ``java/`` beside this file, one directory per concept: ``engine`
 statement Spark executes under its locks: ``EngineLocks`` and the nodes and guard it adds),
 ``planner`` (the lock rules: ``LockPlanner``, ``PlanWalker``, ``NodeKinds``, ``LockAnswer``),
 ``commit`` (the commit fence and the isolated committers), ``connect`` (the Spark Connect
-plugin) and ``adapters``; and ``protocol.properties``, what Python and Java agree on.
+plugin) and ``adapters``; and ``protocol.properties``, what Python and Java agree on, from
+which the build generates the module's ``zklock.Protocol`` (protocol.java_source).
 
 Where the jar comes from (:func:`module_jar`), first match wins, each only when its build
 (a hash of the sources for the installed Spark and zklock's version) is this zklock's:
@@ -66,6 +67,9 @@ HERE = Path(__file__).parent
 #: line, from which :func:`sources` takes each class from the newest line at or below the
 #: running Spark's).
 JAVA = HERE / "java"
+#: The source the build generates from protocol.properties and the settings table
+#: (protocol.java_source), compiled with the rest.
+GENERATED = "zklock/Protocol.java"
 #: The Spark Connect plugin: compiled only against a Spark with a Connect server.
 CONNECT_PLUGIN = JAVA / "ConnectLockPlugin.java"
 #: One directory per Spark line, ``spark-<major>.<minor>``: the adapters from that line on.
@@ -78,7 +82,7 @@ NEWEST_SUPPORTED = (4, 3)
 #: What the build writes into the jar: zklock's version, the protocol, the build, the Spark.
 PROPERTIES = "zklock/module.properties"
 #: The request format of the Connect plugin (ConnectLockPlugin.PROTOCOL).
-PROTOCOL = protocol.CONNECT_PROTOCOL
+PROTOCOL = protocol.Version.CONNECT
 #: The jars a wheel carries, one per Spark line: ``zklock-spark-<line>.jar`` (make dist).
 PACKAGED = HERE / "jars"
 
@@ -177,7 +181,7 @@ def build_hash(version: str | None = None, connect: bool | None = None) -> str:
     digest = hashlib.sha256()
     for src in sources(version or spark_version(), connect):
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
-    digest.update(protocol.JAR_ENTRY.encode() + b"\0" + protocol.jar_text().encode())
+    digest.update(GENERATED.encode() + b"\0" + protocol.java_source().encode())
     digest.update(zklock_version().encode() + b"\0" + java_release(version or spark_version())
                   .encode())
     return digest.hexdigest()[:16]
@@ -340,7 +344,10 @@ def build_jar(version: str, spark_jars: Path, jar: Path, connect: bool) -> Path:
     classes = Path(tempfile.mkdtemp(prefix="zklock-classes-", dir=jar.parent))
     try:
         try:
-            srcs = sources(version, connect)
+            generated = classes / "src" / GENERATED  # (not packed: only *.class is)
+            generated.parent.mkdir(parents=True)
+            generated.write_text(protocol.java_source())
+            srcs = [*sources(version, connect), generated]
             proc = subprocess.run([_javac(), "-nowarn", "--release", java_release(version),
                                    "-cp", f"{spark_jars}/*", "-d", str(classes),
                                    *map(str, srcs)],
@@ -362,7 +369,6 @@ def build_jar(version: str, spark_jars: Path, jar: Path, connect: bool) -> Path:
             for f in sorted(classes.rglob("*.class")):
                 z.write(f, f.relative_to(classes).as_posix())
             z.writestr(PROPERTIES, props)
-            z.writestr(protocol.JAR_ENTRY, protocol.jar_text())
         tmp.replace(jar)  # atomic: a concurrent builder's copy is the same jar
     finally:
         shutil.rmtree(classes, ignore_errors=True)

@@ -58,18 +58,18 @@ from ..observe import metrics
 from . import answer, protocol
 from .jvm import JvmModuleError
 from .locked_statement import fence_refusal, new_query_id
-from .protocol import Field, Outcome
+from .protocol import Condition, Field, Outcome
 
 log = logging.getLogger(__name__)
 
 #: The format of the requests and answers exchanged with EngineGuard.java.
-VERSION = protocol.ENGINE_VERSION
+VERSION = protocol.Version.ENGINE
 #: What :func:`zklock.spark.configure` puts in ``spark.sql.extensions``.
 EXTENSION_CLASS = protocol.JvmClass.EXTENSION
 #: EngineRefusal.java's conditions (Spark's error-class field), and zklock's exception for each.
-CONDITIONS = {protocol.REFUSED: UnsupportedStatement, protocol.DENIED: LockNotAcquired,
-              protocol.LOST: LockLost, protocol.UNAVAILABLE: ZooKeeperUnavailable,
-              protocol.WRITE_FAILED: WriteFailed}
+CONDITIONS = {Condition.REFUSED: UnsupportedStatement, Condition.DENIED: LockNotAcquired,
+              Condition.LOST: LockLost, Condition.UNAVAILABLE: ZooKeeperUnavailable,
+              Condition.WRITE_FAILED: WriteFailed}
 #: The exception EngineRefusal.java throws, as a Spark Connect client names it.
 REFUSAL_CLASS = protocol.JvmClass.REFUSAL
 

@@ -31,21 +31,10 @@ from typing import Any, Optional
 
 from ..errors import LockLost
 from ..locks.lockset import LockSet
-from .protocol import (
-    FENCE_NODES,
-    FENCE_REFUSED,
-    FENCE_TAG,
-    FENCE_ZOOKEEPER,
-    QUERY_ID,
-    Field,
-    message,
-)
+from .protocol import Fence, Field, Message, Property, Tag, message
 
-#: What the fence is called by those who check it (tests, table formats); defined in
-#: protocol.properties.
-__all__ = ["FENCE_NODES", "FENCE_REFUSED", "FENCE_ZOOKEEPER", "LockedStatement",
-           "fence_refusal", "in_locked_statement", "new_query_id", "query_id_scope",
-           "statement_scope"]
+__all__ = ["LockedStatement", "fence_refusal", "in_locked_statement", "new_query_id",
+           "query_id_scope", "statement_scope"]
 
 _local = threading.local()
 
@@ -65,13 +54,13 @@ def query_id_scope(spark: Any, query_id: str) -> Iterator[None]:
     previous = getattr(_local, "query_id", None)
     _local.query_id = query_id
     sc = spark.sparkContext
-    before = sc.getLocalProperty(QUERY_ID)
-    sc.setLocalProperty(QUERY_ID, query_id)
+    before = sc.getLocalProperty(Property.QUERY_ID)
+    sc.setLocalProperty(Property.QUERY_ID, query_id)
     try:
         yield
     finally:
         _local.query_id = previous
-        sc.setLocalProperty(QUERY_ID, before)
+        sc.setLocalProperty(Property.QUERY_ID, before)
 
 
 def in_locked_statement() -> bool:
@@ -107,7 +96,7 @@ class ConnectJobs:
         tags = [tag, f"zklock-token-{token}"]
         if zookeeper and nodes:
             fence = json.dumps({Field.ZOOKEEPER: zookeeper, Field.NODES: nodes.split("\n")})
-            tags.append(FENCE_TAG + base64.urlsafe_b64encode(fence.encode()).decode())
+            tags.append(Tag.FENCE + base64.urlsafe_b64encode(fence.encode()).decode())
         for t in tags:
             self.spark.addTag(t)
         self._extra_tags[tag] = tags[1:]
@@ -189,10 +178,10 @@ class LockedStatement:
         if refused is not None:  # the loss may be known to ZooKeeper only, not to us yet
             known = f"{reason}; " if self.lost else ""
             return LockLost(self.lockset.objects, known + message(
-                "commit_refused", refused=refused, command=self.query_id))
+                Message.COMMIT_REFUSED, refused=refused, command=self.query_id))
         return LockLost(self.lockset.objects, message(
-            "lost_completed" if completed else "lost_cancelled", command=self.query_id,
-            reason=reason))
+            Message.LOST_COMPLETED if completed else Message.LOST_CANCELLED,
+            command=self.query_id, reason=reason))
 
 
 def fence_refusal(exc: BaseException) -> Optional[str]:
@@ -224,7 +213,7 @@ def _text(err: BaseException) -> str:
 
 
 def _refusal_in(text: str) -> Optional[str]:
-    at = text.find(FENCE_REFUSED)
+    at = text.find(Fence.REFUSED)
     return text[at:].split("\n", 1)[0].strip() if at >= 0 else None
 
 

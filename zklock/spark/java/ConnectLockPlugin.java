@@ -54,9 +54,9 @@ import zklock.planner.NodeKinds;
 
 public final class ConnectLockPlugin implements RelationPlugin {
     /** The type URL of a zklock request (not a registered protobuf message: a name of ours). */
-    public static final String TYPE_URL = Protocol.CONNECT_TYPE_URL;
+    public static final String TYPE_URL = Protocol.Connect.TYPE_URL;
     /** The request format this plugin reads; the client refuses a plugin with another. */
-    public static final int PROTOCOL = Protocol.CONNECT_PROTOCOL;
+    public static final int PROTOCOL = Protocol.Version.CONNECT;
     /** What the build wrote about this jar: version, protocol, build hash, Spark version. */
     public static final String PROPERTIES = "/zklock/module.properties";
 
@@ -105,7 +105,8 @@ public final class ConnectLockPlugin implements RelationPlugin {
                                SparkSession session) {
         String mismatch = mismatch(request, session);
         if (mismatch != null) {
-            return LockAnswer.refused(new LockAnswer.Refusal(Protocol.REFUSAL_INCOMPATIBLE, mismatch)).toJson();
+            return LockAnswer.refused(new LockAnswer.Refusal(Protocol.Refusal.INCOMPATIBLE,
+                mismatch)).toJson();
         }
         String op = request.path(Field.OP).asText(Protocol.Op.PLAN);
         LockPlanner locks;

@@ -65,9 +65,9 @@ public final class EnginePlugin implements SparkPlugin {
         for (String extension : extensions.split(",")) {
             named.add(extension.trim());
         }
-        if (!named.contains(Protocol.EXTENSION_CLASS)) {
-            throw new IllegalStateException("zklock: " + Protocol.PLUGIN_CLASS + " runs, but"
-                + " spark.sql.extensions does not name " + Protocol.EXTENSION_CLASS
+        if (!named.contains(Protocol.JvmClass.EXTENSION)) {
+            throw new IllegalStateException("zklock: " + Protocol.JvmClass.PLUGIN + " runs, but"
+                + " spark.sql.extensions does not name " + Protocol.JvmClass.EXTENSION
                 + ", so no statement would be locked: add it (docs/deploy.md)");
         }
         TreeSet<String> builds = new TreeSet<>();

@@ -28,11 +28,11 @@ import org.apache.spark.sql.execution.QueryExecutionException;
 public class EngineRefusal extends QueryExecutionException implements SparkThrowable {
     private static final long serialVersionUID = 1L;
 
-    public static final String REFUSED = Protocol.REFUSED;
-    public static final String DENIED = Protocol.DENIED;
-    public static final String LOST = Protocol.LOST;
-    public static final String UNAVAILABLE = Protocol.UNAVAILABLE;
-    public static final String WRITE_FAILED = Protocol.WRITE_FAILED;
+    public static final String REFUSED = Protocol.Condition.REFUSED;
+    public static final String DENIED = Protocol.Condition.DENIED;
+    public static final String LOST = Protocol.Condition.LOST;
+    public static final String UNAVAILABLE = Protocol.Condition.UNAVAILABLE;
+    public static final String WRITE_FAILED = Protocol.Condition.WRITE_FAILED;
 
     private final String condition;
     private final Map<String, String> parameters;
@@ -68,9 +68,9 @@ public class EngineRefusal extends QueryExecutionException implements SparkThrow
     /** ... with its parameters: "objects", the lost set's objects, one per line. */
     public static EngineRefusal of(String outcome, String message, Throwable cause,
                             Map<String, String> parameters) {
-        String condition = Protocol.OUTCOME_DENIED.equals(outcome) ? DENIED
-            : Protocol.OUTCOME_LOST.equals(outcome) ? LOST
-            : Protocol.OUTCOME_UNAVAILABLE.equals(outcome) ? UNAVAILABLE : REFUSED;
+        String condition = Protocol.Outcome.DENIED.equals(outcome) ? DENIED
+            : Protocol.Outcome.LOST.equals(outcome) ? LOST
+            : Protocol.Outcome.UNAVAILABLE.equals(outcome) ? UNAVAILABLE : REFUSED;
         return new EngineRefusal(condition, message, cause, parameters);
     }
 

@@ -71,14 +71,15 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
                 + " classes, and their writes do not stage per job (docs/deploy.md)");
             return;
         }
-        sc.conf().setIfMissing(Protocol.COMMIT_PROTOCOL, Protocol.COMMIT_PROTOCOL_CLASS);
+        sc.conf().setIfMissing(Protocol.Conf.COMMIT_PROTOCOL, Protocol.JvmClass.COMMIT_PROTOCOL);
         // and a file sink's log is made with its first entry (adapters/LazySinkLogs.java)
-        sc.conf().setIfMissing(Protocol.CHECKPOINT_MANAGER, Protocol.CHECKPOINT_MANAGER_CLASS);
+        sc.conf().setIfMissing(Protocol.Conf.CHECKPOINT_MANAGER,
+            Protocol.JvmClass.CHECKPOINT_MANAGER);
     }
 
     private static boolean onDriverClassPath() {
         try {
-            Class.forName(Protocol.COMMIT_PROTOCOL_CLASS, false,
+            Class.forName(Protocol.JvmClass.COMMIT_PROTOCOL, false,
                 ClassLoader.getSystemClassLoader());
             return true;
         } catch (ClassNotFoundException e) {

@@ -43,11 +43,11 @@ import zklock.Protocol;
  */
 public final class CommitFence {
     /** Local property: the ZooKeeper connect string (with chroot) of the statement's locks. */
-    public static final String ZOOKEEPER = Protocol.FENCE_ZOOKEEPER;
+    public static final String ZOOKEEPER = Protocol.Property.FENCE_ZOOKEEPER;
     /** Local property: the full paths of the statement's lock nodes, one per line. */
-    public static final String NODES = Protocol.FENCE_NODES;
+    public static final String NODES = Protocol.Property.FENCE_NODES;
     /** How every refusal's message begins (zklock/spark/locked_statement.py looks for it). */
-    public static final String REFUSED = Protocol.FENCE_REFUSED;
+    public static final String REFUSED = Protocol.Fence.REFUSED;
     /** How long a check waits for ZooKeeper before refusing the commit (fail closed). */
     static final long TIMEOUT_MS = Long.getLong("zklock.fence.timeoutMs", 5000L);
     /** Session timeout of the fence's own client (it holds no ephemeral nodes). */

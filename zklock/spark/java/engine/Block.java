@@ -45,7 +45,7 @@ public final class Block {
 
     /** {@code setting}'s value for {@code session}'s statements, by the one precedence
      *  (LockClients.setting). */
-    public static String setting(SparkSession session, zklock.Protocol.Setting setting) {
+    public static String setting(SparkSession session, zklock.Setting setting) {
         return LockClients.setting(session, setting);
     }
 

@@ -16,11 +16,12 @@ import org.apache.spark.SparkContext;
 import scala.Tuple2;
 
 import zklock.Protocol;
+import zklock.Setting;
 import zklock.Protocol.Field;
 
 final class ChildLaunch {
     /** The Python that runs the child (unset: the driver's, below). */
-    static final Protocol.Setting PYTHON = Protocol.LOCK_CLIENT_PYTHON;
+    static final Setting PYTHON = Protocol.LOCK_CLIENT_PYTHON;
 
     private ChildLaunch() {
     }
@@ -55,7 +56,7 @@ final class ChildLaunch {
     /** The child's first message: {@code sc}'s settings and id, and {@code abandoned}. */
     static Map<String, Object> hello(SparkContext sc, List<String> abandoned) {
         Map<String, Object> hello = new LinkedHashMap<>();
-        hello.put(Field.VERSION, Protocol.ENGINE_VERSION);
+        hello.put(Field.VERSION, Protocol.Version.ENGINE);
         Map<String, String> conf = new LinkedHashMap<>();
         for (Tuple2<String, String> kv : sc.getConf().getAll()) {
             if (kv._1().startsWith("spark.zklock.") || kv._1().startsWith("spark.hadoop.hive.")

@@ -47,7 +47,6 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.fasterxml.jackson.databind.util.RawValue;
 
@@ -55,17 +54,18 @@ import org.apache.spark.SparkContext;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
+import zklock.Setting;
 import zklock.Protocol.Field;
+import zklock.Protocol.Outcome;
 import zklock.commit.CommitFence;
 
 final class ChildLockClient implements EngineLockClient {
     /** child (default) starts this client where no other runs; none never does (the engine
      *  then refuses, or for reads warns, as spark.zklock.engine.reads says). */
-    static final Protocol.Setting SETTING = Protocol.LOCK_CLIENT;
+    static final Setting SETTING = Protocol.LOCK_CLIENT;
     /** How long the child may take to start (import, connect) before the statement fails. */
     private static final long READY_MS = Long.getLong("zklock.lockClient.readyMs", 120_000L);
-    private static final ObjectMapper JSON = new ObjectMapper();
-    private static final int VERSION = Protocol.ENGINE_VERSION;
+    private static final int VERSION = Protocol.Version.ENGINE;
 
     private final SparkContext sc;
     private final Process process;
@@ -107,7 +107,7 @@ final class ChildLockClient implements EngineLockClient {
 
     /** Is a child to be started where no lock client runs (the application's conf)? */
     static boolean wanted(SparkContext sc) {
-        return "child".equals(SETTING.read(sc.getConf()));
+        return Protocol.Choice.LOCK_CLIENT_CHILD.equals(SETTING.read(sc.getConf()));
     }
 
     /** Start the child for {@code sc}'s application and wait until it is ready; a refusal
@@ -136,7 +136,7 @@ final class ChildLockClient implements EngineLockClient {
         errors.start();
         Runtime.getRuntime().addShutdownHook(new Thread(this::close, "zklock-lock-client-stop"));
         try {
-            send(JSON.writeValueAsString(ChildLaunch.hello(sc, abandonedBefore)));
+            send(Documents.JSON.writeValueAsString(ChildLaunch.hello(sc, abandonedBefore)));
             JsonNode said = ready.get(READY_MS, TimeUnit.MILLISECONDS);
             pid = said.path(Field.PID).asLong(-1);
             profile = ClientProfile.read(said.path(Field.PROFILE));
@@ -197,12 +197,13 @@ final class ChildLockClient implements EngineLockClient {
     @Override
     public String acquire(String request) {
         try {  // the completed statements' releases it carries (Releases.java) end their sets
-            JSON.readTree(request).path(Field.RELEASES).forEach(h -> held.remove(h.asText()));
+            Documents.JSON.readTree(request).path(Field.RELEASES)
+                .forEach(h -> held.remove(h.asText()));
         } catch (IOException e) {
             // the child refuses a request it cannot read: nothing was released
         }
-        JsonNode reply = call(Protocol.ACQUIRE, request, null, false);
-        if (Protocol.GRANTED.equals(reply.path(Field.OUTCOME).asText())) {
+        JsonNode reply = call(Protocol.Call.ACQUIRE, request, null, false);
+        if (Outcome.GRANTED.equals(reply.path(Field.OUTCOME).asText())) {
             served = true;
             List<String> nodes = new ArrayList<>();
             reply.path(Field.NODES).forEach(n -> nodes.add(n.asText()));
@@ -219,21 +220,21 @@ final class ChildLockClient implements EngineLockClient {
     public String release(String handle, boolean failed) {
         Granted set = held.remove(handle);
         if (death != null) {
-            return set == null ? answer(Protocol.RELEASED, "nothing was held").toString()
-                : answer(Protocol.OUTCOME_LOST, "the lock client " + command + " died while the statement"
-                    + " ran (" + death + ")").toString();
+            return set == null ? answer(Outcome.RELEASED, "nothing was held").toString()
+                : answer(Outcome.LOST, "the lock client " + command + " died while the"
+                    + " statement ran (" + death + ")").toString();
         }
-        return call(Protocol.RELEASE, null, handle, failed).toString();
+        return call(Protocol.Call.RELEASE, null, handle, failed).toString();
     }
 
     @Override
     public String verify(String request) {
-        return call(Protocol.VERIFY, request, null, false).toString();
+        return call(Protocol.Call.VERIFY, request, null, false).toString();
     }
 
     @Override
     public String parse(String request) {
-        return call(Protocol.PARSE, request, null, false).toString();
+        return call(Protocol.Call.PARSE, request, null, false).toString();
     }
 
     private JsonNode call(String name, String request, String handle, boolean failed) {
@@ -244,7 +245,7 @@ final class ChildLockClient implements EngineLockClient {
             if (death != null) {
                 return unavailable();
             }
-            ObjectNode line = JSON.createObjectNode();
+            ObjectNode line = Documents.JSON.createObjectNode();
             line.put(Field.VERSION, VERSION).put(Field.ID, id).put(Field.CALL, name);
             if (request != null) {
                 line.putRawValue(Field.REQUEST, new RawValue(request));  // JSON already
@@ -252,13 +253,14 @@ final class ChildLockClient implements EngineLockClient {
             if (handle != null) {
                 line.put(Field.HANDLE, handle).put(Field.FAILED, failed);
             }
-            send(JSON.writeValueAsString(line));
+            send(Documents.JSON.writeValueAsString(line));
             return reply.get();
         } catch (IOException | ExecutionException e) {
             return unavailable();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            return answer(Protocol.OUTCOME_UNAVAILABLE, "zklock: interrupted while waiting for the lock client");
+            return answer(Outcome.UNAVAILABLE,
+                "zklock: interrupted while waiting for the lock client");
         } finally {
             pending.remove(id);
         }
@@ -274,7 +276,7 @@ final class ChildLockClient implements EngineLockClient {
                 process.getInputStream(), StandardCharsets.UTF_8))) {
             String line;
             while ((line = in.readLine()) != null) {
-                JsonNode doc = JSON.readTree(line);
+                JsonNode doc = Documents.JSON.readTree(line);
                 if (doc.path(Field.VERSION).asInt() != VERSION) {
                     throw new IOException("a message in format " + doc.path(Field.VERSION));
                 }
@@ -283,11 +285,11 @@ final class ChildLockClient implements EngineLockClient {
                     if (reply != null) {
                         reply.complete(doc.path(Field.REPLY));
                     }
-                } else if (Protocol.EVENT_READY.equals(doc.path(Field.EVENT).asText())) {
+                } else if (Protocol.Event.READY.equals(doc.path(Field.EVENT).asText())) {
                     ready.complete(doc);
-                } else if (Protocol.EVENT_LOST.equals(doc.path(Field.EVENT).asText())) {
+                } else if (Protocol.Event.LOST.equals(doc.path(Field.EVENT).asText())) {
                     cancel(doc.path(Field.QUERY_ID).asText());
-                } else if (Protocol.EVENT_WAITING.equals(doc.path(Field.EVENT).asText())) {
+                } else if (Protocol.Event.WAITING.equals(doc.path(Field.EVENT).asText())) {
                     System.err.println(doc.path(Field.MESSAGE).asText());
                 }
             }
@@ -348,8 +350,8 @@ final class ChildLockClient implements EngineLockClient {
     }
 
     private JsonNode unavailable() {
-        return answer(Protocol.OUTCOME_UNAVAILABLE, "zklock: the lock client " + command + " is gone ("
-            + why() + "); the statement did not run");
+        return answer(Outcome.UNAVAILABLE, "zklock: the lock client " + command
+            + " is gone (" + why() + "); the statement did not run");
     }
 
     private String why() {
@@ -375,8 +377,8 @@ final class ChildLockClient implements EngineLockClient {
     }
 
     private static JsonNode answer(String outcome, String message) {
-        return JSON.createObjectNode().put(Field.VERSION, VERSION).put(Field.OUTCOME, outcome)
-            .put(Field.MESSAGE, message);
+        return Documents.JSON.createObjectNode().put(Field.VERSION, VERSION)
+            .put(Field.OUTCOME, outcome).put(Field.MESSAGE, message);
     }
 
     /** Close the child's stdin: it releases what it holds and exits. */

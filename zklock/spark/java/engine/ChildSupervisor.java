@@ -28,11 +28,12 @@ import org.apache.spark.SparkContext;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
+import zklock.Setting;
 import zklock.Protocol.Field;
 
 final class ChildSupervisor {
     /** Where to keep the child's state as JSON (unset: nowhere). */
-    static final Protocol.Setting STATUS_FILE = Protocol.LOCK_CLIENT_STATUS_FILE;
+    static final Setting STATUS_FILE = Protocol.LOCK_CLIENT_STATUS_FILE;
     private static final long FIRST_BACKOFF_MS = 2_000L;
     private static final long MAX_BACKOFF_MS = 60_000L;
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -61,7 +62,8 @@ final class ChildSupervisor {
             died(sc, now);
         }
         if (strikes > 0 && now < nextStartMs) {
-            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE, "zklock: the lock client"
+            throw EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.UNAVAILABLE,
+                "zklock: the lock client"
                 + " failed " + strikes + " time(s) in a row (last: " + lastError + "); the next"
                 + " start is in " + (nextStartMs - now) + " ms; the statement did not run",
                 null));
@@ -141,7 +143,7 @@ final class ChildSupervisor {
      *  failures in a row and the last error. */
     synchronized Map<String, Object> status() {
         Map<String, Object> doc = new LinkedHashMap<>();
-        doc.put(Field.VERSION, Protocol.ENGINE_VERSION);
+        doc.put(Field.VERSION, Protocol.Version.ENGINE);
         boolean up = child != null && child.alive();
         doc.put(Field.UP, up);
         doc.put(Field.PID, up ? child.pid() : null);

@@ -32,10 +32,10 @@ final class ClientProfile {
 
     /** The profile in {@code doc}; a refusal naming the format when it is not this one. */
     static ClientProfile read(JsonNode doc) {
-        if (doc.path(Field.VERSION).asInt() != Protocol.ENGINE_VERSION) {
+        if (doc.path(Field.VERSION).asInt() != Protocol.Version.ENGINE) {
             throw EngineRefusal.refused("zklock: a lock client's profile in format "
                 + doc.path(Field.VERSION) + ", where this module reads format "
-                + Protocol.ENGINE_VERSION + ": install the same zklock on both sides");
+                + Protocol.Version.ENGINE + ": install the same zklock on both sides");
         }
         return new ClientProfile(doc);
     }

@@ -55,7 +55,7 @@ final class ConnectTags {
      *  FENCE_TAG: base64url of {"zookeeper": ..., "nodes": [...]}); null without one. A tag
      *  that does not read is refused: a client could forge it. */
     static JsonNode fence(SparkContext sc) {
-        String marker = CLIENT_TAG + Protocol.FENCE_TAG;
+        String marker = CLIENT_TAG + Protocol.Tag.FENCE;
         scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
         while (tags.hasNext()) {
             String tag = tags.next();

@@ -19,10 +19,10 @@ final class Documents {
     private Documents() {
     }
 
-    /** An answer of the lock client (format Protocol.ENGINE_VERSION); EngineRefusal when
+    /** An answer of the lock client (format Protocol.Version.ENGINE); EngineRefusal when
      *  unreadable or in another format. */
     static JsonNode lockAnswer(String text) {
-        return read(text, Protocol.ENGINE_VERSION);
+        return read(text, Protocol.Version.ENGINE);
     }
 
     /** A document in format {@code version}; EngineRefusal when unreadable or in another. */

@@ -76,7 +76,7 @@ final class EnclosingLocks {
         try {
             CommitFence.exist(claim.zookeeper, claim.nodes);
         } catch (IOException e) {
-            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_LOST, e.getMessage(), e));
+            throw EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.LOST, e.getMessage(), e));
         }
         return true;
     }
@@ -114,12 +114,12 @@ final class EnclosingLocks {
      *  that exist; else its refusal, raised. */
     private static void verify(EngineLockClient client, JsonNode answer, List<String> nodes) {
         Map<String, Object> claim = new LinkedHashMap<>();
-        claim.put(Field.VERSION, Protocol.ENGINE_VERSION);
+        claim.put(Field.VERSION, Protocol.Version.ENGINE);
         claim.put(Field.ANSWER, answer);
         claim.put(Field.NODES, nodes);
         JsonNode verdict = Documents.lockAnswer(client.verify(Documents.write(claim)));
         String outcome = verdict.path(Field.OUTCOME).asText();
-        if (!Protocol.COVERED.equals(outcome)) {
+        if (!Protocol.Outcome.COVERED.equals(outcome)) {
             throw EngineRefusal.raise(EngineRefusal.of(outcome,
                 verdict.path(Field.MESSAGE).asText("zklock: claim refused"), null));
         }
@@ -128,7 +128,7 @@ final class EnclosingLocks {
     /** Let this thread's statements run inside {@code guard}'s locks: its nodes and token in
      *  the local properties its committers and nested statements read. */
     static void enter(SparkContext sc, EngineGuard guard) {
-        sc.setLocalProperty(Protocol.FENCING_TOKEN, guard.token());
+        sc.setLocalProperty(Protocol.Property.FENCING_TOKEN, guard.token());
         sc.setLocalProperty(CommitFence.ZOOKEEPER, guard.zookeeper());
         sc.setLocalProperty(CommitFence.NODES, String.join("\n", guard.nodes()));
         sc.setLocalProperty(ENGINE_HELD, guard.key());
@@ -147,7 +147,7 @@ final class EnclosingLocks {
 
     /** Clear the local properties (the thread's later statements see no locks). */
     static void clear(SparkContext sc) {
-        sc.setLocalProperty(Protocol.FENCING_TOKEN, null);
+        sc.setLocalProperty(Protocol.Property.FENCING_TOKEN, null);
         sc.setLocalProperty(CommitFence.ZOOKEEPER, null);
         sc.setLocalProperty(CommitFence.NODES, null);
         sc.setLocalProperty(ENGINE_HELD, null);

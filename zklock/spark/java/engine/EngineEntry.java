@@ -112,7 +112,7 @@ final class EngineEntry {
         try {
             CommitFence.exist(own.zookeeper(), own.nodes());
         } catch (IOException e) {
-            throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_LOST,
+            throw EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.LOST,
                 "zklock: the session's locks (LOCK TABLE) are lost: " + e.getMessage(), e));
         }
         SparkContext sc = session.sparkContext();
@@ -148,7 +148,8 @@ final class EngineEntry {
             return EngineGuard.COVERED;
         }
         if (!LockClients.bound(session)
-                && "refuse".equals(LockClients.setting(session, Protocol.ENGINE_MODE))) {
+                && Protocol.Choice.ENGINE_MODE_REFUSE.equals(LockClients.setting(session,
+                    Protocol.ENGINE_MODE))) {
             throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": "
                 + Protocol.ENGINE_MODE.key + "=refuse runs only what a LockingSession runs");
         }

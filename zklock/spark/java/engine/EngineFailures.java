@@ -16,6 +16,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import zklock.EngineRefusal;
 import zklock.Protocol;
 import zklock.Protocol.Field;
+import zklock.Protocol.Message;
+import zklock.Protocol.Outcome;
 import zklock.commit.CommitFence;
 import zklock.commit.WriteOutcome;
 
@@ -64,10 +66,10 @@ final class EngineFailures {
         Map<String, String> parameters = Collections.singletonMap(Field.OBJECTS,
             String.join("\n", objects(released)));
         if (refused != null) {  // the loss may be known to ZooKeeper only, not to the client
-            return EngineRefusal.of(Protocol.OUTCOME_LOST, Protocol.message("commit_refused",
+            return EngineRefusal.of(Outcome.LOST, Protocol.message(Message.COMMIT_REFUSED,
                 "refused", refused, "command", command), failure, parameters);
         }
-        if (!Protocol.OUTCOME_LOST.equals(released.path(Field.OUTCOME).asText())) {
+        if (!Outcome.LOST.equals(released.path(Field.OUTCOME).asText())) {
             return failure == null ? null : writeFailed(command, writes, failure, written);
         }
         String reason = released.path(Field.MESSAGE).asText("session lost");
@@ -88,9 +90,9 @@ final class EngineFailures {
      *  were cancelled ({@code failure}). */
     static EngineRefusal lost(String command, String reason, Throwable failure,
                               Map<String, String> parameters) {
-        String why = Protocol.message(failure != null ? "lost_cancelled" : "lost_completed",
-            "command", command, "reason", reason);
-        return EngineRefusal.of(Protocol.OUTCOME_LOST, why, failure, parameters);
+        String why = Protocol.message(failure != null ? Message.LOST_CANCELLED
+            : Message.LOST_COMPLETED, "command", command, "reason", reason);
+        return EngineRefusal.of(Outcome.LOST, why, failure, parameters);
     }
 
     private static List<String> objects(JsonNode released) {

@@ -20,6 +20,7 @@ import org.apache.spark.SparkContext;
 import zklock.EngineRefusal;
 import zklock.Protocol;
 import zklock.Protocol.Field;
+import zklock.Protocol.Mode;
 import zklock.commit.CommitFence;
 import zklock.commit.WriteOutcome;
 
@@ -79,11 +80,11 @@ final class EngineGuard {
         }
         String gone = goneAtEnd();  // (ZooKeeper's word: its client may not know yet)
         JsonNode answer = Documents.lockAnswer(client.release(handle, false));
-        if (gone == null && !Protocol.OUTCOME_LOST.equals(answer.path(Field.OUTCOME).asText())) {
+        if (gone == null && !Protocol.Outcome.LOST.equals(answer.path(Field.OUTCOME).asText())) {
             return null;
         }
         figures.lost();
-        return EngineRefusal.of(Protocol.OUTCOME_LOST, "zklock: the session's lock on "
+        return EngineRefusal.of(Protocol.Outcome.LOST, "zklock: the session's lock on "
             + StatementPlans.describe(held.path(Field.TARGETS)) + " was lost while it held it ("
             + (gone != null ? gone : answer.path(Field.MESSAGE).asText("session lost")) + ")",
             null);
@@ -222,12 +223,12 @@ final class EngineGuard {
         }
         JsonNode answer = releaseNow(failure != null);
         figures.ended(false);
-        if (gone != null && !Protocol.OUTCOME_LOST.equals(answer.path(Field.OUTCOME).asText())) {
+        if (gone != null && !Protocol.Outcome.LOST.equals(answer.path(Field.OUTCOME).asText())) {
             // ZooKeeper says so before the client may know: the loss is ZooKeeper's word
-            answer = Documents.JSON.createObjectNode().put(Field.OUTCOME, Protocol.OUTCOME_LOST)
+            answer = Documents.JSON.createObjectNode().put(Field.OUTCOME, Protocol.Outcome.LOST)
                 .put(Field.MESSAGE, gone).set(Field.OBJECTS, answer.path(Field.OBJECTS));
         }
-        if (refused != null || Protocol.OUTCOME_LOST.equals(answer.path(Field.OUTCOME).asText())) {
+        if (refused != null || Protocol.Outcome.LOST.equals(answer.path(Field.OUTCOME).asText())) {
             figures.lost();
         }
         return EngineFailures.atEnd(command, writes, failure, refused, answer, written);
@@ -243,7 +244,7 @@ final class EngineGuard {
                 throw e;
             }
             LockClients.gone(client, nodes);
-            return Documents.JSON.createObjectNode().put(Field.OUTCOME, Protocol.OUTCOME_LOST)
+            return Documents.JSON.createObjectNode().put(Field.OUTCOME, Protocol.Outcome.LOST)
                 .put(Field.MESSAGE, "the lock client in this application's Python stopped"
                     + " answering");
         }
@@ -276,7 +277,7 @@ final class EngineGuard {
             return;
         }
         for (JsonNode t : held.path(Field.TARGETS)) {
-            if ("X".equals(t.path(Field.MODE).asText())) {
+            if (Mode.EXCLUSIVE.equals(t.path(Field.MODE).asText())) {
                 FreshListings.written(t.path(Field.DB).asText(),
                     t.path(Field.TABLE).isTextual() ? t.path(Field.TABLE).asText() : null);
             }

@@ -36,7 +36,7 @@ final class EngineReads {
 
     /** Does the engine lock this session's queries? */
     static boolean locked(SparkSession session) {
-        return !"off".equals(mode(session));
+        return !Protocol.Choice.ENGINE_READS_OFF.equals(mode(session));
     }
 
     /** A query's rows leave as an RDD outside any SQL execution (df.rdd): the engine cannot
@@ -52,7 +52,7 @@ final class EngineReads {
     /** A query needs S on {@code what} and no lock client runs here: refused (lock), or
      *  allowed with a warning once per table set (warn). */
     static void unlocked(SparkSession session, String what) {
-        if (!"warn".equals(mode(session))) {
+        if (!Protocol.Choice.ENGINE_READS_WARN.equals(mode(session))) {
             throw EngineRefusal.refused("zklock: refused a query of " + what + ": it needs S locks"
                 + " and no lock client runs in this process; create a LockingSession or call"
                 + " zklock.spark.enforce(spark) first, or set " + Protocol.ENGINE_READS.key + "=warn to run it"

@@ -8,6 +8,7 @@ package zklock.engine;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import zklock.Protocol.Field;
+import zklock.Protocol.Mode;
 
 final class GrantFigures {
     private final JsonNode held;
@@ -77,12 +78,12 @@ final class GrantFigures {
 
     /** How many objects it holds in S (a partition's parents included). */
     int sharedObjects() {
-        return objectsIn("S");
+        return objectsIn(Mode.SHARED);
     }
 
     /** How many objects it holds in X. */
     int exclusiveObjects() {
-        return objectsIn("X");
+        return objectsIn(Mode.EXCLUSIVE);
     }
 
     private int objectsIn(String mode) {

@@ -72,7 +72,7 @@ final class GrantRequest {
             guard.exit(name, null);
             answer = LockAnswer.union(answer, fresh);
         }
-        throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_DENIED, "zklock: the"
+        throw EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.DENIED, "zklock: the"
             + " catalog kept changing the locks " + name + " on " + what + " needs ("
             + REPLANS + " plans)", null));
     }
@@ -87,10 +87,10 @@ final class GrantRequest {
         long asked = System.nanoTime();
         JsonNode grant = ask(handle, request);
         String outcome = grant.path(Field.OUTCOME).asText();
-        if (Protocol.UNLOCKED.equals(outcome)) {
+        if (Protocol.Outcome.UNLOCKED.equals(outcome)) {
             return EngineGuard.COVERED;
         }
-        if (!Protocol.GRANTED.equals(outcome)) {
+        if (!Protocol.Outcome.GRANTED.equals(outcome)) {
             throw EngineRefusal.raise(EngineRefusal.of(outcome, grant.path(Field.MESSAGE)
                 .asText("zklock: " + name + " on " + what + ": the lock client refused it"),
                 null));
@@ -106,7 +106,7 @@ final class GrantRequest {
         } catch (RuntimeException e) {
             if (EngineFailures.callbackGone(e)) {
                 LockClients.gone(client, Collections.emptyList());
-                throw EngineRefusal.raise(EngineRefusal.of(Protocol.OUTCOME_UNAVAILABLE,
+                throw EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.UNAVAILABLE,
                     "zklock: the lock client in this application's Python did not answer ("
                     + e.getMessage() + "); the statement did not run", e));
             }

@@ -12,6 +12,7 @@ import java.util.Map;
 import org.apache.spark.sql.SparkSession;
 
 import zklock.Protocol;
+import zklock.Setting;
 
 final class LockClients {
     /** The process's lock client installed through py4j (enforce(), a LockingSession). */
@@ -110,9 +111,9 @@ final class LockClients {
     /** The value of {@code setting}, one the engine reads (config.py's ENGINE_SETTINGS), for
      *  {@code session}'s statements: its conf's and its lock client's, by
      *  docs/configuration.md's precedence (ClientProfile.resolve), else the environment's,
-     *  else the default (Protocol.Setting.check). The child's profile is known once it has
+     *  else the default (Setting.check). The child's profile is known once it has
      *  started: before, the conf decides. */
-    static String setting(SparkSession session, Protocol.Setting setting) {
+    static String setting(SparkSession session, Setting setting) {
         String conf = session.conf().get(setting.key, null);
         ClientProfile profile = profile(session);
         return setting.refusing(profile == null ? conf : profile.resolve(setting.key, conf));

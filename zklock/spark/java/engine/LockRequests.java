@@ -26,7 +26,7 @@ final class LockRequests {
                           JsonNode answer, String name, String what, String statement) {
         SparkContext sc = session.sparkContext();
         Map<String, Object> request = new LinkedHashMap<>();
-        request.put(Field.VERSION, Protocol.ENGINE_VERSION);
+        request.put(Field.VERSION, Protocol.Version.ENGINE);
         request.put(Field.HANDLE, handle);
         request.put(Field.ANSWER, answer);
         request.put(Field.STATEMENT, statement);
@@ -34,8 +34,8 @@ final class LockRequests {
         request.put(Field.APPLICATION, sc.applicationId());
         request.put(Field.COMMAND, name);
         request.put(Field.OBJECTS, what);
-        request.put(Field.QUERY_ID, sc.getLocalProperty(Protocol.QUERY_ID));
-        String stream = sc.getLocalProperty(Protocol.STREAM);
+        request.put(Field.QUERY_ID, sc.getLocalProperty(Protocol.Property.QUERY_ID));
+        String stream = sc.getLocalProperty(Protocol.Property.STREAM);
         if (stream != null) {  // a micro-batch's block (stream/MicroBatch.java)
             request.put(Field.STREAM, stream);
         }

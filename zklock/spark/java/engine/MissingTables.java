@@ -31,6 +31,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import zklock.EngineRefusal;
 import zklock.planner.LockPlanner;
 
+import zklock.Protocol.Mode;
+
 public final class MissingTables extends Rule<LogicalPlan> {
     private static final String SESSION_CATALOG = "spark_catalog";
     /** The option a name that waited carries: Spark's next pass of its resolution rules
@@ -102,7 +104,7 @@ public final class MissingTables extends Rule<LogicalPlan> {
                 return relation;
             }
             JsonNode answer = StatementPlans.answer(new LockPlanner(session, null).planExplicit(
-                table.quotedString(), null, null, "S"));
+                table.quotedString(), null, null, Mode.SHARED));
             String name = "a read of " + table.unquotedString();
             EngineGuard guard = EngineEntry.enterCall(session, answer, name, name + ", missing");
             EngineRefusal lost = guard.exit(name, null);

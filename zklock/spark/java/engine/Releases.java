@@ -205,7 +205,7 @@ final class Releases {
             for (Pending p : pending) {
                 try {
                     JsonNode answer = JSON.readTree(client.release(p.handle, false));
-                    if (Protocol.OUTCOME_LOST.equals(answer.path(Field.OUTCOME).asText())) {
+                    if (Protocol.Outcome.LOST.equals(answer.path(Field.OUTCOME).asText())) {
                         // its statement returned: its nodes were there at its end
                         System.err.println("zklock: a set lost after its statement completed"
                             + " (" + answer.path(Field.MESSAGE).asText("session lost") + ")");

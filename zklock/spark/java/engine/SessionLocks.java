@@ -31,6 +31,7 @@ import org.apache.spark.sql.SparkSession;
 import zklock.EngineRefusal;
 import zklock.Protocol;
 import zklock.Protocol.Field;
+import zklock.Protocol.Mode;
 import zklock.planner.LockAnswer;
 import zklock.planner.LockPlanner;
 
@@ -70,9 +71,9 @@ public final class SessionLocks {
                 + " statement or block: a session's lock outlives them");
         }
         ObjectNode request = JSON.createObjectNode();
-        request.put(Field.VERSION, Protocol.ENGINE_VERSION).put(Field.STATEMENT, sql);
+        request.put(Field.VERSION, Protocol.Version.ENGINE).put(Field.STATEMENT, sql);
         JsonNode parsed = Documents.lockAnswer(client.parse(request.toString()));
-        if (!Protocol.PARSED.equals(parsed.path(Field.OUTCOME).asText())) {
+        if (!Protocol.Outcome.PARSED.equals(parsed.path(Field.OUTCOME).asText())) {
             throw EngineRefusal.refused(parsed.path(Field.MESSAGE).asText("zklock: " + words
                 + " was refused"));
         }
@@ -81,9 +82,9 @@ public final class SessionLocks {
             e -> partition.put(e.getKey(), e.getValue().asText()));
         JsonNode answer = StatementPlans.answer(new LockPlanner(session, null).planExplicit(
             text(parsed.path(Field.TABLE)), partition, text(parsed.path(Field.DATABASE)),
-            parsed.path(Field.MODE).asText("X")));
+            parsed.path(Field.MODE).asText(Mode.EXCLUSIVE)));
         JsonNode target = answer.path(Field.TARGETS).get(0);
-        if (Protocol.STATEMENT_LOCK.equals(parsed.path(Field.KIND).asText())) {
+        if (Protocol.Statement.LOCK.equals(parsed.path(Field.KIND).asText())) {
             lock(session, answer, target, sql);
         } else {
             unlock(session, target);
@@ -99,7 +100,7 @@ public final class SessionLocks {
                 return;  // held already (in this mode, or in X, or in X above it)
             }
             for (SessionLock h : locks(session)) {
-                if (LockAnswer.sameObject(h.target, target) || ("X".equals(mode)
+                if (LockAnswer.sameObject(h.target, target) || (Mode.EXCLUSIVE.equals(mode)
                         && LockAnswer.contains(target, h.target))) {
                     throw EngineRefusal.refused("zklock: refused LOCK of " + name + " in " + mode
                         + ": this session holds " + StatementPlans.describe(
@@ -256,7 +257,7 @@ public final class SessionLocks {
         JsonNode remainder(JsonNode wanted, String command) {
             ObjectNode rest = LockAnswer.remainder(answer, wanted);
             for (JsonNode w : rest.path(Field.TARGETS)) {
-                if (!"X".equals(w.path(Field.MODE).asText())) {
+                if (!Mode.EXCLUSIVE.equals(w.path(Field.MODE).asText())) {
                     continue;
                 }
                 for (SessionLock h : locks) {

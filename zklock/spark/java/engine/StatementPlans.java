@@ -16,6 +16,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import zklock.EngineRefusal;
 import zklock.Protocol;
 import zklock.Protocol.Field;
+import zklock.Protocol.Mode;
 import zklock.planner.LockAnswer;
 import zklock.planner.LockPlanner;
 import zklock.planner.PlanWalker;
@@ -39,7 +40,7 @@ final class StatementPlans {
         LockPlanner planner = planner(session);
         JsonNode answer = answer(analyzed != null ? planner.planCommand(parsed, analyzed)
             : planner.planPlan(parsed, true));
-        if (!Protocol.KIND_COMMAND.equals(answer.path(Field.KIND).asText())) {
+        if (!Protocol.Kind.COMMAND.equals(answer.path(Field.KIND).asText())) {
             throw EngineRefusal.refused("zklock: " + name + " was planned as a query; it does"
                 + " not run unlocked");
         }
@@ -61,7 +62,7 @@ final class StatementPlans {
     /** A planner answer, read; EngineRefusal when the planner refused. */
     static JsonNode answer(String text) {
         JsonNode answer = Documents.read(text, LockAnswer.VERSION);
-        if (Protocol.KIND_REFUSED.equals(answer.path(Field.KIND).asText())) {
+        if (Protocol.Kind.REFUSED.equals(answer.path(Field.KIND).asText())) {
             throw EngineRefusal.refused("zklock: " + answer.path(Field.MESSAGE).asText());
         }
         return answer;
@@ -86,7 +87,7 @@ final class StatementPlans {
     /** The objects {@code answer} locks in X, as a person names them; null for none. */
     static String exclusive(JsonNode answer) {
         for (JsonNode t : answer.path(Field.TARGETS)) {
-            if ("X".equals(t.path(Field.MODE).asText())) {
+            if (Mode.EXCLUSIVE.equals(t.path(Field.MODE).asText())) {
                 return describe(answer.path(Field.TARGETS));
             }
         }
@@ -96,7 +97,7 @@ final class StatementPlans {
     /** The objects a command locks in X (else in S), as a person names them. */
     static String describe(JsonNode targets) {
         List<String> names = new ArrayList<>();
-        for (String mode : new String[] {"X", "S"}) {
+        for (String mode : new String[] {Mode.EXCLUSIVE, Mode.SHARED}) {
             for (JsonNode t : targets) {
                 String name = t.path(Field.DB).asText()
                     + (t.path(Field.TABLE).isNull() ? "" : "." + t.path(Field.TABLE).asText());

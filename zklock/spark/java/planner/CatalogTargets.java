@@ -23,6 +23,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 
 import zklock.planner.LockAnswer.Target;
 
+import zklock.Protocol.Mode;
+
 
 public final class CatalogTargets {
     private final SparkSession session;
@@ -214,7 +216,8 @@ public final class CatalogTargets {
                 String location = rstripSlash(qualify(t.storage().locationUri().get().toString()));
                 if (target.equals(location) || target.startsWith(location + "/")
                         || location.startsWith(target + "/")) {
-                    out.add(new Target(db, t.identifier().table(), Collections.emptyList(), "X"));
+                    out.add(new Target(db, t.identifier().table(), Collections.emptyList(),
+                        Mode.EXCLUSIVE));
                 }
             }
         }

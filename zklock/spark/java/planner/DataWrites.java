@@ -20,6 +20,8 @@ import org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationComm
 import zklock.adapters.SaveAsTable;
 import zklock.planner.LockAnswer.Target;
 
+import zklock.Protocol.Mode;
+
 
 final class DataWrites {
     private final CatalogTargets names;
@@ -36,7 +38,7 @@ final class DataWrites {
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement) {
             org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement ins =
                 (org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement) parsed;
-            Target table = names.namedTable(ins.table(), "X");
+            Target table = names.namedTable(ins.table(), Mode.EXCLUSIVE);
             if (table == null) {
                 return Optional.of(new ArrayList<>());
             }
@@ -52,16 +54,17 @@ final class DataWrites {
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable) {
             return Optional.of(names.onTable(
                 ((org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable) parsed).table(),
-                "X"));
+                Mode.EXCLUSIVE));
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.UpdateTable) {
             return Optional.of(names.onTable(
-                ((org.apache.spark.sql.catalyst.plans.logical.UpdateTable) parsed).table(), "X"));
+                ((org.apache.spark.sql.catalyst.plans.logical.UpdateTable) parsed).table(),
+                Mode.EXCLUSIVE));
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable) {
             return Optional.of(names.onTable(
                 ((org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable) parsed)
-                .targetTable(), "X"));
+                .targetTable(), Mode.EXCLUSIVE));
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.InsertIntoDir) {
             scala.Option<java.net.URI> location =
@@ -81,7 +84,7 @@ final class DataWrites {
                 return Optional.of(new ArrayList<>());  // the tables at its path: pathInserts
             }
             Target table = names.tableTarget(
-                CatalogTargets.parts(cmd.catalogTable().get().identifier()), "X");
+                CatalogTargets.parts(cmd.catalogTable().get().identifier()), Mode.EXCLUSIVE);
             return Optional.of(table == null ? new ArrayList<>()
                 : CatalogTargets.one(names.staticPrefix(table,
                     CatalogTargets.mapping(cmd.staticPartitions()))));
@@ -112,7 +115,7 @@ final class DataWrites {
         }
         CatalogTable table = cmd.catalogTable().get();
         Map<String, String> spec = new HashMap<>(CatalogTargets.mapping(cmd.staticPartitions()));
-        return Optional.of(CatalogTargets.prefix(walker.table(table, "X"),
+        return Optional.of(CatalogTargets.prefix(walker.table(table, Mode.EXCLUSIVE),
             PlanWalker.partitionColumns(table), spec));
     }
 
@@ -142,7 +145,8 @@ final class DataWrites {
     /** DataFrameWriter.saveAsTable of a session-catalog table: X on it and on the tables at
      *  its path option, S on what its query reads (a field Spark's tree walks do not visit). */
     private List<Target> saveAsTable(SavedTable saved) {
-        Target table = names.tableTarget(CatalogTargets.parts(saved.table().identifier()), "X");
+        Target table = names.tableTarget(CatalogTargets.parts(saved.table().identifier()),
+            Mode.EXCLUSIVE);
         List<Target> out = new ArrayList<>();
         if (table != null) {
             out.add(table);
@@ -162,7 +166,7 @@ final class DataWrites {
      *  DataSource V2 save) has no name here: refused, never written unlocked. */
     private List<Target> v2Write(String name, LogicalPlan written) {
         if (!names.ident(written).isEmpty()) {
-            return names.onTable(written, "X");
+            return names.onTable(written, Mode.EXCLUSIVE);
         }
         if (written instanceof org.apache.spark.sql.execution.datasources.v2
                 .DataSourceV2Relation) {
@@ -186,7 +190,7 @@ final class DataWrites {
             }
             List<String> parts = new ArrayList<>(Arrays.asList(id.namespace()));
             parts.add(id.name());
-            Target table = names.tableTarget(parts, "X");
+            Target table = names.tableTarget(parts, Mode.EXCLUSIVE);
             if (table == null) {
                 throw LockAnswer.unsupported("zklock cannot tell which table a write to "
                     + id + " is; the statement was not run");

@@ -16,6 +16,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import zklock.planner.LockAnswer.Target;
 import zklock.planner.NodeKinds.Kind;
 
+import zklock.Protocol.Mode;
+
 
 final class DdlWrites {
     private final CatalogTargets names;
@@ -30,7 +32,7 @@ final class DdlWrites {
         if (kind == Kind.DATABASE_X) {
             List<String> parts = names.ident(parsed.children().apply(0));
             return CatalogTargets.one(Target.database(CatalogTargets.namedDatabase(parts, parsed),
-                existingCreate(parsed) ? "S" : "X"));
+                existingCreate(parsed) ? Mode.SHARED : Mode.EXCLUSIVE));
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.RenameTable) {
             return rename((org.apache.spark.sql.catalyst.plans.logical.RenameTable) parsed);
@@ -38,38 +40,39 @@ final class DdlWrites {
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AddPartitions) {
             return names.onPartitions(parsed, list(
                 ((org.apache.spark.sql.catalyst.plans.logical.AddPartitions) parsed).parts()),
-                "X");
+                Mode.EXCLUSIVE);
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.DropPartitions) {
             return names.onPartitions(parsed, list(
                 ((org.apache.spark.sql.catalyst.plans.logical.DropPartitions) parsed).parts()),
-                "X");
+                Mode.EXCLUSIVE);
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.RenamePartitions) {
             org.apache.spark.sql.catalyst.plans.logical.RenamePartitions rp =
                 (org.apache.spark.sql.catalyst.plans.logical.RenamePartitions) parsed;
-            return names.onPartitions(parsed, Arrays.asList(rp.from(), rp.to()), "X");
+            return names.onPartitions(parsed, Arrays.asList(rp.from(), rp.to()), Mode.EXCLUSIVE);
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.TruncatePartition) {
             return names.onPartitions(parsed, Arrays.asList(
                 ((org.apache.spark.sql.catalyst.plans.logical.TruncatePartition) parsed)
-                .partitionSpec()), "X");
+                .partitionSpec()), Mode.EXCLUSIVE);
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.LoadData) {
             return names.onSpec(parsed,
-                ((org.apache.spark.sql.catalyst.plans.logical.LoadData) parsed).partition(), "X");
+                ((org.apache.spark.sql.catalyst.plans.logical.LoadData) parsed).partition(),
+                Mode.EXCLUSIVE);
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.SetTableLocation) {
             return names.onSpec(parsed,
                 ((org.apache.spark.sql.catalyst.plans.logical.SetTableLocation) parsed)
-                .partitionSpec(), "X");
+                .partitionSpec(), Mode.EXCLUSIVE);
         }
         if (parsed instanceof
                 org.apache.spark.sql.catalyst.plans.logical.SetTableSerDeProperties) {
             // Hive's lock table: S on T1
             return names.onSpec(parsed,
                 ((org.apache.spark.sql.catalyst.plans.logical.SetTableSerDeProperties) parsed)
-                .partitionSpec(), "S");
+                .partitionSpec(), Mode.SHARED);
         }
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeTable
                 || parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeColumn) {
@@ -78,7 +81,7 @@ final class DdlWrites {
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeTables) {
             List<String> parts = names.ident(parsed.children().apply(0));
             return CatalogTargets.one(
-                Target.database(CatalogTargets.namedDatabase(parts, parsed), "S"));
+                Target.database(CatalogTargets.namedDatabase(parts, parsed), Mode.SHARED));
         }
         if (parsed instanceof org.apache.spark.sql.execution.command.CreateTableLikeCommand) {
             return createLike(
@@ -88,11 +91,12 @@ final class DdlWrites {
             // ALTER TABLE RECOVER PARTITIONS and Catalog.recoverPartitions as Spark 3.5's first
             // resolution pass leaves them (4.0 on read RecoverPartitions, as parsed)
             Target table = names.tableTarget(CatalogTargets.parts(((org.apache.spark.sql
-                .execution.command.RepairTableCommand) parsed).tableName()), "X");
+                .execution.command.RepairTableCommand) parsed).tableName()), Mode.EXCLUSIVE);
             return table == null ? new ArrayList<>() : CatalogTargets.one(table);
         }
         if (kind == Kind.TABLE_X) {
-            return names.onTable(parsed.children().apply(0), existingCreate(parsed) ? "S" : "X");
+            return names.onTable(parsed.children().apply(0),
+                existingCreate(parsed) ? Mode.SHARED : Mode.EXCLUSIVE);
         }
         if (kind == Kind.READS || kind == Kind.NO_LOCKS) {
             return new ArrayList<>();  // reads only: planned from the analyzed plan
@@ -130,7 +134,7 @@ final class DdlWrites {
         if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateNamespace) {
             return names.databaseExists(CatalogTargets.last(parts));
         }
-        Target table = names.tableTarget(parts, "X");
+        Target table = names.tableTarget(parts, Mode.EXCLUSIVE);
         return table != null && names.metadataOrNull(table) != null;
     }
 
@@ -168,13 +172,13 @@ final class DdlWrites {
     /** X on the renamed table and on its new name (within the old database when the new
      *  name has none, as Spark renames). */
     private List<Target> rename(org.apache.spark.sql.catalyst.plans.logical.RenameTable parsed) {
-        Target old = names.namedTable(parsed.children().apply(0), "X");
+        Target old = names.namedTable(parsed.children().apply(0), Mode.EXCLUSIVE);
         List<String> newParts = PlanWalker.strings(parsed.newName());
         if (newParts.size() == 1 && old != null) {
             newParts.add(0, old.db);
         }
         List<Target> out = new ArrayList<>();
-        for (Target t : new Target[] {old, names.tableTarget(newParts, "X")}) {
+        for (Target t : new Target[] {old, names.tableTarget(newParts, Mode.EXCLUSIVE)}) {
             if (t != null) {
                 out.add(t);
             }
@@ -196,7 +200,7 @@ final class DdlWrites {
                 }
             }
         }
-        Target table = names.namedTable(parsed.children().apply(0), "S");
+        Target table = names.namedTable(parsed.children().apply(0), Mode.SHARED);
         return table == null ? new ArrayList<>()
             : CatalogTargets.one(names.staticPrefix(table, spec));
     }
@@ -205,7 +209,7 @@ final class DdlWrites {
      *  new table and on the tables at its location. */
     private List<Target> createLike(
             org.apache.spark.sql.execution.command.CreateTableLikeCommand like) {
-        Target table = names.tableTarget(CatalogTargets.parts(like.targetTable()), "X");
+        Target table = names.tableTarget(CatalogTargets.parts(like.targetTable()), Mode.EXCLUSIVE);
         List<Target> out = table == null ? new ArrayList<>() : CatalogTargets.one(table);
         scala.Option<java.net.URI> location = like.fileFormat().locationUri();
         if (location.isDefined()) {

@@ -32,10 +32,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import zklock.Protocol;
 import zklock.Protocol.Field;
+import zklock.Protocol.Mode;
 
 public final class LockAnswer {
     /** The answer's format; answer.py refuses any other. */
-    public static final int VERSION = Protocol.ANSWER_VERSION;
+    public static final int VERSION = Protocol.Version.ANSWER;
 
     private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -83,11 +84,11 @@ public final class LockAnswer {
     }
 
     static Refusal unsupported(String message) {
-        return new Refusal(Protocol.REFUSAL_UNSUPPORTED, message);
+        return new Refusal(Protocol.Refusal.UNSUPPORTED, message);
     }
 
     public static Refusal invalidArguments(String message) {
-        return new Refusal(Protocol.REFUSAL_INVALID_ARGUMENTS, message);
+        return new Refusal(Protocol.Refusal.INVALID_ARGUMENTS, message);
     }
 
     /** The first line of an exception's message, for a one-line note or refusal. */
@@ -115,7 +116,7 @@ public final class LockAnswer {
      *  around the whole: its caller holds the locks for all of it. */
     static LockAnswer locks(boolean command, List<Target> targets, List<String> notes,
                             boolean recheck, boolean whole) {
-        LockAnswer answer = new LockAnswer(command ? Protocol.KIND_COMMAND : Protocol.KIND_QUERY);
+        LockAnswer answer = new LockAnswer(command ? Protocol.Kind.COMMAND : Protocol.Kind.QUERY);
         if (recheck) {
             answer.fields.put(Field.RECHECK, true);
         }
@@ -132,14 +133,14 @@ public final class LockAnswer {
     }
 
     public static LockAnswer refused(Refusal refusal) {
-        LockAnswer answer = new LockAnswer(Protocol.KIND_REFUSED);
+        LockAnswer answer = new LockAnswer(Protocol.Kind.REFUSED);
         answer.fields.put(Field.REFUSAL, refusal.kind);
         answer.fields.put(Field.MESSAGE, refusal.getMessage());
         return answer;
     }
 
     public boolean isRefused() {
-        return Protocol.KIND_REFUSED.equals(fields.get(Field.KIND));
+        return Protocol.Kind.REFUSED.equals(fields.get(Field.KIND));
     }
 
     public String toJson() {
@@ -181,8 +182,9 @@ public final class LockAnswer {
         for (JsonNode w : wanted.path(Field.TARGETS)) {
             boolean found = false;
             for (JsonNode h : held.path(Field.TARGETS)) {
-                boolean exclusive = "X".equals(h.path(Field.MODE).asText());
-                if ((sameObject(h, w) && (exclusive || "S".equals(w.path(Field.MODE).asText())))
+                boolean exclusive = Mode.EXCLUSIVE.equals(h.path(Field.MODE).asText());
+                boolean shared = Mode.SHARED.equals(w.path(Field.MODE).asText());
+                if ((sameObject(h, w) && (exclusive || shared))
                         || (exclusive && contains(h, w))) {
                     found = true;
                     break;

@@ -33,6 +33,7 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.CommandExecutionMode;
 
 import zklock.Protocol;
+import zklock.Protocol.Mode;
 import zklock.adapters.ExecuteImmediate;
 import zklock.planner.LockAnswer.Refusal;
 import zklock.planner.LockAnswer.Target;
@@ -129,7 +130,7 @@ public final class LockPlanner {
     public String planWrite(String table, Map<String, String> partition) {
         try {
             List<Target> specs = new ArrayList<>();
-            Target target = names.tableTarget(nameParts(table), "X");
+            Target target = names.tableTarget(nameParts(table), Mode.EXCLUSIVE);
             if (target != null) {
                 specs.add(names.staticPrefix(target, partition == null ? new HashMap<>() : partition));
             }
@@ -400,7 +401,7 @@ public final class LockPlanner {
      *  database it names. */
     private Plan conservative(List<PlanWalker.Node> census, List<String> unknown) {
         String rules = String.join(", ", unknown);
-        if (!unknownStatements.equals("lock")) {
+        if (!Protocol.Choice.UNKNOWN_STATEMENTS_LOCK.equals(unknownStatements)) {
             throw LockAnswer.unsupported("zklock has no lock rule for " + rules + ", so the"
                 + " statement was not run; SET zklock.unknown.statements=lock"
                 + " (spark.zklock.unknown.statements) to lock every table it names in X"
@@ -412,8 +413,8 @@ public final class LockPlanner {
                 continue;
             }
             Target t = n.name.equals("UnresolvedNamespace")
-                ? Target.database(CatalogTargets.last(n.parts), "X")
-                : names.tableTarget(n.parts, "X");
+                ? Target.database(CatalogTargets.last(n.parts), Mode.EXCLUSIVE)
+                : names.tableTarget(n.parts, Mode.EXCLUSIVE);
             if (t != null) {
                 specs.add(t);
             }
@@ -432,7 +433,7 @@ public final class LockPlanner {
             if (!n.name.equals("UnresolvedRelation") || n.parts == null || n.parts.isEmpty()) {
                 continue;
             }
-            Target table = names.tableTarget(n.parts, "S");
+            Target table = names.tableTarget(n.parts, Mode.SHARED);
             if (table == null) {
                 continue;
             }
@@ -445,7 +446,7 @@ public final class LockPlanner {
             if (!columns.isEmpty()) {
                 for (List<String[]> spec : walker.partitionsToLock(meta, columns,
                         new HashMap<>())) {
-                    out.add(new Target(table.db, table.table, spec, "S"));
+                    out.add(new Target(table.db, table.table, spec, Mode.SHARED));
                 }
             }
         }

@@ -42,6 +42,8 @@ import org.apache.spark.sql.types.StructField;
 
 import zklock.adapters.SqlScripts;
 
+import zklock.Protocol.Mode;
+
 public final class PlanWalker {
     /** Nodes through which a parent's filter still constrains what a scan below reads. */
     private static final Set<String> FILTER_TRANSPARENT = NodeKinds.setOf(
@@ -207,7 +209,7 @@ public final class PlanWalker {
         }
         CatalogTable source = streamedTable(node);
         if (source != null) {  // a stream's source: the table whose files it reads
-            out.add(table(source, "S"));
+            out.add(table(source, Mode.SHARED));
             return;
         }
         if (node instanceof DataSourceV2Relation) {
@@ -216,12 +218,13 @@ public final class PlanWalker {
             if (id.isDefined()) {
                 String[] ns = id.get().namespace();
                 out.add(new LockAnswer.Target(ns.length > 0 ? ns[ns.length - 1]
-                    : catalog.getCurrentDatabase(), id.get().name(), Collections.emptyList(), "S"));
+                    : catalog.getCurrentDatabase(), id.get().name(), Collections.emptyList(),
+                    Mode.SHARED));
             }
             return;
         }
         if (node instanceof View && !((View) node).isTempView()) {
-            out.add(table(((View) node).desc(), "S"));
+            out.add(table(((View) node).desc(), Mode.SHARED));
         }
         List<Expression> next;
         if (node instanceof Filter) {
@@ -276,7 +279,7 @@ public final class PlanWalker {
     private void relation(CatalogTable table, scala.collection.Seq<Attribute> output,
                           List<Expression> conds, List<LockAnswer.Target> out,
                           boolean partitions) {
-        LockAnswer.Target whole = table(table, "S");
+        LockAnswer.Target whole = table(table, Mode.SHARED);
         out.add(whole);
         List<String[]> columns = partitionColumns(table);
         if (!partitions || columns.isEmpty()) {
@@ -302,7 +305,7 @@ public final class PlanWalker {
             }
         }
         for (List<String[]> spec : partitionsToLock(table, columns, pins)) {
-            out.add(new LockAnswer.Target(whole.db, whole.table, spec, "S"));
+            out.add(new LockAnswer.Target(whole.db, whole.table, spec, Mode.SHARED));
         }
     }
 

@@ -59,7 +59,8 @@ final class MicroBatch {
         this.name = named == null ? "" : named;
         this.query = this.name.isEmpty() ? "stream" : "stream " + this.name;
         this.target = target;
-        this.retries = "retry".equals(Block.setting(session, Protocol.STREAM_LOCK_LOST))
+        this.retries = Protocol.Choice.STREAM_LOCK_LOST_RETRY.equals(
+            Block.setting(session, Protocol.STREAM_LOCK_LOST))
             && stateless(write.inputQuery()) ? RETRIES : 0;
     }
 
@@ -102,13 +103,13 @@ final class MicroBatch {
      *  they were lost (nothing of it visible, or all of it); any other failure is thrown. */
     private Throwable attempt(long batch, Runnable write) {
         org.apache.spark.SparkContext sc = session.sparkContext();
-        sc.setLocalProperty(Protocol.STREAM, name);  // its request names the query
+        sc.setLocalProperty(Protocol.Property.STREAM, name);  // its request names the query
         Block block;
         try {
             block = Block.hold(session, answers, "micro-batch " + batch + " of " + query
                 + " (id " + queryId() + ") into " + target);
         } finally {
-            sc.setLocalProperty(Protocol.STREAM, null);
+            sc.setLocalProperty(Protocol.Property.STREAM, null);
         }
         try {
             write.run();

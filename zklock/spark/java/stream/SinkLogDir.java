@@ -37,7 +37,7 @@ public final class SinkLogDir {
     /** {@code conf} without zklock's manager: Spark's default then serves. */
     public static Configuration withoutLazyLogs(Configuration conf) {
         Configuration spark = new Configuration(conf);
-        spark.unset(Protocol.CHECKPOINT_MANAGER);
+        spark.unset(Protocol.Conf.CHECKPOINT_MANAGER);
         return spark;
     }
 }

@@ -51,10 +51,10 @@ public final class TableBatches {
         org.apache.spark.sql.internal.SQLConf conf = session.sessionState().conf();
         if (provider.isDefined() && provider.get().equalsIgnoreCase("hive")) {
             why = "it is a Hive-format table, whose files Hive's load moves";
-        } else if (!Protocol.COMMIT_PROTOCOL_CLASS.equals(
-                conf.getConfString(Protocol.COMMIT_PROTOCOL, ""))) {
+        } else if (!Protocol.JvmClass.COMMIT_PROTOCOL.equals(
+                conf.getConfString(Protocol.Conf.COMMIT_PROTOCOL, ""))) {
             why = "the application's file writes commit through "
-                + conf.getConfString(Protocol.COMMIT_PROTOCOL, "Spark's protocol");
+                + conf.getConfString(Protocol.Conf.COMMIT_PROTOCOL, "Spark's protocol");
         } else if ("false".equals(Protocol.ISOLATE_COMMITS.check(
                 conf.getConfString(Protocol.ISOLATE_COMMITS.key, null)))) {
             why = Protocol.ISOLATE_COMMITS.key + " is false";
