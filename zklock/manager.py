@@ -63,6 +63,7 @@ from .locks.lockrequest import LockSpec, LockTarget, normalize
 from .locks.lockset import HeldLock, LockSet, sole_versions
 from .locks.notice import WaitNotice, to_stderr
 from .locks.objects import LockObject
+from .locks.retry import RetryPolicy
 from .locks.waits import Waits
 from .locks.watcher import SessionWatcher, dispatch
 from .observe import metrics
@@ -145,19 +146,35 @@ def connect(settings: Settings) -> KazooClient:
     return client
 
 
-#: The longest pause between two attempts of a request that waits for lock.timeout.
-MAX_BACKOFF_S = 5.0
+class _Acquiring:
+    """One acquire's progress: what it wants, its denials so far, who held what it wanted at
+    the last (described: who holds it, since when), its published wait and its notice."""
 
+    def __init__(self, wanted: list[list[str]], query_id: str) -> None:
+        self.wanted = wanted
+        self.query_id = query_id
+        self.started = time.monotonic()
+        self.denied = 0
+        self.waited_for = ""  # whom a grant after a wait waited for
+        self.notice: Optional[WaitNotice] = None
+        self.published: Any = None  # its record in zklock waits, once it waits
+        self._blockers: list[Conflict] = []
+        self._nodes: frozenset[str] = frozenset()  # their nodes, as the denial listed them
 
-def _pause(interval: float, denied: int, backoff: bool) -> float:
-    """How long to sleep after the ``denied``-th denial: ``interval``, or under a timeout
-    ``interval`` doubling with each denial up to MAX_BACKOFF_S (never less than
-    ``interval``). The request's intents keep its place meanwhile (zklock/locks/intents.py), so a
-    longer pause costs it latency, never its turn."""
-    if not backoff:
-        return interval
-    base = max(interval, 0.05)  # never a busy loop for the whole timeout
-    return max(base, min(base * 2 ** min(max(denied - 1, 0), 20), MAX_BACKOFF_S))
+    def described(self, conflicts: list[Conflict], describe: Callable[[list[Conflict]], None],
+                  final: bool) -> list[Conflict]:
+        """``conflicts``, with who holds them (one pipelined read, ``describe``): while it
+        waits, read again only when the blockers changed or were not read; fresh at the
+        give-up (``final``)."""
+        nodes = frozenset(c.holder_node for c in conflicts)
+        if final or nodes != self._nodes or any(
+                b.readable and b.record is None for b in self._blockers):
+            describe(conflicts)
+            self._blockers, self._nodes = conflicts, nodes
+        else:
+            conflicts = self._blockers  # the same holders, described already
+        self.waited_for = describe_conflicts(conflicts)
+        return conflicts
 
 
 class LockManager:
@@ -264,134 +281,111 @@ class LockManager:
         """Acquire normalised ``targets`` with ``data`` in their nodes (``explicit``: a
         lease's persistent nodes), retrying ``retries`` times, or until ``deadline`` (a
         monotonic time), or as ``settings`` (default: this manager's) and the call's
-        ``retries``/``timeout`` say (:meth:`Settings.wait`).
+        ``retries``/``timeout`` say (:class:`~zklock.locks.retry.RetryPolicy`).
 
         Each try is one :meth:`_attempt`, which comes to Granted, Denied or Retry
         (zklock/locks/attempt.py says what the loop below does with each).
         """
         settings = self.settings if settings is None else settings
-        if deadline is not None:  # a lease's wait_s: attempts retry_interval apart until then
-            wait = settings.wait(retries=retries, retry_interval=retry_interval)
-            retries = None
-        else:
-            wait = settings.wait(retries=retries, timeout=timeout,
-                                 retry_interval=retry_interval)
-            retries = wait.retries
-        interval = wait.interval
-        backoff = retries is None and deadline is None
-        if backoff:  # Hive counts attempts; a Spark job waits for a time, fairly
-            deadline = time.monotonic() + wait.timeout
+        policy = RetryPolicy.of(settings, retries, retry_interval, timeout, deadline)
         self.ensure_root()
         # a lease keeps the recipe's names, whose attempt id groups its nodes (docs/hive.md)
         naming = "recipe" if explicit else settings.node_naming
         req = Request(targets, {t: t.obj.znode(self.root) for t in targets}, explicit, data,
                       naming=naming, client_ip=self._client_ip)
-        denied = 0  # attempts denied so far
-        blockers: list[Conflict] = []  # the last denial's, described (who holds them)
-        described: frozenset[str] = frozenset()  # their nodes, as the denial listed them
-        waited_for = ""  # whom a grant after a wait waited for
+        acquiring = _Acquiring([[t.obj.name, t.mode.value] for t in targets], query_id)
         races = _Races()  # undecided tries of the current attempt
         pre_read = False  # the first attempt is optimistic: every object node exists
-        started = time.monotonic()
-        wanted = [[t.obj.name, t.mode.value] for t in targets]
-        notice: Optional[WaitNotice] = None  # made at the first denial: most never wait
-        waiting = None
-        granted: Optional[LockSet] = None
+        granted = False
         try:
             while True:
-                if deadline is None:
-                    will_retry = denied + 1 <= retries
-                elif backoff:
-                    will_retry = time.monotonic() < deadline
-                else:
-                    will_retry = time.monotonic() + interval <= deadline
-                req.leave_intents = will_retry and settings.intents
-                try:
-                    outcome = self._attempt(req, pre_read)
-                except (*CONNECTION_ERRORS, RetryFailedError) as exc:
-                    raise ZooKeeperUnavailable(
-                        f"lost ZooKeeper at {self.settings.connect_string()} while acquiring"
-                        f" {', '.join(o for o, _ in wanted[:5])} ({type(exc).__name__});"
-                        " nothing is held: what the attempt created goes with its session or"
-                        " is deleted when the session returns") from None
-                match outcome:
+                req.leave_intents = policy.will_retry(acquiring.denied) and settings.intents
+                match self._try(req, pre_read, acquiring.wanted):
                     case Granted(lockset):
-                        lockset.query_id = query_id
-                        lockset.attempts = denied + 1
-                        lockset.waited_for = waited_for
-                        # a lease's events name it by its id, whichever process ends it
-                        lockset.set_id = (f"lease:{lockset.fencing_token}" if explicit
-                                          else secrets.token_hex(8))
-                        lockset.counted = not explicit
-                        until = (int(time.time() * 1000 + data.duration_s * 1000)
-                                 if explicit and data.duration_s else None)
-                        self.events.grant(lockset.set_id, wanted, query_id,
-                                          time.monotonic() - started, denied + 1,
-                                          lockset.fencing_token, lease=explicit,
-                                          holder=data.holder, until_ms=until)
-                        if not explicit:  # a lease outlives the session: never "lost" with it
-                            # the set keeps its intents until it releases (zklock/locks/intents.py)
-                            lockset.intents = req.intent_nodes()
-                            req.intents.clear()
-                            if not self.watcher.hand_out(lockset):
-                                # the connection dropped since the check: the set is
-                                # released again; try afresh, as a new attempt
-                                races = _Races()
-                                pre_read = denied > 0
-                                continue
-                        granted = lockset
-                        return lockset
+                        granted = self._hand_out(lockset, req, explicit, acquiring)
+                        if granted:
+                            return lockset
+                        # the connection dropped since the check: the set is released
+                        # again; try afresh, as a new attempt
+                        races, pre_read = _Races(), acquiring.denied > 0
                     case Retry(reason=reason, pre_read=again_pre_read):
                         log.debug("acquire of %d object(s) retried: %s", len(targets), reason)
                         races.another()
                         pre_read = again_pre_read
                     case Denied(conflicts):
-                        denied += 1
-                        pre_read = True  # a retry reads first: denies early, once it has a ticket
-                        pause = _pause(interval, denied, backoff)
-                        if deadline is None:
-                            exhausted = denied > retries
-                        elif backoff:  # the last pause ends at the timeout, not before
-                            pause = min(pause, deadline - time.monotonic())
-                            exhausted = pause <= 0
-                        else:
-                            exhausted = time.monotonic() + pause > deadline
-                        # who holds it (one pipelined read): while it waits, again only when
-                        # the blockers changed or were not read; fresh at the give-up
-                        nodes = frozenset(c.holder_node for c in conflicts)
-                        if exhausted or nodes != described or any(
-                                b.readable and b.record is None for b in blockers):
-                            self._describe(conflicts)
-                            blockers, described = conflicts, nodes
-                        else:
-                            conflicts = blockers  # the same holders, described already
-                        waited_for = describe_conflicts(conflicts)
-                        self.events.denial(wanted, query_id, denied,
-                                           [c.to_event() for c in conflicts], final=exhausted)
-                        if exhausted:
-                            raise error(f"lock not acquired after {denied} attempt(s):"
-                                        f" {waited_for}", conflicts=conflicts)
-                        waiting = self.waits.publish(waiting, wanted, req.data, conflicts,
-                                                     denied, started, settings.intents)
-                        if settings.wait_notice:
-                            if notice is None:
-                                notice = WaitNotice(data.query, self.say_waiting,
-                                                    started=started)
-                            notice.denied([(c.target.obj.name, c.target.mode.value)
-                                           for c in conflicts], waited_for)
-                        jittered = pause * random.uniform(0.75, 1.25)
-                        if backoff:
-                            jittered = min(jittered, max(0.0, deadline - time.monotonic()))
-                        time.sleep(jittered)
-                        races = _Races()
+                        self._wait_after(conflicts, req, policy, settings, acquiring, error)
+                        # a retry reads first: denies early, once it has a ticket
+                        races, pre_read = _Races(), True
         finally:
-            if waiting is not None:
-                self.waits.withdraw(waiting)
+            if acquiring.published is not None:
+                self.waits.withdraw(acquiring.published)
             leftover = req.intent_nodes()
-            if leftover and (granted is None or explicit):
+            if leftover and (not granted or explicit):
                 self._withdraw_intents(leftover)
-            if req.unsure_intents and granted is None:
+            if req.unsure_intents and not granted:
                 self._sweep_intents(req)
+
+    def _try(self, req: Request, pre_read: bool, wanted: list[list[str]]) -> Outcome:
+        """One :meth:`_attempt`; ZooKeeperUnavailable when ZooKeeper is lost meanwhile."""
+        try:
+            return self._attempt(req, pre_read)
+        except (*CONNECTION_ERRORS, RetryFailedError) as exc:
+            raise ZooKeeperUnavailable(
+                f"lost ZooKeeper at {self.settings.connect_string()} while acquiring"
+                f" {', '.join(o for o, _ in wanted[:5])} ({type(exc).__name__});"
+                " nothing is held: what the attempt created goes with its session or"
+                " is deleted when the session returns") from None
+
+    def _hand_out(self, lockset: LockSet, req: Request, explicit: bool,
+                  acquiring: _Acquiring) -> bool:
+        """Give the caller ``lockset``, granted after ``acquiring``'s denials, and record
+        the grant; False when the connection dropped since the attempt's check (the set was
+        released again, and the acquire goes on)."""
+        data = req.data
+        lockset.query_id = acquiring.query_id
+        lockset.attempts = acquiring.denied + 1
+        lockset.waited_for = acquiring.waited_for
+        # a lease's events name it by its id, whichever process ends it
+        lockset.set_id = (f"lease:{lockset.fencing_token}" if explicit
+                          else secrets.token_hex(8))
+        lockset.counted = not explicit
+        until = (int(time.time() * 1000 + data.duration_s * 1000)
+                 if explicit and data.duration_s else None)
+        self.events.grant(lockset.set_id, acquiring.wanted, acquiring.query_id,
+                          time.monotonic() - acquiring.started, acquiring.denied + 1,
+                          lockset.fencing_token, lease=explicit, holder=data.holder,
+                          until_ms=until)
+        if explicit:  # a lease outlives the session: never "lost" with it
+            return True
+        # the set keeps its intents until it releases (zklock/locks/intents.py)
+        lockset.intents = req.intent_nodes()
+        req.intents.clear()
+        return self.watcher.hand_out(lockset)
+
+    def _wait_after(self, conflicts: list[Conflict], req: Request, policy: RetryPolicy,
+                    settings: Settings, acquiring: _Acquiring,
+                    error: type[LockNotAcquired]) -> None:
+        """After a denial by ``conflicts``: ``error`` naming who holds them when
+        ``policy`` gives up; else the wait published (zklock waits), its user told, and
+        the policy's pause slept."""
+        acquiring.denied += 1
+        pause = policy.after(acquiring.denied)
+        conflicts = acquiring.described(conflicts, self._describe, pause.exhausted)
+        self.events.denial(acquiring.wanted, acquiring.query_id, acquiring.denied,
+                           [c.to_event() for c in conflicts], final=pause.exhausted)
+        if pause.exhausted:
+            raise error(f"lock not acquired after {acquiring.denied} attempt(s):"
+                        f" {acquiring.waited_for}", conflicts=conflicts)
+        acquiring.published = self.waits.publish(
+            acquiring.published, acquiring.wanted, req.data, conflicts, acquiring.denied,
+            acquiring.started, settings.intents)
+        if settings.wait_notice:
+            if acquiring.notice is None:  # made at the first denial: most never wait
+                acquiring.notice = WaitNotice(req.data.query, self.say_waiting,
+                                              started=acquiring.started)
+            acquiring.notice.denied([(c.target.obj.name, c.target.mode.value)
+                                     for c in conflicts], acquiring.waited_for)
+        policy.sleep(pause)
 
     def _sweep_intents(self, req: Request) -> None:
         """Delete every intent of ``req`` by its ticket, listed or not: a request that ends
