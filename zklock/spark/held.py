@@ -7,7 +7,7 @@ and 4.0's ``saveAsTable``, which drops an overwritten table before any command. 
 Python asks the engine to hold the locks (EngineCalls.hold, EngineCalls.lockSaveAsTable):
 the session's lock client takes them as it takes a statement's, under the engine's job tag
 and fence, and the statements the block runs are covered where its locks cover them
-(EngineGuard.enterBlock). :func:`run_held` runs the block and releases them, raising what
+(EngineEntry.enterBlock). :func:`run_held` runs the block and releases them, raising what
 the engine says became of them.
 """
 
@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import LockLost
-from .lock_client import CONDITIONS, lock_error
+from .lock_client import lock_error, refusal_error
 
 
 @contextmanager
@@ -33,9 +32,7 @@ def run_held(held: Any, objects: list[str]) -> Iterator[None]:
         instead = held.close(first_line(exc))
         if instead is None:
             raise
-        condition, message = str(instead).split("\n", 1)
-        error = CONDITIONS[condition]
-        raise (error(objects, message) if error is LockLost else error(message)) from exc
+        raise refusal_error(instead, objects) from exc
     except BaseException:
         held.close("interrupted")
         raise

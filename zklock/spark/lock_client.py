@@ -50,6 +50,7 @@ from ..errors import (
 )
 from ..locks import pending
 from ..locks.locknode import LockNodeName
+from ..locks.lockrequest import LockTarget
 from ..locks.lockset import LockSet
 from ..locks.mode import Mode
 from ..locks.objects import LockObject
@@ -88,6 +89,20 @@ def lock_error(exc: BaseException) -> BaseException:
         if refused is not None:  # the fenced commit refused a job zklock did not lock here
             return LockLost([], refused)
         return exc
+    return _error(condition, message, parameters)
+
+
+def refusal_error(java: Any, objects: list[str]) -> ZkLockError:
+    """zklock's exception for the engine's refusal ``java`` (a py4j EngineRefusal, as a
+    block's close answers it); a loss names its set's objects, else ``objects``."""
+    parameters = {str(k): str(v) for k, v in java.getMessageParameters().items()}
+    if not parameters.get(Field.OBJECTS):
+        parameters[Field.OBJECTS] = "\n".join(objects)
+    return _error(str(java.getCondition()), str(java.getMessage()), parameters)
+
+
+def _error(condition: str, message: str, parameters: dict[str, str]) -> ZkLockError:
+    """The one mapping of the engine's conditions to zklock's exceptions."""
     if CONDITIONS[condition] is LockLost:
         objects = [o for o in parameters.get(Field.OBJECTS, "").split("\n") if o]
         return LockLost(objects, message)
@@ -217,40 +232,29 @@ class EngineLockClient:
             Field.SOLE: [[obj.db, obj.table, v.path, v.czxid, v.cversion]
                          for obj, v in lockset.sole.items()]})
 
-    def verify(self, request: str) -> str:
-        """Does a Spark Connect client's claim (its LockingSession statement's lock nodes,
-        sent as an operation tag) cover the command's planned locks, and do the nodes still
-        exist? A client could name any nodes: they must be lock nodes under this client's
-        root, of the modes the command needs, and alive."""
+    def claim(self, request: str) -> str:
+        """What a Spark Connect client's claim holds: its LockingSession statement's lock
+        nodes (sent as an operation tag), read as the objects and modes they lock, once
+        checked to be lock nodes under this client's root that still exist (a client could
+        name any nodes). Whether they cover the statement is the engine's one rule
+        (LockAnswer.uncovered), applied to this answer."""
         try:
             doc = json.loads(request)
             if doc.get(Field.VERSION) != VERSION:
                 return _answer(Outcome.REFUSED, message="zklock: a claim in an unknown format")
-            planned = answer.read(json.dumps(doc[Field.ANSWER]))
-            held = {}
+            nodes = [str(path) for path in doc.get(Field.NODES, [])]
+            held: dict[LockObject, Mode] = {}
             root = self.manager.root.rstrip("/")
-            for path in doc.get(Field.NODES, []):
-                parts = str(path).split("/")
-                name = LockNodeName.parse(parts[-1])
-                if not str(path).startswith(root + "/") or name is None:
+            for path in nodes:
+                name = LockNodeName.parse(path.split("/")[-1])
+                if not path.startswith(root + "/") or name is None:
                     return _answer(Outcome.REFUSED, message=f"zklock: {path} is not a lock node"
                                    f" under {root}: the command does not run")
-                obj = LockObject.from_znode_parts(str(path)[len(root) + 1:].split("/")[:-1])
+                obj = LockObject.from_znode_parts(path[len(root) + 1:].split("/")[:-1])
                 if held.get(obj) is not Mode.EXCLUSIVE:
                     held[obj] = name.mode
-            # LockAnswer.remainder's rule: the same object in X or in the mode wanted, or X
-            # on an object above it
-            missing = [t for t in planned.targets
-                       if not any(obj.contains(t.obj) and obj != t.obj and mode is Mode.EXCLUSIVE
-                                  for obj, mode in held.items())
-                       and (t.obj not in held
-                            or (t.mode is Mode.EXCLUSIVE and held[t.obj] is not Mode.EXCLUSIVE))]
-            if missing:
-                return _answer(Outcome.REFUSED, message=f"zklock: the statement's locks do not"
-                               f" cover {missing[0].obj.name} in {missing[0].mode.value}: the"
-                               " command does not run")
             client = self.manager.client
-            asked = [(p, client.exists_async(p)) for p in doc.get(Field.NODES, [])]  # one round
+            asked = [(p, client.exists_async(p)) for p in nodes]  # one round trip
             gone = [p for p, reply in asked if reply.get(timeout=self.manager.settings
                                                          .connect_timeout) is None]
             if gone:
@@ -258,7 +262,8 @@ class EngineLockClient:
                                f" ({gone[0]} is gone)")
         except Exception as exc:  # fail closed
             return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
-        return _answer(Outcome.COVERED)
+        targets = [LockTarget(obj, mode) for obj, mode in held.items()]
+        return _answer(Outcome.CLAIMED, fields={Field.ANSWER: json.loads(answer.write(targets))})
 
     def parse(self, request: str) -> str:
         """A session's own statement, LOCK or UNLOCK TABLE (or DATABASE), read by zklock's

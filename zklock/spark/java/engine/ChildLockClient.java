@@ -10,7 +10,7 @@
 //   JVM -> child: {"version": 1, "conf": {...}, "hadoop": {hive.* of Spark's Hadoop conf},
 //                  "application": "...",                                     (first, once)
 //                  "abandoned": [the lock nodes of the children that died before it]}
-//                 {"version": 1, "id": n, "call": "acquire" | "verify", "request": {...}}
+//                 {"version": 1, "id": n, "call": "acquire" | "claim", "request": {...}}
 //                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
 //   child -> JVM: {"version": 1, "event": "ready", "pid": n,               (first, once)
 //                  "profile": {ClientProfile.java's document}}
@@ -228,8 +228,8 @@ final class ChildLockClient implements EngineLockClient {
     }
 
     @Override
-    public String verify(String request) {
-        return call(Protocol.Call.VERIFY, request, null, false).toString();
+    public String claim(String request) {
+        return call(Protocol.Call.CLAIM, request, null, false).toString();
     }
 
     @Override

@@ -56,8 +56,9 @@ final class EnclosingLocks {
 
     /** Does this execution run inside a locked statement? Then its locks cover it, once
      *  checked (else EngineRefusal): the engine's own statement's, to still exist; a
-     *  block's, also to cover what {@code planned} needs; a client's, by the lock client,
-     *  to be lock nodes covering it that exist (with no lock client here, to exist). */
+     *  block's, also to cover what {@code planned} needs; a client's, to be lock nodes that
+     *  exist (read by the lock client, with no lock client here only checked to exist), and,
+     *  read, to cover it. */
     static boolean cover(SparkSession session, Supplier<JsonNode> planned) {
         SparkContext sc = session.sparkContext();
         Claim claim = heldHere(sc) ? engineClaim(sc, planned) : connectClaim(sc);
@@ -87,12 +88,7 @@ final class EnclosingLocks {
         String engineHeld = sc.getLocalProperty(ENGINE_HELD);
         EngineGuard block = engineHeld == null ? null : BLOCKS.get(engineHeld);
         if (block != null) {
-            JsonNode missing = LockAnswer.uncovered(block.heldAnswer(), planned.get());
-            if (missing != null) {
-                throw EngineRefusal.refused("zklock: the block's locks do not cover "
-                    + StatementPlans.describe(Documents.JSON.createArrayNode().add(missing))
-                    + " in " + missing.path(Field.MODE).asText() + ": the statement does not run");
-            }
+            refuseUncovered(block.heldAnswer(), planned.get(), "the block's locks");
         }
         return new Claim(sc.getLocalProperty(CommitFence.ZOOKEEPER),
             Arrays.asList(sc.getLocalProperty(CommitFence.NODES).split("\n")),
@@ -110,18 +106,29 @@ final class EnclosingLocks {
         return new Claim(fence.path(Field.ZOOKEEPER).asText(), nodes, true);
     }
 
-    /** The lock client's word that {@code nodes} are lock nodes covering {@code answer}
-     *  that exist; else its refusal, raised. */
+    /** The lock client's reading of a client's claimed {@code nodes} (lock nodes of its
+     *  root that exist), checked to cover {@code answer}; else its refusal, raised. */
     private static void verify(EngineLockClient client, JsonNode answer, List<String> nodes) {
         Map<String, Object> claim = new LinkedHashMap<>();
         claim.put(Field.VERSION, Protocol.Version.ENGINE);
-        claim.put(Field.ANSWER, answer);
         claim.put(Field.NODES, nodes);
-        JsonNode verdict = Documents.lockAnswer(client.verify(Documents.write(claim)));
-        String outcome = verdict.path(Field.OUTCOME).asText();
-        if (!Protocol.Outcome.COVERED.equals(outcome)) {
+        JsonNode held = Documents.lockAnswer(client.claim(Documents.write(claim)));
+        String outcome = held.path(Field.OUTCOME).asText();
+        if (!Protocol.Outcome.CLAIMED.equals(outcome)) {
             throw EngineRefusal.raise(EngineRefusal.of(outcome,
-                verdict.path(Field.MESSAGE).asText("zklock: claim refused"), null));
+                held.path(Field.MESSAGE).asText("zklock: claim refused"), null));
+        }
+        refuseUncovered(held.path(Field.ANSWER), answer, "the statement's locks");
+    }
+
+    /** Refuse a statement whose {@code answer} {@code held} does not cover (the cover rule:
+     *  LockAnswer.uncovered), naming what it lacks. */
+    private static void refuseUncovered(JsonNode held, JsonNode answer, String whose) {
+        JsonNode missing = LockAnswer.uncovered(held, answer);
+        if (missing != null) {
+            throw EngineRefusal.refused("zklock: " + whose + " do not cover "
+                + StatementPlans.describe(Documents.JSON.createArrayNode().add(missing))
+                + " in " + missing.path(Field.MODE).asText() + ": the statement does not run");
         }
     }
 

@@ -155,14 +155,14 @@ public final class EngineCalls {
          *  succeeded). A loss while a successful call ran is thrown (EngineRefusal,
          *  ZKLOCK_LOCK_LOST). For a failed call, what to raise instead of its error: the
          *  loss, or the failed write (ZKLOCK_WRITE_FAILED) naming the table and what became
-         *  of it, as a message; null to raise the call's own error. */
-        public String close(String failure) {
+         *  of it, typed as the engine's refusals are; null to raise the call's own error. */
+        public EngineRefusal close(String failure) {
             EngineRefusal refusal = guard.exit(statement,
                 failure == null ? null : new IllegalStateException(failure));
             if (refusal != null && failure == null) {
                 throw EngineRefusal.raise(refusal);
             }
-            return refusal == null ? null : refusal.getCondition() + "\n" + refusal.getMessage();
+            return refusal;
         }
     }
 

@@ -22,15 +22,17 @@
 //      | {"version": 1, "outcome": "denied" | "refused" | "unavailable", "message": "..."}
 //   release("<handle>", failed) -> {"version": 1, "outcome": "released", "objects": [...]}
 //                                | {"version": 1, "outcome": "lost", "message", "objects"}
-//   verify({"version": 1, "answer": <LockAnswer>, "nodes": [...]})
-//     -> {"version": 1, "outcome": "covered" | "refused" | "lost", "message": "..."}
+//   claim({"version": 1, "nodes": [...]})   (EnclosingLocks.java: whether they cover a
+//                                             statement is the engine's rule, LockAnswer's)
+//     -> {"version": 1, "outcome": "claimed", "answer": <LockAnswer: what the nodes hold>}
+//      | {"version": 1, "outcome": "refused" | "lost", "message": "..."}
 //   parse({"version": 1, "statement": "LOCK TABLE ..."})   (SessionLocks.java)
 //     -> {"version": 1, "outcome": "parsed", "kind": "lock" | "unlock",
 //         "table": "`db`.`t`" | null, "database": "db" | null, "partition": {"k": "v"},
 //         "mode": "S" | "X" (lock)}
 //      | {"version": 1, "outcome": "refused", "message": "..."}
 // The handle is the JVM's, so that it can release what a grant it never read took. The
-// words (calls, outcomes) are protocol.properties' (Protocol.java, protocol.py).
+// words (calls, outcomes) are protocol.properties' (the generated Protocol, protocol.py).
 package zklock.engine;
 
 public interface EngineLockClient {
@@ -41,8 +43,9 @@ public interface EngineLockClient {
      *  nothing); {@code failed}: the command failed. Says whether the set was lost meanwhile. */
     String release(String handle, boolean failed);
 
-    /** Does a Spark Connect client's claim cover the command and still exist? */
-    String verify(String request);
+    /** What a Spark Connect client's claimed lock nodes hold, once checked to be lock nodes
+     *  of this client's root that still exist. */
+    String claim(String request);
 
     /** A session's own statement (LOCK or UNLOCK TABLE), read by zklock's one parser. */
     String parse(String request);

@@ -92,8 +92,8 @@ final class LockClients {
         }
 
         @Override
-        public String verify(String request) {
-            return calls.call(() -> client.verify(request));
+        public String claim(String request) {
+            return calls.call(() -> client.claim(request));
         }
 
         @Override
