@@ -174,8 +174,8 @@ public final class LockAnswer {
     /** {@code wanted} with only the targets {@code held} does not cover. A held target
      *  covers the same object, in X or in the mode wanted, and, in X, every object below it
      *  (a table's partitions, a database's tables): no other holder can hold anything there,
-     *  since a lock below takes S on each parent. (lock_client.py's verify, the check of a
-     *  Spark Connect claim, applies the same rule.) */
+     *  since a lock below takes S on each parent. The one cover rule: a block's statements,
+     *  a session's own locks and a Spark Connect client's claim are all judged by it. */
     public static ObjectNode remainder(JsonNode held, JsonNode wanted) {
         ObjectNode out = wanted.deepCopy();
         ArrayNode rest = out.putArray(Field.TARGETS);
