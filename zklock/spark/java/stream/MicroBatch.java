@@ -3,6 +3,7 @@ package zklock.stream;
 import java.util.List;
 import java.util.Set;
 
+import org.apache.spark.SparkException;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.streaming.WriteToStream;
@@ -117,7 +118,7 @@ final class MicroBatch {
             Throwable failure = block.failed(e);
             // a query stopped while its batch ran: Spark knows the interruption itself as a
             // clean stop, and no longer would behind zklock's refusal or failed write
-            Throwable interruption = interruption(e);
+            Throwable interruption = interruption(e, sc.getLocalProperty(JOB_GROUP));
             if (interruption != null) {
                 throw EngineRefusal.sneaky(interruption);
             }
@@ -137,6 +138,10 @@ final class MicroBatch {
         return null;
     }
 
+    /** The local property naming a streaming query's job group (its run id), as Spark sets
+     *  it on the query's thread. */
+    private static final String JOB_GROUP = "spark.jobGroup.id";
+
     private static boolean lost(Throwable e) {
         return e instanceof EngineRefusal && EngineRefusal.LOST.equals(((EngineRefusal) e).getCondition());
     }
@@ -147,13 +152,21 @@ final class MicroBatch {
     }
 
     /** The interruption that ended the batch's write (its query stopped), by Spark's own
-     *  test: an InterruptedException or an interrupted channel or stream, {@code e} or its
-     *  cause; null when it was not interrupted. */
-    private static Throwable interruption(Throwable e) {
+     *  test (StreamExecution.isInterruptionException): an InterruptedException or an
+     *  interrupted channel or stream, {@code e} or its cause, or the cancellation of the
+     *  query's job group {@code group} (stop() cancels its running jobs: which reaches the
+     *  batch first, the thread's interruption or the job's cancellation, is a race); null
+     *  when it was not interrupted. */
+    private static Throwable interruption(Throwable e, String group) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof InterruptedException
                     || t instanceof java.nio.channels.ClosedByInterruptException
                     || t instanceof java.io.InterruptedIOException) {
+                return t;
+            }
+            String message = String.valueOf(t.getMessage());
+            if (t instanceof SparkException && group != null && message.contains("cancelled")
+                    && message.contains(group)) {
                 return t;
             }
             if (t.getCause() == t) {
