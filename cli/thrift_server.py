@@ -92,10 +92,11 @@ class ThriftServer(LocalService):
         Raises :class:`~zklock.errors.ServerError` (one line) when one already runs here,
         the port is taken, or the server exits or does not listen within ``wait`` seconds.
         """
+        from zklock.config import spark_key
         from zklock.spark.application import EXTENSIONS, SPARK_DEFAULTS
         from zklock.spark.jvm import jar_info, module_jar
         from zklock.spark.lock_client import EXTENSION_CLASS
-        from zklock.spark.protocol import LOCK_CLIENT_STATUS_FILE, JvmClass
+        from zklock.spark.protocol import JvmClass
 
         self.check_startable()
         home = pyspark_home()
@@ -106,8 +107,8 @@ class ThriftServer(LocalService):
                 "spark.plugins.defaultList": JvmClass.PLUGIN,
                 "spark.ui.enabled": "false",
                 # the child lock client runs in this zklock's Python
-                "spark.zklock.lockClient.python": sys.executable,
-                LOCK_CLIENT_STATUS_FILE: str(self.lock_client_file),
+                spark_key("lock_client_python"): sys.executable,
+                spark_key("lock_client_status_file"): str(self.lock_client_file),
                 IMPERSONATION: "false",
                 **self.locks, **self.conf}
         if self.warehouse:

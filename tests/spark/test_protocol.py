@@ -41,6 +41,35 @@ def python_uses(path: Path) -> set[tuple[str, str]]:
     return uses
 
 
+def test_every_name_imported_from_the_module_is_there():
+    """What other modules import from zklock.spark.protocol, it has (an import of a name it
+    no longer has fails only where that import runs: a CLI command, a server's start)."""
+    missing = []
+    for path in python_sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (
+                    node.module == "zklock.spark.protocol"
+                    or (node.level == 1 and node.module == "protocol"
+                        and path.parent.name == "spark" and path.parent.parent.name == "zklock")):
+                missing += [f"{path.relative_to(PROJECT)}: {a.name}" for a in node.names
+                            if not hasattr(protocol, a.name)]
+    assert not missing, missing
+
+
+def test_a_namespace_pickles_by_its_section():
+    """A UDF that names Field.NODES carries it to Spark's Python worker by pickle."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    def fence_nodes() -> str:
+        return protocol.Property.FENCE_NODES
+
+    assert pickle.loads(cloudpickle.dumps(fence_nodes))() == protocol.Property.FENCE_NODES
+    again = pickle.loads(pickle.dumps(protocol.Field))
+    assert again.names() == protocol.Field.names() and again.VERSION == "version"
+
+
 def test_every_section_has_a_namespace_on_both_sides():
     source = protocol.java_source()
     for name, section in NAMESPACES.items():

@@ -61,8 +61,15 @@ class Section:
             setattr(self, name.upper(), value(text))
 
     def __getattr__(self, name: str) -> Any:  # only for names the file lacks
+        if name.startswith("_"):  # (pickle's and copy's probes, before any state)
+            raise AttributeError(name)
         raise AttributeError(f"zklock/spark/protocol.properties has no"
                              f" {self._section}.{name.lower()}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its section's name (a UDF's closure that names ``Field.NODES`` reads
+        the file again in Spark's Python worker)."""
+        return (Section, (self._section,))
 
     def names(self) -> list[str]:
         """Its attributes' names, in the file's order."""
