@@ -386,3 +386,23 @@ def test_writers_with_a_path_option_lock_the_table_stored_there(locking, make_ma
             with raises_lock_error(LockNotAcquired, match="holder-7"):
                 df.writeTo(f"{db}.alias3").using("parquet").option("path", location).create()
     assert not spark.catalog.tableExists(f"{db}.alias2")
+
+
+def test_save_as_table_runs_only_what_its_locks_cover(locking, db, spark):
+    """A saveAsTable held whole (EngineCalls.lockSaveAsTable: Spark 3.5 and 4.0, whose call
+    drops an overwritten table before any command runs) is a block: a command it runs is
+    covered only where its locks cover it. Held for another table, a saveAsTable of this one
+    is refused before Spark drops anything, on every line."""
+    from zklock.spark.held import run_held
+    from zklock.spark.lock_client import engine_of
+
+    before = count(spark, f"{db}.dim")
+    df = locking.createDataFrame([(8, "eight")], "id INT, name STRING")
+    writer = df.write.mode("overwrite").format("parquet")
+    held = engine_of(spark).lockSaveAsTable(spark._jsparkSession, f"{db}.staging", None,
+                                            writer._jwrite, df._jdf)
+    with pytest.raises(Exception) as raised:
+        with run_held(held, [f"{db}.staging"]):
+            writer.saveAsTable(f"{db}.dim")
+    assert "do not cover" in str(raised.value), raised.value
+    assert spark.catalog.tableExists(f"{db}.dim") and count(spark, f"{db}.dim") == before

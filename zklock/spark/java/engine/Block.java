@@ -32,7 +32,8 @@ public final class Block {
             JsonNode next = StatementPlans.answer(text);
             answer = answer == null ? next : LockAnswer.union(answer, next);
         }
-        return new Block(EngineEntry.enterBlock(session, answer, statement), statement);
+        return new Block(EngineEntry.enterBlock(session, answer, "the block", statement),
+            statement);
     }
 
     /** Refuse (EngineRefusal) where the planner refused any of {@code answers}: what a

@@ -83,9 +83,10 @@ public final class EngineCalls {
     /** Spark 3.5 and 4.0's {@code df.write.saveAsTable(table)}, locked whole before Spark
      *  starts (zklock/spark/saveastable.py calls it): X on the table and on the catalog tables
      *  at its path (the call's {@code path} option, else the one set on {@code writer}), S on
-     *  what {@code ds} reads, held until {@link Held#close}. The commands the call runs find
-     *  themselves covered. Refused, denied or lost as any statement is (EngineRefusal). One
-     *  py4j call: the writer's options are read here, not through py4j reflection. */
+     *  what {@code ds} reads, held until {@link Held#close}, as a block's: a command the call
+     *  runs is covered where these locks cover it, and refused where they do not. Refused,
+     *  denied or lost as any statement is (EngineRefusal). One py4j call: the writer's
+     *  options are read here, not through py4j reflection. */
     public static Held lockSaveAsTable(SparkSession session, String table, String path,
                                        Object writer, org.apache.spark.sql.Dataset<?> ds) {
         List<String> paths = new java.util.ArrayList<>();
@@ -99,7 +100,7 @@ public final class EngineCalls {
                 StatementPlans.answer(planner.planPaths(paths))),
             StatementPlans.answer(planner.planDataFrame(ds)));
         String statement = "saveAsTable " + table;
-        return new Held(EngineEntry.enterCall(session, answer, "saveAsTable", statement),
+        return new Held(EngineEntry.enterBlock(session, answer, "saveAsTable", statement),
             "saveAsTable");
     }
 
@@ -110,8 +111,8 @@ public final class EngineCalls {
      *  the block's locks cover it, and refused where they do not (EngineEntry.enterBlock).
      *  Refused, denied or lost as any statement is (EngineRefusal). */
     public static Held hold(SparkSession session, String answer, String statement) {
-        return new Held(EngineEntry.enterBlock(session, StatementPlans.answer(answer), statement),
-            statement);
+        return new Held(EngineEntry.enterBlock(session, StatementPlans.answer(answer),
+            "the block", statement), statement);
     }
 
     /** The {@code path} option set on a DataFrameWriter ({@code option("path", p)}): its

@@ -64,9 +64,8 @@ final class EngineEntry {
             }, null, true);
     }
 
-    /** The locks of a call the engine cannot see whole (Spark 3.5 and 4.0's saveAsTable,
-     *  which drops an overwritten table before any command runs): {@code answer}'s, held
-     *  from now until {@link #exit}, as a command's are. */
+    /** The locks of a call the engine holds for its caller (a missing table's wait):
+     *  {@code answer}'s, held from now until {@link EngineGuard#exit}, as a command's are. */
     static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
                                  String statement) {
         return enterCall(session, answer, name, statement, true);
@@ -80,13 +79,16 @@ final class EngineEntry {
         }, what -> statement, null, sessionCover);
     }
 
-    /** A block zklock's Python holds (LockingSession.holding, a SQL script Spark runs
-     *  statement by statement): {@code answer}'s locks, held from now until {@link #exit},
-     *  as a command's are. Unlike a command's nested executions, a statement the block runs
-     *  is covered only where the block's locks cover it (a block holding S on a table does
-     *  not cover a write to it): else it is refused. */
-    static EngineGuard enterBlock(SparkSession session, JsonNode answer, String statement) {
-        EngineGuard guard = enterCall(session, answer, "the block", statement);
+    /** A block held through the engine: one of zklock's Python (LockingSession.holding, a
+     *  SQL script Spark runs statement by statement, Spark 3.5 and 4.0's saveAsTable, which
+     *  drops an overwritten table before any command runs) or a micro-batch's
+     *  (stream/MicroBatch.java): {@code answer}'s locks, held from now until
+     *  {@link EngineGuard#exit}, as a command's are. Unlike a command's nested executions, a
+     *  statement the block runs is covered only where the block's locks cover it (a block
+     *  holding S on a table does not cover a write to it): else it is refused. */
+    static EngineGuard enterBlock(SparkSession session, JsonNode answer, String name,
+                                  String statement) {
+        EngineGuard guard = enterCall(session, answer, name, statement);
         if (guard.holds()) {
             EnclosingLocks.asBlock(guard);
         }
