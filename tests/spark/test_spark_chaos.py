@@ -56,6 +56,11 @@ from zklock.testing.proxy import FaultProxy
 pytestmark = pytest.mark.soak
 
 SECONDS = float(os.environ.get("ZKLOCK_CHAOS_SECONDS", "150"))
+#: What the applications are given to start (six Spark applications on two cores took most of
+#: 150 s): they run until STARTUP_S + SECONDS after the first launch, and the faults come for
+#: SECONDS - 15 from the moment every one has run a statement, not from the launch (a window
+#: counted from the launch was all but spent on Spark's starts: one fault, or none, a run).
+STARTUP_S = 180.0
 SESSION_TIMEOUT = 4.0
 #: The bound on a fault's condition (sessions expired or moved): many session timeouts.
 FAULT_WAIT = 15 * SESSION_TIMEOUT
@@ -87,7 +92,7 @@ class Apps:
         return ",".join(p.connect for p in self.proxies[name])
 
     def start(self, name: str) -> None:
-        left = str(max(10.0, SECONDS - (time.monotonic() - self.started)))
+        left = str(max(10.0, STARTUP_S + SECONDS - (time.monotonic() - self.started)))
         log = (self.work / f"{name}.log").open("a")
         env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
         args = [ROLES[name], self.hosts(name), self.root, str(self.work), left, name]
@@ -232,7 +237,9 @@ def test_spark_under_chaos(ensemble, tmp_path):
         assert wait_for(lambda: {r["app"] for r in records(tmp_path)
                                  if r.get("kind") == "end" and r.get("ok")} >= set(ROLES),
                         timeout=240), "an application never ran a statement"
-        while time.monotonic() - apps.started < SECONDS - 15:
+        ready = time.monotonic()
+        window_end = min(ready + SECONDS, apps.started + STARTUP_S + SECONDS) - 15
+        while time.monotonic() < window_end:
             kind = rng.choice(kinds)
             fault = {"kind": kind, "at": time.time()}
             leader = ens.leader()
@@ -291,7 +298,7 @@ def test_spark_under_chaos(ensemble, tmp_path):
             faults.append(fault)
             time.sleep(rng.uniform(2.0, 5.0))  # pacing: the harness's cadence of faults
         for p in apps.procs.values():
-            p.wait(timeout=SECONDS + 300)
+            p.wait(timeout=STARTUP_S + SECONDS + 300)
     finally:
         apps.stop()
         operator.stop()
