@@ -265,11 +265,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
     with zklock's engine extension, whose lock client takes locks under ENGINE_ROOT."""
     from pyspark.sql import SparkSession
 
+    import held_commits
+
     from zklock.config import Settings
     from zklock.spark import configure, enforce
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     builder = (SparkSession.builder.master("local[2]").appName("zklock-tests")
+               # the tests' hold on a write job (tests/held_commits.py), beside zklock's jar
+               .config("spark.jars", str(held_commits.jar()))
                .config("spark.sql.warehouse.dir", str(warehouse))
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -372,18 +376,22 @@ def make_locking(spark, zk_hosts: str, root: str, session_timeout: float):
     """Build LockingSessions on the test's root (each with its own ZooKeeper session), each
     over a SparkSession of its own (``spark.newSession()``: shared catalog, own conf, temp
     views and functions). A LockingSession is the lock client of every statement its
-    SparkSession runs, so the test's plain ``spark`` keeps the engine's root."""
+    SparkSession runs, so the test's plain ``spark`` keeps the engine's root. ``conf``: SQL
+    settings of that SparkSession."""
     from zklock.spark import LockingSession
 
     made = []
 
-    def make(**kw):
+    def make(conf: Optional[dict] = None, **kw):
         kw.setdefault("hosts", zk_hosts)
         kw.setdefault("root", root)
         kw.setdefault("retries", 0)
         kw.setdefault("retry_interval", 0.05)
         kw.setdefault("session_timeout", session_timeout)
-        session = LockingSession(spark.newSession(), **kw)
+        plain = spark.newSession()
+        for key, value in (conf or {}).items():
+            plain.conf.set(key, value)
+        session = LockingSession(plain, **kw)
         made.append(session)
         return session
 

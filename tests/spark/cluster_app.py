@@ -19,13 +19,12 @@ from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: polling.py
 
+import held_commits  # noqa: E402
 from polling import lock_nodes, wait_for  # noqa: E402
 
 from zklock import LockManager
 from zklock.errors import LockLost
 from zklock.spark import LockingSession, configure, lock_error
-
-HOLD = "zklock.fence.holdFile"
 
 
 def locks(hosts: str, root: str) -> dict:
@@ -68,12 +67,15 @@ def fenced_commit(spark, hosts: str, root: str, work: Path, zk: KazooClient) -> 
     """Every task done on the executors, the job commit (on the driver) held back, a lock
     node deleted by another client: the commit is refused and nothing becomes visible."""
     spark.sql("CREATE TABLE fenced (id INT) USING parquet")
-    session = LockingSession(spark.newSession(), **locks(hosts, root))
+    held = spark.newSession()
+    for key, value in held_commits.CONF.items():  # its writes: the tests' held protocol
+        held.conf.set(key, value)
+    session = LockingSession(held, **locks(hosts, root))
     session.sql("INSERT INTO fenced VALUES (1)")
     hold = work / "hold"
     hold.write_text("held")
     system = spark._jvm.java.lang.System
-    system.setProperty(HOLD, str(hold))
+    system.setProperty(held_commits.AT_COMMIT, str(hold))
     outcome = {}
 
     def write() -> None:
@@ -92,7 +94,7 @@ def fenced_commit(spark, hosts: str, root: str, work: Path, zk: KazooClient) -> 
     finally:
         hold.unlink(missing_ok=True)
         writer.join(120)
-        system.clearProperty(HOLD)
+        system.clearProperty(held_commits.AT_COMMIT)
     error = outcome.get("error")
     session.close()
     return {"reached_commit": reached, "deleted": len(mine),
@@ -169,6 +171,7 @@ def main(hosts: str, root: str, work: str) -> dict:
     where = Path(work)
     spark = configure(SparkSession.builder.master("local-cluster[2,1,1024]")
                       .appName("zklock-local-cluster")
+                      .config("spark.jars", str(held_commits.jar()))
                       .config("spark.sql.warehouse.dir", str(where / "warehouse"))
                       .config("spark.ui.enabled", "false")
                       .config("spark.executor.memory", "768m")

@@ -1,9 +1,9 @@
 """Fenced commit: a Spark write whose locks were lost never commits.
 
 zklock's committers check, in commitJob, that every lock node of the statement's
-set still exists (CommitFence.java). The commit is held back at that point with
-the committers' test hook (the JVM system property ``zklock.fence.holdFile``),
-the locks are lost meanwhile, and the commit must be refused: LockLost, the
+set still exists (CommitFence.java). The commit is held back just before that point
+by the tests' own subclass of zklock's commit protocol (tests/held_commits.py), the
+locks are lost meanwhile, and the commit must be refused: LockLost, the
 table unchanged, no lock node left. A write whose locks are held commits through
 the check, and a ZooKeeper that does not answer fails the commit, closed.
 """
@@ -11,7 +11,6 @@ the check, and a ZooKeeper that does not answer fails the commit, closed.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import diagnostics
 import pytest
 from conftest import lock_nodes, wait_for
+from held_commits import AT_COMMIT, AT_SETUP, CONF, HeldWrite
 from kazoo.exceptions import NoAuthError
 
 from zklock import LockLost
@@ -27,9 +27,6 @@ from zklock.spark import lock_error
 from zklock.spark.protocol import Fence, Property
 from zklock.testing import expire_session
 
-HOLD = "zklock.fence.holdFile"
-#: The engine's hold of a command granted its locks, before it runs (TestHolds.java).
-GUARD_HOLD = "zklock.guard.holdFile"
 #: How the engine marks its own statement's nodes (EngineGuard.ENGINE_HELD).
 ENGINE_HELD = "zklock.engine.held"
 
@@ -44,43 +41,6 @@ def data_files(spark, table: str) -> list[str]:
     root = Path(location.collect()[0].data_type.removeprefix("file:"))
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
                   and not any(part[0] in "_." for part in p.relative_to(root).parts))
-
-
-class HeldCommit:
-    """Runs ``fn`` on a thread whose fenced job commit waits until :meth:`release`."""
-
-    def __init__(self, spark, tmp_path: Path, fn, hold: str = HOLD) -> None:
-        self.jvm_system = spark._jvm.java.lang.System
-        self.hold = hold
-        self.file = tmp_path / f"hold-{uuid.uuid4().hex[:8]}"
-        self.fn = fn
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run)
-
-    def _run(self) -> None:
-        try:
-            self.fn()
-        except BaseException as exc:  # handed to the test thread
-            self.error = exc
-
-    def __enter__(self) -> HeldCommit:
-        self.file.write_text("held")
-        self.jvm_system.setProperty(self.hold, str(self.file))
-        self.thread.start()
-        assert wait_for(lambda: Path(f"{self.file}.held").exists(), timeout=60), \
-            f"the write never reached {self.hold}"
-        return self
-
-    def release(self) -> BaseException | None:
-        """Let the commit go on; the write's exception (None if it committed)."""
-        self.file.unlink(missing_ok=True)
-        self.thread.join(timeout=60)
-        assert not self.thread.is_alive()
-        return self.error
-
-    def __exit__(self, *exc: object) -> None:
-        self.jvm_system.clearProperty(self.hold)
-        self.release()
 
 
 def test_a_write_under_zklock_commits_through_the_check(make_locking, db, spark, root, zk):
@@ -107,12 +67,12 @@ def test_a_write_under_zklock_commits_through_the_check(make_locking, db, spark,
 
 def test_commit_is_refused_once_the_session_expired(make_locking, db, spark, zk_hosts, zk,
                                                      root, tmp_path):
-    locking = make_locking()
+    locking = make_locking(conf=CONF)
     before = (count(spark, f"{db}.dim"), data_files(spark, f"{db}.dim"))
 
     def write() -> None:
         locking.sql(f"INSERT INTO {db}.dim SELECT CAST(id AS INT), 'x' FROM range(20)")
-    with HeldCommit(spark, tmp_path, write) as held:
+    with HeldWrite(spark, tmp_path, write) as held:
         # every task is done, the job commit waits: nothing left for the cancel to stop
         assert lock_nodes(zk, root)
         expire_session(locking.manager.client, zk_hosts)
@@ -133,11 +93,11 @@ def test_commit_is_refused_when_a_lock_node_is_deleted_under_it(make_locking, db
     """Every task is done and the job commit is held back: the session's watch on the node
     tells it of the loss, but there is no job left to cancel. The check in the committer
     (here Hadoop's, for a CSV table) is what stops the commit."""
-    locking = make_locking()
+    locking = make_locking(conf=CONF)
     spark.sql(f"CREATE TABLE {db}.notes (id INT, note STRING) USING csv")
     spark.sql(f"INSERT INTO {db}.notes VALUES (1, 'kept')")
     rows = locking.createDataFrame([(2, "lost"), (3, "lost")], "id INT, note STRING")
-    with HeldCommit(spark, tmp_path, lambda: rows.write.insertInto(f"{db}.notes")) as held:
+    with HeldWrite(spark, tmp_path, lambda: rows.write.insertInto(f"{db}.notes")) as held:
         (mine,) = [n for n in lock_nodes(zk, root) if "/notes/write-" in n]
         zk.delete(mine)
         error = lock_error(held.release())  # a DataFrame write raises Spark's error
@@ -156,13 +116,13 @@ def test_the_check_passes_on_an_acl_protected_root_under_a_chroot(make_locking, 
     monkeypatch.delenv("ZKLOCK_AUTH", raising=False)
     chroot = f"/fence-{uuid.uuid4().hex[:8]}"
     zk.create(chroot)
-    locking = make_locking(hosts=zk_hosts + chroot, auth_file=str(user),
+    locking = make_locking(conf=CONF, hosts=zk_hosts + chroot, auth_file=str(user),
                            acl_admin_digest=Credentials.parse("ops:x", "test").digest)
     before = count(spark, f"{db}.dim")
     locking.sql(f"INSERT INTO {db}.dim VALUES (5, 'five')")
     assert count(spark, f"{db}.dim") == before + 1
     # and it does look there: a deleted node is seen through the chroot and the ACL
-    with HeldCommit(spark, tmp_path, lambda: locking.sql(
+    with HeldWrite(spark, tmp_path, lambda: locking.sql(
             f"INSERT INTO {db}.dim VALUES (6, 'six')")) as held:
         with pytest.raises(NoAuthError):  # closed to clients without the credentials
             zk.get_children(chroot + root)
@@ -208,23 +168,24 @@ def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
 
 def test_a_loss_between_the_grant_and_the_first_job_never_commits(make_locking, db, spark, zk,
                                                                   root, tmp_path):
-    """The command is granted its locks and held before it submits any job; its lock node is
-    deleted by another client, and the session learns of it while there is no job to
-    cancel. Then the command goes on: its job is cancelled as it starts (LostJobs.java), or,
-    if it gets that far, its commit is refused by the fence (held there, then let go). The
-    statement fails with LockLost either way, and nothing it wrote is visible."""
+    """The command is granted its locks and held before it submits any job (at its job's
+    setup); its lock node is deleted by another client, and the session learns of it while
+    there is no job to cancel. Then the command goes on: its job is cancelled as it starts
+    (LostJobs.java), or, if it gets that far, its commit is refused by the fence (held there,
+    then let go). The statement fails with LockLost either way, and nothing it wrote is
+    visible."""
     from zklock.observe.events import read_events
 
     events = tmp_path / "events.jsonl"
-    locking = make_locking(event_log=str(events))
+    locking = make_locking(conf=CONF, event_log=str(events))
     spark.sql(f"CREATE TABLE {db}.early (id INT) USING parquet")
     fence = tmp_path / "fence-hold"
     fence.write_text("held")
-    spark._jvm.java.lang.System.setProperty(HOLD, str(fence))
+    spark._jvm.java.lang.System.setProperty(AT_COMMIT, str(fence))
     try:
-        write = HeldCommit(spark, tmp_path, lambda: locking.sql(
+        write = HeldWrite(spark, tmp_path, lambda: locking.sql(
             f"INSERT INTO {db}.early SELECT CAST(id AS INT) FROM range(0, 100, 1, 4)"),
-            hold=GUARD_HOLD)
+            point=AT_SETUP)
         with write:
             (mine,) = [n for n in lock_nodes(zk, root) if "/early/write-" in n]
             zk.delete(mine)
@@ -237,7 +198,7 @@ def test_a_loss_between_the_grant_and_the_first_job_never_commits(make_locking, 
             fence.unlink()
             error = lock_error(write.release())
     finally:
-        spark._jvm.java.lang.System.clearProperty(HOLD)
+        spark._jvm.java.lang.System.clearProperty(AT_COMMIT)
     assert isinstance(error, LockLost), error
     assert (Fence.REFUSED in str(error)) if reached_fence else ("cancelled" in str(error)), (
         reached_fence, str(error))

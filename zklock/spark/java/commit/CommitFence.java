@@ -72,7 +72,6 @@ public final class CommitFence {
         if (connect == null || connect.isEmpty() || nodes == null || nodes.isEmpty()) {
             return;
         }
-        holdForTests();
         check(connect, Arrays.asList(nodes.split("\n")));
     }
 
@@ -179,13 +178,6 @@ public final class CommitFence {
     private static void forget(String connect, ZooKeeper zk) {
         if (!zk.getState().isAlive()) {
             CLIENTS.remove(connect, zk);
-        }
-    }
-
-    /** Test hook (TestHolds): a test loses the locks between the last task and the check. */
-    private static void holdForTests() throws IOException {
-        if (!TestHolds.await("zklock.fence.holdFile")) {
-            throw new InterruptedIOException(REFUSED + " (interrupted while held)");
         }
     }
 }

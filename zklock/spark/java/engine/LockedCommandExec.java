@@ -8,7 +8,6 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.SparkPlan;
 
-import zklock.commit.TestHolds;
 import zklock.planner.PlanWalker;
 
 public final class LockedCommandExec extends LockedExec {
@@ -22,7 +21,6 @@ public final class LockedCommandExec extends LockedExec {
     public scala.collection.immutable.Seq<InternalRow> run() {
         EngineGuard guard = noted(EngineEntry.enter(session(), plan));
         InternalRow[] rows = underGuard(guard, PlanWalker.nodeName(plan), () -> {
-            TestHolds.await("zklock.guard.holdFile");  // a test loses the locks here
             // what it reads, as of its locks
             LockMetricsSource.of(sparkContext()).listings(FreshListings.refresh(guard, plan));
             return child.executeCollect();
