@@ -48,6 +48,7 @@ def spark_command(tool: str, tmp_path: Path, zk_hosts: str, root: str,
     settings in its conf, as spark-defaults.conf would give them."""
     return [str(pyspark_home() / "bin" / tool), "--jars", str(module_jar()),
             "--conf", "spark.sql.extensions=zklock.EngineLocks",
+            "--conf", "spark.plugins=zklock.EnginePlugin",
             "--conf", f"spark.zklock.zookeeper.quorum={zk_hosts}",
             "--conf", f"spark.zklock.root={root}",
             "--conf", f"spark.zklock.lock.retries={retries}",

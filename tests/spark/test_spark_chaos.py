@@ -104,6 +104,7 @@ class Apps:
             cmd = [str(pyspark_home() / "bin" / "spark-submit"), "--master", "local[2]",
                    "--jars", str(module_jar()),
                    "--conf", "spark.sql.extensions=zklock.EngineLocks",
+                   "--conf", "spark.plugins=zklock.EnginePlugin",
                    "--conf", f"spark.zklock.zookeeper.quorum={self.hosts(name)}",
                    "--conf", f"spark.zklock.root={self.root}",
                    "--conf", f"spark.zklock.session.timeout={SESSION_TIMEOUT}",

@@ -70,6 +70,7 @@ class PlainServer:
             self.proc = subprocess.Popen(
                 [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
                  "--jars", str(module_jar()), "--conf", "spark.sql.extensions=zklock.EngineLocks",
+                 "--conf", "spark.plugins=zklock.EnginePlugin",
                  "--conf", f"spark.connect.grpc.binding.port={self.port}",
                  "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                  "--conf", "spark.ui.enabled=false", "--conf", MEMORY,

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from ..manager import LockManager
 from .lock_client import EngineLockClient, settings_of
-from .protocol import JvmClass
+from .protocol import Conf, JvmClass
 
 #: Spark's setting naming session extensions: zklock's puts every command under its locks.
 EXTENSIONS = "spark.sql.extensions"
@@ -19,6 +19,13 @@ SPARK_DEFAULTS = {
     "spark.sql.globalTempDatabase": "sysdb",
     # RDD saves commit through zklock's committer, which refuses one into a table's files
     "spark.hadoop.mapred.output.committer.class": JvmClass.MAPRED_COMMITTER,
+}
+#: Each file write job stages on its own, and a stream's file sink makes its log with its
+#: first entry (StagedCommitProtocol.java): what zklock's plugin makes a deployment's
+#: defaults, a builder gets unless it names its own.
+STAGING = {
+    Conf.COMMIT_PROTOCOL: JvmClass.COMMIT_PROTOCOL,
+    Conf.CHECKPOINT_MANAGER: JvmClass.CHECKPOINT_MANAGER,
 }
 
 
@@ -48,6 +55,9 @@ def configure(builder: Any) -> Any:
     for key, value in SPARK_DEFAULTS.items():
         builder = builder.config(key, value)
     options = getattr(builder, "_options", {})
+    for key, value in STAGING.items():
+        if key not in options:
+            builder = builder.config(key, value)
     local = str(options.get("spark.master", "local")).startswith("local")
     if local and "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
         # a local application's Python workers run the driver's interpreter, the one that

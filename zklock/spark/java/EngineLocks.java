@@ -6,9 +6,9 @@
 // Spark loads it by name, with zklock's jar on the application's class path:
 //   spark.sql.extensions=zklock.EngineLocks
 // (zklock.spark.configure(builder) sets both). This class is only the list of what it adds,
-// by phase, as Iceberg's IcebergSparkSessionExtensions is; each part is in the package of its
-// concept (zklock.engine, zklock.commit):
-//  - for the application, StagedCommitProtocol.java as its default commit protocol;
+// by phase, as Iceberg's IcebergSparkSessionExtensions is, with no effect of its own beyond
+// them (the application's default commit protocol is EnginePlugin's); each part is in the
+// package of its concept (zklock.engine, zklock.commit):
 //  - two analyzer rules that keep each command's parsed form on it (engine/ParsedForms.java),
 //    because the planner's rules read statements as parsed;
 //  - an analyzer rule putting each micro-batch of a streaming write under its locks
@@ -35,8 +35,6 @@ public final class EngineLocks implements scala.Function1<SparkSessionExtensions
      *  LockClients.java's; what Python calls, EngineCalls.java's. */
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
-        // the application: every file write stages in a directory of its own
-        StagedCommitProtocol.becomeDefault();
         // parsing: a session's own locks (LOCK TABLE ... UNLOCK TABLE), which Spark refuses
         extensions.injectParser((session, parser) -> SessionLockParser.wrap(parser));
         // analysis: the parsed form and the resolved plan on each command, for the planner

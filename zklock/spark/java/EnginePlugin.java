@@ -1,5 +1,5 @@
-// A Spark plugin whose one job is to make a missing zklock jar stop Spark instead of
-// leaving every statement unlocked.
+// A Spark plugin: a missing zklock jar stops Spark instead of leaving every statement
+// unlocked, and the application's file writes stage per job (StagedCommitProtocol).
 //
 // Spark only warns when a class named in spark.sql.extensions cannot be loaded ("Cannot use
 // zklock.EngineLocks to configure session extensions") and then runs every statement
@@ -13,7 +13,9 @@
 // conf must hold for the extension to lock every statement, and stops the application in
 // one line naming the fix when they do not: the extension named in spark.sql.extensions, a
 // jar built for the running Spark's line (one of another line would fail to link, and Spark
-// would only warn), and one build of zklock's jar (two would mix their classes).
+// would only warn), and one build of zklock's jar (two would mix their classes). Then it
+// makes zklock's commit protocol the application's default, unless it names another: an
+// application-wide setting belongs to the application's start, not to a session extension.
 // Executors get nothing from it.
 package zklock;
 
@@ -47,6 +49,8 @@ public final class EnginePlugin implements SparkPlugin {
             @Override
             public Map<String, String> init(SparkContext sc, PluginContext context) {
                 check(sc.getConf().get(EXTENSIONS, ""), sc.version(), modules());
+                // the application's file writes stage per job, before any session exists
+                StagedCommitProtocol.becomeDefault(sc);
                 return Collections.emptyMap();
             }
         };

@@ -8,6 +8,7 @@ import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.parquet.hadoop.ParquetOutputCommitter;
+import org.apache.spark.SparkContext;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
 import zklock.commit.Staging;
@@ -32,8 +33,8 @@ import zklock.commit.WriteOutcome;
  * <p>Hadoop's committers delete the whole {@code _temporary} when a job ends (after a
  * commit unless told to skip it, and always on abort): they are replaced by zklock's
  * (isolated, below), which delete only their job's directory and fence the job commit
- * (CommitFence). Configured by {@code spark.sql.sources.commitProtocolClass}, which the
- * engine extension and {@code zklock.spark.configure} set; {@code spark.zklock.isolateCommits
+ * (CommitFence). Configured by {@code spark.sql.sources.commitProtocolClass}, which
+ * zklock's plugin (EnginePlugin) and {@code zklock.spark.configure} set; {@code spark.zklock.isolateCommits
  * =false} (the session's conf, as every SQL setting reaches a job's Hadoop conf) turns it
  * into Spark's own protocol.
  */
@@ -48,8 +49,8 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
      *  own (StagedCommitProtocol), whatever client sent it, and no stream's file sink makes an
      *  empty log in a table's directory (LazySinkLogs): both become the application's
      *  defaults (its SparkConf, which each new session's SQL conf starts from), unless the
-     *  application names others. Spark applies extensions with the
-     *  application's SparkContext active, before it builds the session's state.
+     *  application names others. EnginePlugin does it as the SparkContext starts, before any
+     *  session exists; zklock.spark.configure names both in a builder.
      *
      *  Spark checks that each new session can load the class named there, with its thread's
      *  class loader. A Thrift server's JDBC sessions run with Hive's session class loader,
@@ -57,12 +58,7 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
      *  zklock's jar must be on the driver's class path (spark.driver.extraClassPath, as
      *  `zklock spark thrift-server start` puts it), or every JDBC session would fail to
      *  open. Without it, the default is not set, and the server says why in one line. */
-    static void becomeDefault() {
-        org.apache.spark.SparkContext sc =
-            org.apache.spark.SparkContext$.MODULE$.getActive().getOrElse(() -> null);
-        if (sc == null) {
-            return;
-        }
+    static void becomeDefault(SparkContext sc) {
         boolean thriftServer = String.valueOf(System.getProperty("sun.java.command"))
             .contains("thriftserver.HiveThriftServer2");
         if (thriftServer && !onDriverClassPath()) {

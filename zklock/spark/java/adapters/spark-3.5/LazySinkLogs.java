@@ -1,5 +1,5 @@
 // Spark's checkpoint file manager (spark.sql.streaming.checkpointFileManagerClass, which the
-// engine makes the application's default: StagedCommitProtocol.becomeDefault), except for a
+// plugin makes the application's default: StagedCommitProtocol.becomeDefault), except for a
 // file sink's log directory (_spark_metadata): Spark's sink makes it empty when the sink is
 // made, as a stream starts, before zklock's rule replaces the sink of a stream into a table
 // (StreamingWrites.java). A reader that resolved the table in that moment read it through
