@@ -263,9 +263,8 @@ def spark_line() -> tuple[int, int]:
 def spark(tmp_path_factory: pytest.TempPathFactory, zk_hosts: str):
     """One real local SparkSession for the whole test session (about 10 s to start), built
     with zklock's engine extension, whose lock client takes locks under ENGINE_ROOT."""
-    from pyspark.sql import SparkSession
-
     import held_commits
+    from pyspark.sql import SparkSession
 
     from zklock.config import Settings
     from zklock.spark import configure, enforce
