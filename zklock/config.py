@@ -16,7 +16,7 @@ import functools
 import getpass
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, Optional
 
 from .connectstring import ConnectString
@@ -448,7 +448,6 @@ SETTINGS: list[Setting] = [
 ]
 
 
-_DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 #: Every name ``SET`` knows, lower-case, to the setting it names: zklock's Spark conf keys
 #: without ``spark.`` (``zklock.lock.retries``), and Hive's names.
@@ -510,12 +509,6 @@ def _refuse_unknown(names: Iterable[str]) -> None:
         raise InvalidArguments(f"unknown setting(s): {', '.join(sorted(unknown))}")
 
 
-def _default(name: str) -> Any:
-    """A setting's default, written once in :data:`SETTINGS` (the Settings fields take it
-    from there)."""
-    return _DEFAULTS[name]
-
-
 def _spark_key_in(setting: Setting, spark_conf: Mapping[str, Any]) -> Optional[str]:
     for key in setting.spark_keys:
         if spark_conf.get(key) not in (None, ""):
@@ -545,66 +538,11 @@ class Wait:
         return self.retries is not None
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Resolved settings; build with :meth:`resolve`.
-
-    Every field's default comes from :data:`SETTINGS` (``_default``); none is written here.
-    """
-
-    hosts: Optional[str] = _default("hosts")
-    root: str = _default("root")
-    timeout: float = _default("timeout")
-    retries: Optional[int] = _default("retries")
-    retry_interval: float = _default("retry_interval")
-    intents: bool = _default("intents")
-    wait_notice: bool = _default("wait_notice")
-    support_concurrency: bool = _default("support_concurrency")
-    session_timeout: float = _default("session_timeout")
-    connect_timeout: float = _default("connect_timeout")
-    operation_timeout: Optional[float] = _default("operation_timeout")
-    query_max_length: int = _default("query_max_length")
-    lose_on_suspend: bool = _default("lose_on_suspend")
-    isolate_commits: bool = _default("isolate_commits")
-    unknown_statements: str = _default("unknown_statements")
-    node_naming: str = _default("node_naming")
-    engine_mode: str = _default("engine_mode")
-    engine_reads: str = _default("engine_reads")
-    stream_lock_lost: str = _default("stream_lock_lost")
-    lock_client: str = _default("lock_client")
-    lock_client_python: Optional[str] = _default("lock_client_python")
-    lock_client_status_file: Optional[str] = _default("lock_client_status_file")
-    show_locks_format: str = _default("show_locks_format")
-    user: Optional[str] = _default("user")
-    max_lease_s: float = _default("max_lease_s")
-    lease_holder: Optional[str] = _default("lease_holder")
-    lease_hard_limit_s: float = _default("lease_hard_limit_s")
-    job: Optional[str] = _default("job")
-    event_log: Optional[str] = _default("event_log")
-    metrics_port: int = _default("metrics_port")
-    metrics_bind: str = _default("metrics_bind")
-    auth_file: Optional[str] = _default("auth_file")
-    auth_scheme: str = _default("auth_scheme")
-    admin_auth_file: Optional[str] = _default("admin_auth_file")
-    acl_admin_digest: Optional[str] = _default("acl_admin_digest")
-    state_dir: str = _default("state_dir")
-    scheduler_root: str = _default("scheduler_root")
-    scheduler_namespace: str = _default("scheduler_namespace")
-    scheduler_admins: str = _default("scheduler_admins")
-    scheduler_impersonation: bool = _default("scheduler_impersonation")
-    scheduler_max_parallel: int = _default("scheduler_max_parallel")
-    scheduler_pool_size: int = _default("scheduler_pool_size")
-    scheduler_quiet_period: float = _default("scheduler_quiet_period")
-    scheduler_progress_interval: float = _default("scheduler_progress_interval")
-    scheduler_progress_timeout: float = _default("scheduler_progress_timeout")
-    scheduler_max_runtime: float = _default("scheduler_max_runtime")
-    scheduler_execution_max_age: float = _default("scheduler_execution_max_age")
-    scheduler_executions_kept: int = _default("scheduler_executions_kept")
-    scheduler_auto_disable_after: int = _default("scheduler_auto_disable_after")
-    scheduler_reap_interval: float = _default("scheduler_reap_interval")
-    extra: dict = field(default_factory=dict, compare=False)
-    #: the Level each setting was set at (a name missing here is at its default)
-    sources: Mapping[str, Level] = field(default_factory=dict, compare=False)
+class SettingsBehaviour:
+    """What resolved settings do: :data:`Settings` is this with a field per row of
+    :data:`SETTINGS`, each defaulting to the row's default (no name or default is written
+    twice), plus ``extra`` and ``sources`` (the Level each setting was set at; a name
+    missing there is at its default). Build one with :meth:`resolve`."""
 
     @classmethod
     def resolve(cls, overrides: Optional[Mapping[str, Any]] = None,
@@ -753,3 +691,14 @@ class Settings:
         parsed = ConnectString.parse(self.connect_string())
         servers = ",".join(sorted(f"{host}:{port}" for host, port in parsed.servers))
         return f"{servers}{parsed.chroot}{self.root.rstrip('/') or '/'}"
+
+
+#: Resolved settings: a frozen dataclass whose fields are the rows of :data:`SETTINGS`.
+Settings = make_dataclass(
+    "Settings",
+    [(row.name, Any, field(default=row.default)) for row in SETTINGS]
+    + [("extra", dict, field(default_factory=dict, compare=False)),
+       ("sources", Mapping[str, Level], field(default_factory=dict, compare=False))],
+    bases=(SettingsBehaviour,), frozen=True)
+Settings.__module__ = __name__  # (pickled by name, as a class written here would be)
+Settings.__doc__ = SettingsBehaviour.__doc__
