@@ -37,15 +37,25 @@ import java.util.Properties;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
+import org.apache.spark.connect.proto.Relation;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner;
 import org.apache.spark.sql.connect.plugin.RelationPlugin;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.MetadataBuilder;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.sparkproject.connect.protobuf.Any;
+import org.sparkproject.connect.protobuf.InvalidProtocolBufferException;
+import org.sparkproject.connect.protobuf.StringValue;
+
+import scala.collection.immutable.Seq;
 
 import zklock.Protocol.Field;
 import zklock.planner.LockAnswer;
@@ -75,10 +85,10 @@ public final class ConnectLockPlugin implements RelationPlugin {
 
     @Override
     public Optional<LogicalPlan> transform(byte[] bytes, SparkConnectPlanner planner) {
-        org.sparkproject.connect.protobuf.Any any;
+        Any any;
         try {
-            any = org.sparkproject.connect.protobuf.Any.parseFrom(bytes);
-        } catch (org.sparkproject.connect.protobuf.InvalidProtocolBufferException e) {
+            any = Any.parseFrom(bytes);
+        } catch (InvalidProtocolBufferException e) {
             return Optional.empty();
         }
         if (!TYPE_URL.equals(any.getTypeUrl())) {
@@ -86,7 +96,7 @@ public final class ConnectLockPlugin implements RelationPlugin {
         }
         JsonNode request;
         try {
-            String text = org.sparkproject.connect.protobuf.StringValue
+            String text = StringValue
                 .parseFrom(any.getValue()).getValue();
             request = JSON.readTree(text);
         } catch (IOException e) {
@@ -178,9 +188,9 @@ public final class ConnectLockPlugin implements RelationPlugin {
         if (!request.hasNonNull(key)) {
             return null;
         }
-        org.apache.spark.connect.proto.Relation rel;
+        Relation rel;
         try {
-            rel = org.apache.spark.connect.proto.Relation.parseFrom(
+            rel = Relation.parseFrom(
                 Base64.getDecoder().decode(request.get(key).asText()));
         } catch (IOException | IllegalArgumentException e) {
             throw new IllegalArgumentException("unreadable relation in the zklock request: "
@@ -198,14 +208,14 @@ public final class ConnectLockPlugin implements RelationPlugin {
      */
     @SuppressWarnings({"unchecked", "rawtypes"})
     private static LogicalPlan answer(String json) {
-        org.apache.spark.sql.types.Metadata meta = new org.apache.spark.sql.types.MetadataBuilder()
+        Metadata meta = new MetadataBuilder()
             .putString("zklock", json).build();
         StructType schema = new StructType(new StructField[] {
             new StructField("zklock", DataTypes.StringType, true, meta)});
-        scala.collection.immutable.Seq attributes =
-            org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(schema);
-        return org.apache.spark.sql.catalyst.plans.logical.LocalRelation.fromExternalRows(
-            attributes, (scala.collection.immutable.Seq) scala.collection.immutable.Nil$.MODULE$);
+        Seq attributes =
+            DataTypeUtils.toAttributes(schema);
+        return LocalRelation.fromExternalRows(
+            attributes, (Seq) scala.collection.immutable.Nil$.MODULE$);
     }
 
     private static LogicalPlan version(SparkSession session) {

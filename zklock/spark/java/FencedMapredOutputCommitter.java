@@ -15,6 +15,7 @@ import java.io.IOException;
 import java.util.List;
 
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapred.FileOutputCommitter;
 import org.apache.hadoop.mapred.FileOutputFormat;
 import org.apache.hadoop.mapred.JobContext;
 import org.apache.spark.SparkContext;
@@ -24,9 +25,10 @@ import org.apache.spark.sql.SparkSession;
 import zklock.commit.CommitFence;
 import zklock.planner.CatalogTargets;
 import zklock.planner.LockAnswer;
+
 import org.apache.spark.sql.SparkSession$;
 
-public class FencedMapredOutputCommitter extends org.apache.hadoop.mapred.FileOutputCommitter {
+public class FencedMapredOutputCommitter extends FileOutputCommitter {
     @Override
     public void commitJob(JobContext context) throws IOException {
         refuseUnlockedTableWrite(FileOutputFormat.getOutputPath(context.getJobConf()));

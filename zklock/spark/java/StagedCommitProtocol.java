@@ -1,6 +1,7 @@
 package zklock;
 
 import java.io.IOException;
+import java.util.UUID;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.mapreduce.JobContext;
@@ -96,7 +97,7 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     static int attemptOf(String jobId) {
         long bits;
         try {
-            java.util.UUID id = java.util.UUID.fromString(jobId);
+            UUID id = UUID.fromString(jobId);
             bits = id.getMostSignificantBits() ^ id.getLeastSignificantBits();
         } catch (IllegalArgumentException notUuid) {
             bits = jobId.hashCode() * 0x9E3779B97F4A7C15L;

@@ -1,17 +1,26 @@
 package zklock.commit;
 
+import java.io.ByteArrayOutputStream;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
 import java.util.regex.Pattern;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.io.IOUtils;
+import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.spark.SparkContext;
+
 import org.apache.spark.SparkContext$;
 
 /**
@@ -54,10 +63,10 @@ public final class BatchLog {
     private final Path dir;
     private final Configuration conf;
     /** The records of earlier batches {@link #state} found. */
-    private final java.util.List<Path> earlier = new java.util.ArrayList<>();
+    private final List<Path> earlier = new ArrayList<>();
     /** The earlier batches {@link #state} found pending: cut off, and then skipped by their
      *  writer (a foreachBatch function that swallowed the failure), to be finished first. */
-    private final java.util.List<Long> unfinished = new java.util.ArrayList<>();
+    private final List<Long> unfinished = new ArrayList<>();
 
     private BatchLog(Path dir, Configuration conf) throws IOException {
         this.fs = recordsOn(dir.getFileSystem(conf));
@@ -68,8 +77,8 @@ public final class BatchLog {
     /** The file system the records are kept on: {@code fs}, or, for the local one, its raw
      *  file system (a record needs no checksum file beside it). */
     private static FileSystem recordsOn(FileSystem fs) {
-        return fs instanceof org.apache.hadoop.fs.LocalFileSystem
-            ? ((org.apache.hadoop.fs.LocalFileSystem) fs).getRawFileSystem() : fs;
+        return fs instanceof LocalFileSystem
+            ? ((LocalFileSystem) fs).getRawFileSystem() : fs;
     }
 
     /** Whether the table at {@code location} keeps records of batches: a stream's (or a
@@ -101,7 +110,7 @@ public final class BatchLog {
         FileStatus[] records;
         try {
             records = fs.listStatus(dir);
-        } catch (java.io.FileNotFoundException none) {
+        } catch (FileNotFoundException none) {
             return State.NEW;
         }
         boolean pending = false;
@@ -124,8 +133,8 @@ public final class BatchLog {
 
     /** The earlier batches {@link #state} found cut off part-way: finish each
      *  ({@link #finish}) before the batch is written. */
-    public java.util.List<Long> unfinished() {
-        return java.util.Collections.unmodifiableList(unfinished);
+    public List<Long> unfinished() {
+        return Collections.unmodifiableList(unfinished);
     }
 
     /** Run {@code write}, the batch's write, with its job commit recorded here
@@ -143,7 +152,7 @@ public final class BatchLog {
     /** The job commit of a recorded batch's write begins ({@code committer}'s job staging,
      *  about to move into its output): record it as pending. Nothing outside a recorded
      *  write. */
-    static void pending(FileOutputCommitter committer, org.apache.hadoop.mapreduce.JobContext job)
+    static void pending(FileOutputCommitter committer, JobContext job)
             throws IOException {
         SparkContext sc = SparkContext$.MODULE$.getActive().getOrElse(() -> null);
         String recording = sc == null ? null : sc.getLocalProperty(RECORDING);
@@ -162,7 +171,7 @@ public final class BatchLog {
     /** Has the job commit of the recorded batch running on this thread begun to move
      *  {@code committer}'s files (its pending record names the job's staging)? Then a failure
      *  from here on must keep what is still staged. */
-    static boolean moving(FileOutputCommitter committer, org.apache.hadoop.mapreduce.JobContext job)
+    static boolean moving(FileOutputCommitter committer, JobContext job)
             throws IOException {
         SparkContext sc = SparkContext$.MODULE$.getActive().getOrElse(() -> null);
         String recording = sc == null ? null : sc.getLocalProperty(RECORDING);
@@ -176,8 +185,8 @@ public final class BatchLog {
             return false;
         }
         try (InputStream in = fs.open(record)) {
-            java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
-            org.apache.hadoop.io.IOUtils.copyBytes(in, bytes, 4096, false);
+            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+            IOUtils.copyBytes(in, bytes, 4096, false);
             return new String(bytes.toByteArray(), StandardCharsets.UTF_8)
                 .endsWith("\n" + committer.getJobAttemptPath(job));
         }
@@ -191,8 +200,8 @@ public final class BatchLog {
         Path record = new Path(dir, batch + PENDING);
         String[] paths;
         try (InputStream in = fs.open(record)) {
-            java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
-            org.apache.hadoop.io.IOUtils.copyBytes(in, bytes, 4096, false);
+            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+            IOUtils.copyBytes(in, bytes, 4096, false);
             paths = new String(bytes.toByteArray(), StandardCharsets.UTF_8).split("\n", 2);
         }
         Path output = new Path(paths[0]);

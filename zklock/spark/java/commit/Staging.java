@@ -1,6 +1,8 @@
 package zklock.commit;
 
 import java.io.IOException;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -12,7 +14,7 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
-
+import org.apache.hadoop.util.ShutdownHookManager;
 
 /**
  * A write job's staging directory, {@code _temporary/<its attempt id>} (StagedCommitProtocol),
@@ -34,8 +36,8 @@ public final class Staging {
 
     /** The failed jobs' directories whose later removals are still to come, with the
      *  configuration that reaches their file system. */
-    private static final java.util.Map<Path, Configuration> SETTLING =
-        new java.util.concurrent.ConcurrentHashMap<>();
+    private static final Map<Path, Configuration> SETTLING =
+        new ConcurrentHashMap<>();
 
     static {
         // Removals still to come when the JVM stops run then: its tasks are gone by then.
@@ -43,7 +45,7 @@ public final class Staging {
         // first), after Spark's stop (higher still). Run from SETTLING, not from the
         // executor's queue: a delayed task that shutdownNow() hands back cancels itself
         // when run (ScheduledThreadPoolExecutor), which left failed jobs' directories behind.
-        org.apache.hadoop.util.ShutdownHookManager.get().addShutdownHook(() -> {
+        ShutdownHookManager.get().addShutdownHook(() -> {
             LATER.shutdown();  // (not shutdownNow: it would interrupt a removal under way)
             SETTLING.forEach((mine, conf) -> quietlyRemove(mine, conf));
         }, FileSystem.SHUTDOWN_HOOK_PRIORITY + 1);

@@ -12,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.WeakHashMap;
 
+import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.SparkSession;
 
@@ -42,7 +43,7 @@ final class CarriedConf {
     }
 
     private static Map<String, String> application(SparkContext sc) {
-        org.apache.spark.SparkConf spark = sc.getConf();
+        SparkConf spark = sc.getConf();
         Map<String, String> values = new LinkedHashMap<>();
         for (String key : Protocol.CARRIED_KEYS) {
             if (spark.contains(key)) {

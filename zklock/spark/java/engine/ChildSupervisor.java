@@ -19,7 +19,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -28,8 +30,8 @@ import org.apache.spark.SparkContext;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
-import zklock.Setting;
 import zklock.Protocol.Field;
+import zklock.Setting;
 
 final class ChildSupervisor {
     /** Where to keep the child's state as JSON (unset: nowhere). */
@@ -49,7 +51,7 @@ final class ChildSupervisor {
     /** The profile of the last child that started (ClientProfile.java). */
     private ClientProfile lastProfile;
     /** The lock nodes of children that died, for the next one to delete. */
-    private final java.util.List<String> abandoned = new java.util.ArrayList<>();
+    private final List<String> abandoned = new ArrayList<>();
 
     /** The live child, starting one when there is none; EngineRefusal when it cannot start
      *  now (its own error, or the back-off after repeated failures). */
@@ -69,7 +71,7 @@ final class ChildSupervisor {
                 null));
         }
         try {
-            child = ChildLockClient.start(sc, new java.util.ArrayList<>(abandoned));
+            child = ChildLockClient.start(sc, new ArrayList<>(abandoned));
             abandoned.clear();
         } catch (Exception e) {  // its refusal (EngineRefusal is a checked exception to Java)
             lastError = e.getMessage();
@@ -126,7 +128,7 @@ final class ChildSupervisor {
     /** A py4j lock client that locked in {@code where} (null: not known) died holding
      *  {@code nodes}: the child must lock there too, and the next one started deletes the
      *  nodes (LockClients.gone). */
-    synchronized void inherit(String where, java.util.List<String> nodes) {
+    synchronized void inherit(String where, List<String> nodes) {
         if (where != null) {
             space = where;
         }

@@ -11,6 +11,8 @@
 // the session's conf; else it is the environment's or the default, which the conf beats.
 package zklock.engine;
 
+import java.io.IOException;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
@@ -43,7 +45,7 @@ final class ClientProfile {
     static ClientProfile read(String text) {
         try {
             return read(JSON.readTree(text));
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw EngineRefusal.refused("zklock: an unreadable lock client profile: "
                 + e.getMessage());
         }

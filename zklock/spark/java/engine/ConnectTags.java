@@ -13,6 +13,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.CurrentUserContext$;
 
+import scala.collection.Iterator;
+
 import zklock.EngineRefusal;
 import zklock.Protocol;
 
@@ -26,7 +28,7 @@ final class ConnectTags {
     /** The part between {@code from} and {@code to} of the job tag Spark Connect gives the
      *  operation running this thread's jobs; null outside one. */
     static String part(SparkContext sc, String from, String to) {
-        scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
+        Iterator<String> tags = sc.getJobTags().iterator();
         while (tags.hasNext()) {
             String tag = tags.next();
             int at = tag.indexOf(from);
@@ -56,7 +58,7 @@ final class ConnectTags {
      *  that does not read is refused: a client could forge it. */
     static JsonNode fence(SparkContext sc) {
         String marker = CLIENT_TAG + Protocol.Tag.FENCE;
-        scala.collection.Iterator<String> tags = sc.getJobTags().iterator();
+        Iterator<String> tags = sc.getJobTags().iterator();
         while (tags.hasNext()) {
             String tag = tags.next();
             int at = tag.indexOf(marker);

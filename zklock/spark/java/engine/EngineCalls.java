@@ -4,9 +4,19 @@
 // and 4.0's saveAsTable). The rest of the JVM module is not called from Python.
 package zklock.engine;
 
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.SparkSession;
+
+import scala.collection.Iterator;
+import scala.collection.Map;
 
 import zklock.EngineRefusal;
 import zklock.adapters.SaveAsTable;
@@ -33,7 +43,7 @@ public final class EngineCalls {
 
     /** Cancel the jobs of the statement tagged {@code tag}, whose locks were lost, now and
      *  as they start (LostJobs.java). */
-    public static void cancelLost(org.apache.spark.SparkContext sc, String tag) {
+    public static void cancelLost(SparkContext sc, String tag) {
         LostJobs.cancel(sc, tag);
     }
 
@@ -62,8 +72,8 @@ public final class EngineCalls {
     /** Does {@code session} plan its commands through zklock's strategy? Not merely whether
      *  spark.sql.extensions names this class: Spark skips an extension it cannot load, and a
      *  session made over an existing SparkContext may carry the setting without it. */
-    public static boolean guards(org.apache.spark.sql.SparkSession session) {
-        scala.collection.Iterator<?> strategies =
+    public static boolean guards(SparkSession session) {
+        Iterator<?> strategies =
             session.sessionState().planner().extraPlanningStrategies().iterator();
         while (strategies.hasNext()) {
             if (strategies.next() instanceof LockedCommands) {
@@ -88,14 +98,14 @@ public final class EngineCalls {
      *  denied or lost as any statement is (EngineRefusal). One py4j call: the writer's
      *  options are read here, not through py4j reflection. */
     public static Held lockSaveAsTable(SparkSession session, String table, String path,
-                                       Object writer, org.apache.spark.sql.Dataset<?> ds) {
-        List<String> paths = new java.util.ArrayList<>();
+                                       Object writer, Dataset<?> ds) {
+        List<String> paths = new ArrayList<>();
         if (path != null) {
             paths.add(path);
         }
         paths.addAll(pathOption(writer));
         LockPlanner planner = new LockPlanner(session, LockClients.unknownStatements(session));
-        com.fasterxml.jackson.databind.JsonNode answer = LockAnswer.union(
+        JsonNode answer = LockAnswer.union(
             LockAnswer.union(StatementPlans.answer(planner.planWrite(table, null)),
                 StatementPlans.answer(planner.planPaths(paths))),
             StatementPlans.answer(planner.planDataFrame(ds)));
@@ -120,12 +130,12 @@ public final class EngineCalls {
     private static List<String> pathOption(Object writer) {
         for (Class<?> c = writer.getClass(); c != null; c = c.getSuperclass()) {
             try {
-                java.lang.reflect.Field field = c.getDeclaredField("extraOptions");
+                Field field = c.getDeclaredField("extraOptions");
                 field.setAccessible(true);
-                scala.Option<?> found = (scala.Option<?>) ((scala.collection.Map<String, ?>)
+                scala.Option<?> found = (scala.Option<?>) ((Map<String, ?>)
                     field.get(writer)).get("path");
-                return found.isDefined() ? java.util.Collections.singletonList(
-                    String.valueOf(found.get())) : java.util.Collections.emptyList();
+                return found.isDefined() ? Collections.singletonList(
+                    String.valueOf(found.get())) : Collections.emptyList();
             } catch (NoSuchFieldException e) {
                 // a subclass: look in its parent
             } catch (ReflectiveOperationException | RuntimeException e) {
@@ -133,7 +143,7 @@ public final class EngineCalls {
                     + " saveAsTable (" + e + "); it does not run");
             }
         }
-        return java.util.Collections.emptyList();
+        return Collections.emptyList();
     }
 
     /** Locks a call holds (lockSaveAsTable), released by close. */

@@ -34,6 +34,7 @@ import java.util.IdentityHashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
@@ -44,6 +45,8 @@ import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 
+import scala.collection.Iterator;
+
 public final class FreshListings {
     /** The last grant under which each table's file index was listed or kept, by the
      *  table's node (Version.node): one entry per table this JVM read, the index held
@@ -51,7 +54,7 @@ public final class FreshListings {
     private static final Map<String, Listed> LISTED = new ConcurrentHashMap<>();
     /** Writes of this JVM that ended, by table and by database ({@link #key}, or the
      *  database's name), and all of them (""): a listing taken before one is never kept. */
-    private static final Map<String, java.util.concurrent.atomic.AtomicLong> WRITES =
+    private static final Map<String, AtomicLong> WRITES =
         new ConcurrentHashMap<>();
 
     /** A table node's czxid and cversion at a grant where the grant's node was alone. */
@@ -91,7 +94,7 @@ public final class FreshListings {
      *  null db too: something unnamed): no listing of it taken before is kept. */
     static void written(String db, String table) {
         String key = db == null ? "" : table == null ? db.toLowerCase(Locale.ROOT) : key(db, table);
-        WRITES.computeIfAbsent(key, k -> new java.util.concurrent.atomic.AtomicLong())
+        WRITES.computeIfAbsent(key, k -> new AtomicLong())
             .incrementAndGet();
     }
 
@@ -100,7 +103,7 @@ public final class FreshListings {
         String db = key.substring(0, key.indexOf('\u0000'));
         long n = 0;
         for (String k : new String[] {key, db, ""}) {
-            java.util.concurrent.atomic.AtomicLong c = WRITES.get(k);
+            AtomicLong c = WRITES.get(k);
             n += c == null ? 0 : c.get();
         }
         return n;
@@ -198,11 +201,11 @@ public final class FreshListings {
             indexes.putIfAbsent(((HadoopFsRelation) relation.relation()).location(),
                 relation.catalogTable().isDefined() ? relation.catalogTable().get() : null);
         }
-        scala.collection.Iterator<LogicalPlan> children = plan.children().iterator();
+        Iterator<LogicalPlan> children = plan.children().iterator();
         while (children.hasNext()) {
             collect(children.next(), indexes);
         }
-        scala.collection.Iterator<LogicalPlan> subqueries = plan.subqueries().iterator();
+        Iterator<LogicalPlan> subqueries = plan.subqueries().iterator();
         while (subqueries.hasNext()) {
             collect(subqueries.next(), indexes);
         }

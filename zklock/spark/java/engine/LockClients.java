@@ -6,8 +6,13 @@
 // Python's py4j client (PythonCalls.java).
 package zklock.engine;
 
+import java.io.IOException;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.WeakHashMap;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.sql.SparkSession;
 
@@ -22,7 +27,7 @@ final class LockClients {
     /** The lock clients of sessions a LockingSession wraps: each takes its session's locks
      *  with that LockingSession's manager and settings. */
     private static final Map<SparkSession, EngineLockClient> BOUND =
-        java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+        Collections.synchronizedMap(new WeakHashMap<>());
 
 
     /** Make {@code next} the process's lock client (null: none), as {@code profile} says it
@@ -179,9 +184,9 @@ final class LockClients {
     /** The child lock client's state (ChildSupervisor.status), as JSON. */
     static String childStatus() {
         try {
-            return new com.fasterxml.jackson.databind.ObjectMapper()
+            return new ObjectMapper()
                 .writeValueAsString(CHILD.status());
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw new IllegalStateException(e);
         }
     }

@@ -15,6 +15,9 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.execution.metric.SQLMetrics;
 
+import scala.collection.immutable.List;
+import scala.collection.immutable.Map;
+
 final class LockFigures {
     /** The metrics' keys in the node's map, and their names in the UI. */
     static final String WAIT = "lockWait";
@@ -30,7 +33,7 @@ final class LockFigures {
     private final SQLMetric exclusive;
     private final SQLMetric held;
     private final SQLMetric lost;
-    private final scala.collection.immutable.Map<String, SQLMetric> map;
+    private final Map<String, SQLMetric> map;
 
     LockFigures(SparkContext sc) {
         wait = SQLMetrics.createTimingMetric(sc, "time waiting for locks",
@@ -41,7 +44,7 @@ final class LockFigures {
         held = SQLMetrics.createTimingMetric(sc, "time holding locks",
             SQLMetrics.createTimingMetric$default$3());
         lost = SQLMetrics.createMetric(sc, "lock sets lost");
-        scala.collection.immutable.Map<String, SQLMetric> m = scala.collection.immutable.Map$.MODULE$.empty();
+        Map<String, SQLMetric> m = scala.collection.immutable.Map$.MODULE$.empty();
         String[] keys = {WAIT, ATTEMPTS, SHARED, EXCLUSIVE, HELD, LOST};
         SQLMetric[] values = {wait, attempts, shared, exclusive, held, lost};
         for (int i = 0; i < keys.length; i++) {
@@ -53,13 +56,13 @@ final class LockFigures {
     /** {@code m} with {@code key}: Scala 2.13's updated is typed through MapOps, 2.12's is
      *  not; the result is an immutable Map in both. */
     @SuppressWarnings("unchecked")
-    private static scala.collection.immutable.Map<String, SQLMetric> with(
-            scala.collection.immutable.Map<String, SQLMetric> m, String key, SQLMetric value) {
-        return (scala.collection.immutable.Map<String, SQLMetric>) (Object) m.updated(key, value);
+    private static Map<String, SQLMetric> with(
+            Map<String, SQLMetric> m, String key, SQLMetric value) {
+        return (Map<String, SQLMetric>) (Object) m.updated(key, value);
     }
 
     /** The node's metrics map (SparkPlan.metrics). */
-    scala.collection.immutable.Map<String, SQLMetric> asMap() {
+    Map<String, SQLMetric> asMap() {
         return map;
     }
 
@@ -92,7 +95,7 @@ final class LockFigures {
         if (execution == null) {
             return;
         }
-        scala.collection.immutable.List<SQLMetric> all = scala.collection.immutable.List$.MODULE$.empty();
+        List<SQLMetric> all = scala.collection.immutable.List$.MODULE$.empty();
         for (SQLMetric m : Arrays.asList(lost, held, exclusive, shared, attempts, wait)) {
             all = all.$colon$colon(m);
         }

@@ -14,10 +14,14 @@ import java.util.concurrent.TimeUnit;
 import com.codahale.metrics.Counter;
 import com.codahale.metrics.MetricRegistry;
 import com.codahale.metrics.Timer;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.metrics.source.Source;
+
+import scala.collection.Iterator;
 
 final class LockMetricsSource implements Source {
     static final String NAME = "zklock";
@@ -61,12 +65,12 @@ final class LockMetricsSource implements Source {
      *  registered. */
     static String registered() {
         SparkEnv env = SparkEnv.get();
-        com.fasterxml.jackson.databind.node.ObjectNode counts =
-            new com.fasterxml.jackson.databind.ObjectMapper().createObjectNode();
+        ObjectNode counts =
+            new ObjectMapper().createObjectNode();
         if (env == null) {
             return counts.toString();
         }
-        scala.collection.Iterator<Source> sources =
+        Iterator<Source> sources =
             env.metricsSystem().getSourcesByName(NAME).iterator();
         while (sources.hasNext()) {
             MetricRegistry found = sources.next().metricRegistry();

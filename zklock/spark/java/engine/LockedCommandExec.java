@@ -8,6 +8,9 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.SparkPlan;
 
+import scala.collection.immutable.List;
+import scala.collection.immutable.Seq;
+
 import zklock.planner.PlanWalker;
 
 public final class LockedCommandExec extends LockedExec {
@@ -18,14 +21,14 @@ public final class LockedCommandExec extends LockedExec {
     }
 
     @Override
-    public scala.collection.immutable.Seq<InternalRow> run() {
+    public Seq<InternalRow> run() {
         EngineGuard guard = noted(EngineEntry.enter(session(), plan));
         InternalRow[] rows = underGuard(guard, PlanWalker.nodeName(plan), () -> {
             // what it reads, as of its locks
             LockMetricsSource.of(sparkContext()).listings(FreshListings.refresh(guard, plan));
             return child.executeCollect();
         });
-        scala.collection.immutable.List<InternalRow> out =
+        List<InternalRow> out =
             scala.collection.immutable.List$.MODULE$.empty();
         for (int i = rows.length - 1; i >= 0; i--) {
             out = out.$colon$colon(rows[i]);

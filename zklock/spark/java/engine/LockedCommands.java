@@ -16,11 +16,15 @@ import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.Set;
 
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.SparkStrategy;
+import org.apache.spark.sql.execution.command.CreateViewCommand;
+
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
 
 import zklock.EngineRefusal;
 import zklock.planner.NodeKinds;
@@ -42,7 +46,7 @@ public final class LockedCommands extends SparkStrategy {
     }
 
     @Override
-    public scala.collection.immutable.Seq<SparkPlan> apply(LogicalPlan plan) {
+    public Seq<SparkPlan> apply(LogicalPlan plan) {
         String sessionLock = SessionLockParser.statement(plan);
         if (sessionLock != null) {  // LOCK or UNLOCK TABLE: the session's own (SessionLocks)
             return LockedExec.list(new SessionLockExec(sessionLock));
@@ -95,7 +99,7 @@ public final class LockedCommands extends SparkStrategy {
         if (plan.nodeName().equals("ReturnAnswer")) {
             return false;  // Spark's root of what is collected: it plans the child apart
         }
-        scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+        Iterator<LogicalPlan> kids = plan.children().iterator();
         while (kids.hasNext()) {
             if (isStatement(kids.next())) {
                 return true;
@@ -124,7 +128,7 @@ public final class LockedCommands extends SparkStrategy {
         if (plan.nodeName().equals(nodeName)) {
             return true;
         }
-        scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+        Iterator<LogicalPlan> kids = plan.children().iterator();
         while (kids.hasNext()) {
             if (contains(kids.next(), nodeName)) {
                 return true;
@@ -141,7 +145,7 @@ public final class LockedCommands extends SparkStrategy {
         if (plan.children().isEmpty()) {
             return !READS_NOTHING.contains(plan.nodeName());
         }
-        scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+        Iterator<LogicalPlan> kids = plan.children().iterator();
         while (kids.hasNext()) {
             if (readsRelation(kids.next())) {
                 return true;
@@ -150,7 +154,7 @@ public final class LockedCommands extends SparkStrategy {
         return false;
     }
 
-    private static scala.collection.immutable.Seq<SparkPlan> empty() {
+    private static Seq<SparkPlan> empty() {
         return scala.collection.immutable.List$.MODULE$.empty();
     }
 
@@ -158,8 +162,8 @@ public final class LockedCommands extends SparkStrategy {
      *  CREATE TEMPORARY VIEW into one command class, which NodeKinds knows as a temporary
      *  view's. */
     private static boolean persistentView(LogicalPlan plan) {
-        return plan instanceof org.apache.spark.sql.execution.command.CreateViewCommand
-            && ((org.apache.spark.sql.execution.command.CreateViewCommand) plan).viewType()
+        return plan instanceof CreateViewCommand
+            && ((CreateViewCommand) plan).viewType()
                 == org.apache.spark.sql.catalyst.analysis.PersistedView$.MODULE$;
     }
 }

@@ -17,6 +17,8 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.V2CommandExec;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 
+import scala.collection.immutable.Map;
+
 import zklock.EngineRefusal;
 
 public abstract class LockedExec extends V2CommandExec {
@@ -156,7 +158,7 @@ public abstract class LockedExec extends V2CommandExec {
     }
 
     @Override
-    public scala.collection.immutable.Map<String, SQLMetric> metrics() {
+    public Map<String, SQLMetric> metrics() {
         LockFigures mine = figures();
         return mine == null ? scala.collection.immutable.Map$.MODULE$.empty() : mine.asMap();
     }

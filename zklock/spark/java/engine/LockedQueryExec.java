@@ -13,6 +13,8 @@
 // Inside a locked statement (a LockingSession's, or a command's), nothing more is taken.
 package zklock.engine;
 
+import java.util.function.Supplier;
+
 import org.apache.spark.SparkContext;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -22,6 +24,10 @@ import org.apache.spark.sql.execution.SQLExecution$;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
 
 public final class LockedQueryExec extends LockedExec {
     private static final long serialVersionUID = 1L;
@@ -35,7 +41,7 @@ public final class LockedQueryExec extends LockedExec {
     }
 
     @Override
-    public scala.collection.immutable.Seq<InternalRow> run() {
+    public Seq<InternalRow> run() {
         throw new IllegalStateException("zklock: a locked query has no command result");
     }
 
@@ -54,14 +60,14 @@ public final class LockedQueryExec extends LockedExec {
         return locked(() -> child.executeTail(n));
     }
 
-    private InternalRow[] locked(java.util.function.Supplier<InternalRow[]> rows) {
+    private InternalRow[] locked(Supplier<InternalRow[]> rows) {
         return underGuard(enter(), "a query", rows);
     }
 
     @Override
-    public scala.collection.Iterator<InternalRow> executeToIterator() {
+    public Iterator<InternalRow> executeToIterator() {
         EngineGuard guard = enter();
-        scala.collection.Iterator<InternalRow> rows = detached(guard, child::executeToIterator);
+        Iterator<InternalRow> rows = detached(guard, child::executeToIterator);
         return guard.holds() ? new HeldIterator(rows, guard) : rows;
     }
 
@@ -84,7 +90,7 @@ public final class LockedQueryExec extends LockedExec {
     /** Start {@code work}, whose rows are read after this call returns (on other threads
      *  too): a failure releases the locks at once; otherwise the guard is detached, to be
      *  released when the rows are (the iterator's end, the SQL execution's end). */
-    private <T> T detached(EngineGuard guard, java.util.function.Supplier<T> work) {
+    private <T> T detached(EngineGuard guard, Supplier<T> work) {
         T out;
         try {
             out = work.get();
@@ -140,11 +146,11 @@ public final class LockedQueryExec extends LockedExec {
     }
 
     /** Rows of a query whose locks are held until the last row was read. */
-    private static final class HeldIterator extends scala.collection.AbstractIterator<InternalRow> {
-        private final scala.collection.Iterator<InternalRow> rows;
+    private static final class HeldIterator extends AbstractIterator<InternalRow> {
+        private final Iterator<InternalRow> rows;
         private final EngineGuard guard;
 
-        HeldIterator(scala.collection.Iterator<InternalRow> rows, EngineGuard guard) {
+        HeldIterator(Iterator<InternalRow> rows, EngineGuard guard) {
             this.rows = rows;
             this.guard = guard;
         }

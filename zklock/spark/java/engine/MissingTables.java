@@ -17,6 +17,8 @@ package zklock.engine;
 import java.util.HashMap;
 import java.util.Map;
 
+import com.fasterxml.jackson.databind.JsonNode;
+
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
@@ -24,14 +26,13 @@ import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import scala.collection.Seq;
 import scala.runtime.AbstractPartialFunction;
 
-import com.fasterxml.jackson.databind.JsonNode;
-
 import zklock.EngineRefusal;
-import zklock.planner.LockPlanner;
-
 import zklock.Protocol.Mode;
+import zklock.planner.LockPlanner;
 
 public final class MissingTables extends Rule<LogicalPlan> {
     private static final String SESSION_CATALOG = "spark_catalog";
@@ -72,7 +73,7 @@ public final class MissingTables extends Rule<LogicalPlan> {
         if (relation.isStreaming() || relation.options().containsKey(WAITED)) {
             return null;
         }
-        scala.collection.Seq<String> parts = relation.multipartIdentifier();
+        Seq<String> parts = relation.multipartIdentifier();
         SessionCatalog catalog = session.sessionState().catalog();
         int n = parts.size();
         if (n == 3 ? !SESSION_CATALOG.equalsIgnoreCase(parts.apply(0))

@@ -19,6 +19,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
 
+import scala.collection.Iterator;
+
 public final class ParsedForms {
     /** The plan an analysis started from (as parsed from Spark 4.0 on; after Spark's first
      *  resolution pass on 3.5), on the root of the command Spark analyzes from it. */
@@ -100,7 +102,7 @@ public final class ParsedForms {
          *  planned, and locked, as the whole statement. */
         private static void tagCommands(LogicalPlan plan, LogicalPlan parsed,
                                         LogicalPlan analyzed) {
-            scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+            Iterator<LogicalPlan> kids = plan.children().iterator();
             while (kids.hasNext()) {
                 LogicalPlan kid = kids.next();
                 if (kid instanceof Command) {

@@ -20,6 +20,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 
+import org.apache.spark.sql.SparkSession;
+
 import py4j.Py4JPythonClientPerThread;
 
 final class PythonCalls {
@@ -34,7 +36,7 @@ final class PythonCalls {
             // made on a statement's thread, it inherits that thread's Spark state: drop what
             // would keep a Spark Connect session and its class loader for the thread's life
             Thread caller = new Thread(() -> {
-                org.apache.spark.sql.SparkSession.clearActiveSession();
+                SparkSession.clearActiveSession();
                 work.run();
             }, "zklock-python-caller-" + NAMED.incrementAndGet());
             caller.setContextClassLoader(PythonCalls.class.getClassLoader());

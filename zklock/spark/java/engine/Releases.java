@@ -20,6 +20,7 @@
 // release lands a moment later than it did, as any holder's does.
 package zklock.engine;
 
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
@@ -210,7 +211,7 @@ final class Releases {
                         System.err.println("zklock: a set lost after its statement completed"
                             + " (" + answer.path(Field.MESSAGE).asText("session lost") + ")");
                     }
-                } catch (RuntimeException | java.io.IOException e) {
+                } catch (RuntimeException | IOException e) {
                     if (EngineFailures.callbackGone(e)) {
                         LockClients.gone(client, p.nodes);
                         return;

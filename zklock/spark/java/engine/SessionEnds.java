@@ -8,8 +8,12 @@
 // its UNLOCK TABLE or the lock client's end.
 package zklock.engine;
 
+import java.util.Arrays;
 import java.util.Collections;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
 import java.util.WeakHashMap;
 
 import org.apache.spark.SparkContext;
@@ -21,7 +25,7 @@ final class SessionEnds extends SparkListener {
     private static final Map<SparkContext, SessionEnds> LISTENERS =
         Collections.synchronizedMap(new WeakHashMap<>());
     /** The events that end a session, by class name. */
-    private static final java.util.Set<String> ENDS = new java.util.HashSet<>(java.util.Arrays.asList(
+    private static final Set<String> ENDS = new HashSet<>(Arrays.asList(
         "SparkListenerThriftServerSessionClosed", "SparkListenerConnectSessionClosed"));
 
     /** The id of the client session running this statement of {@code session}, listening
@@ -47,7 +51,7 @@ final class SessionEnds extends SparkListener {
     /** The sessions whose end was heard, newest last (as many as a server's sessions over
      *  hours: an id is looked up only for a lock taken as its session ended). */
     private static final Map<String, Boolean> ENDED = Collections.synchronizedMap(
-        new java.util.LinkedHashMap<String, Boolean>() {
+        new LinkedHashMap<String, Boolean>() {
             private static final long serialVersionUID = 1L;
 
             @Override

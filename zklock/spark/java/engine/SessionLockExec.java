@@ -7,6 +7,8 @@ import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.V2CommandExec;
 
+import scala.collection.immutable.Seq;
+
 public final class SessionLockExec extends V2CommandExec {
     private static final long serialVersionUID = 1L;
 
@@ -17,18 +19,18 @@ public final class SessionLockExec extends V2CommandExec {
     }
 
     @Override
-    public scala.collection.immutable.Seq<InternalRow> run() {
+    public Seq<InternalRow> run() {
         SessionLocks.run(session(), sql);
         return scala.collection.immutable.List$.MODULE$.empty();
     }
 
     @Override
-    public scala.collection.immutable.Seq<Attribute> output() {
+    public Seq<Attribute> output() {
         return scala.collection.immutable.List$.MODULE$.empty();
     }
 
     @Override
-    public scala.collection.immutable.Seq<SparkPlan> children() {
+    public Seq<SparkPlan> children() {
         return scala.collection.immutable.List$.MODULE$.empty();
     }
 

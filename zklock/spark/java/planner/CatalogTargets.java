@@ -4,27 +4,34 @@
 // so a name is resolved one way whatever statement carries it.
 package zklock.planner;
 
-import java.util.Collections;
-import java.util.Arrays;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.analysis.ResolvedNamespace;
+import org.apache.spark.sql.catalyst.analysis.ResolvedTempView;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedPartitionSpec;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.ExternalCatalog;
 import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
+import org.apache.spark.sql.connector.catalog.Identifier;
 
-import zklock.planner.LockAnswer.Target;
+import scala.collection.Iterator;
+import scala.collection.Seq;
 
 import zklock.Protocol.Mode;
-
+import zklock.planner.LockAnswer.Target;
 
 public final class CatalogTargets {
     private final SparkSession session;
@@ -44,12 +51,12 @@ public final class CatalogTargets {
      *  sees of a command built without SQL); empty when the node names nothing zklock can
      *  read. */
     List<String> ident(LogicalPlan node) {
-        scala.collection.Seq<String> parts = PlanWalker.nameParts(node);
+        Seq<String> parts = PlanWalker.nameParts(node);
         if (parts != null) {
             return PlanWalker.strings(parts);
         }
-        if (node instanceof org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias) {
-            return ident(((org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias) node)
+        if (node instanceof SubqueryAlias) {
+            return ident(((SubqueryAlias) node)
                 .child());
         }
         if (node.nodeName().startsWith("CurrentNamespace")) {
@@ -57,13 +64,13 @@ public final class CatalogTargets {
             out.add(catalog.getCurrentDatabase());
             return out;
         }
-        if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedNamespace) {
-            return PlanWalker.strings(((org.apache.spark.sql.catalyst.analysis.ResolvedNamespace)
+        if (node instanceof ResolvedNamespace) {
+            return PlanWalker.strings(((ResolvedNamespace)
                 node).namespace());
         }
-        org.apache.spark.sql.connector.catalog.Identifier id = PlanWalker.resolvedName(node);
+        Identifier id = PlanWalker.resolvedName(node);
         if (id != null && id.namespace().length == 0
-                && !(node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedTempView)) {
+                && !(node instanceof ResolvedTempView)) {
             return new ArrayList<>();  // a table of a catalog with flat names: no database
         }
         if (id != null) {
@@ -71,7 +78,7 @@ public final class CatalogTargets {
             out.add(id.name());
             return out;
         }
-        org.apache.spark.sql.catalyst.TableIdentifier table = PlanWalker.resolvedTable(node);
+        TableIdentifier table = PlanWalker.resolvedTable(node);
         return table != null ? parts(table) : new ArrayList<>();
     }
 
@@ -115,7 +122,7 @@ public final class CatalogTargets {
     /** The catalog's description of {@code table}; null when there is no such table. */
     CatalogTable metadataOrNull(Target table) {
         try {
-            return catalog.getTableMetadata(new org.apache.spark.sql.catalyst.TableIdentifier(
+            return catalog.getTableMetadata(new TableIdentifier(
                 table.table, scala.Option.apply(table.db)));
         } catch (Exception e) {
             return null;
@@ -206,7 +213,7 @@ public final class CatalogTargets {
             }
             // listed again, not kept: its Seq is Scala 2.12's or 2.13's, as Spark's (Java 8
             // has no `var` to hold either)
-            scala.collection.Seq<CatalogTable> tables =
+            Seq<CatalogTable> tables =
                 external.getTablesByName(db, external.listTables(db));
             for (int i = 0; i < tables.size(); i++) {
                 CatalogTable t = tables.apply(i);
@@ -225,7 +232,7 @@ public final class CatalogTargets {
     }
 
     private String qualify(String path) {
-        org.apache.hadoop.fs.Path target = new org.apache.hadoop.fs.Path(path);
+        Path target = new Path(path);
         try {
             return target.getFileSystem(session.sparkContext().hadoopConfiguration())
                 .makeQualified(target).toString();
@@ -247,7 +254,7 @@ public final class CatalogTargets {
         return parts.get(parts.size() - 1);
     }
 
-    static List<String> parts(org.apache.spark.sql.catalyst.TableIdentifier id) {
+    static List<String> parts(TableIdentifier id) {
         List<String> out = new ArrayList<>();
         if (id.database().isDefined()) {
             out.add(id.database().get());
@@ -264,7 +271,7 @@ public final class CatalogTargets {
 
     static Map<String, String> mapping(scala.collection.Map<String, String> map) {
         Map<String, String> out = new LinkedHashMap<>();
-        scala.collection.Iterator<scala.Tuple2<String, String>> it = map.iterator();
+        Iterator<scala.Tuple2<String, String>> it = map.iterator();
         while (it.hasNext()) {
             scala.Tuple2<String, String> kv = it.next();
             out.put(kv._1(), String.valueOf(kv._2()));

@@ -5,8 +5,9 @@
 // the analyzed plan by PlanWalker.java).
 package zklock.planner;
 
-import java.util.Arrays;
+import java.net.URI;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -14,14 +15,24 @@ import java.util.Map;
 import java.util.Optional;
 
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable;
+import org.apache.spark.sql.catalyst.plans.logical.InsertIntoDir;
+import org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
+import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
+import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.execution.datasources.CreateTable;
 import org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 
-import zklock.adapters.SaveAsTable;
-import zklock.planner.LockAnswer.Target;
+import scala.collection.Iterator;
+import scala.collection.Seq;
 
 import zklock.Protocol.Mode;
-
+import zklock.adapters.SaveAsTable;
+import zklock.planner.LockAnswer.Target;
 
 final class DataWrites {
     private final CatalogTargets names;
@@ -35,15 +46,15 @@ final class DataWrites {
     /** What the parsed statement {@code parsed} writes, when it is a write of rows; empty
      *  when it is a statement of another kind. */
     Optional<List<Target>> of(String name, LogicalPlan parsed) {
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement) {
-            org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement ins =
-                (org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement) parsed;
+        if (parsed instanceof InsertIntoStatement) {
+            InsertIntoStatement ins =
+                (InsertIntoStatement) parsed;
             Target table = names.namedTable(ins.table(), Mode.EXCLUSIVE);
             if (table == null) {
                 return Optional.of(new ArrayList<>());
             }
             Map<String, String> spec = new LinkedHashMap<>();
-            scala.collection.Iterator<scala.Tuple2<String, scala.Option<String>>> it =
+            Iterator<scala.Tuple2<String, scala.Option<String>>> it =
                 ins.partitionSpec().iterator();
             while (it.hasNext()) {
                 scala.Tuple2<String, scala.Option<String>> kv = it.next();
@@ -51,24 +62,24 @@ final class DataWrites {
             }
             return Optional.of(CatalogTargets.one(names.staticPrefix(table, spec)));
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable) {
+        if (parsed instanceof DeleteFromTable) {
             return Optional.of(names.onTable(
-                ((org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable) parsed).table(),
+                ((DeleteFromTable) parsed).table(),
                 Mode.EXCLUSIVE));
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.UpdateTable) {
+        if (parsed instanceof UpdateTable) {
             return Optional.of(names.onTable(
-                ((org.apache.spark.sql.catalyst.plans.logical.UpdateTable) parsed).table(),
+                ((UpdateTable) parsed).table(),
                 Mode.EXCLUSIVE));
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable) {
+        if (parsed instanceof MergeIntoTable) {
             return Optional.of(names.onTable(
-                ((org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable) parsed)
+                ((MergeIntoTable) parsed)
                 .targetTable(), Mode.EXCLUSIVE));
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.InsertIntoDir) {
-            scala.Option<java.net.URI> location =
-                ((org.apache.spark.sql.catalyst.plans.logical.InsertIntoDir) parsed)
+        if (parsed instanceof InsertIntoDir) {
+            scala.Option<URI> location =
+                ((InsertIntoDir) parsed)
                 .storage().locationUri();
             return Optional.of(location.isDefined() ? names.tablesAt(location.get().toString())
                 : new ArrayList<>());
@@ -96,7 +107,7 @@ final class DataWrites {
                 .SaveIntoDataSourceCommand) parsed).options().get("path");
             return Optional.of(path.isDefined() ? names.tablesAt(path.get()) : new ArrayList<>());
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand) {
+        if (parsed instanceof V2WriteCommand) {
             return Optional.of(v2Write(name, (LogicalPlan) ((org.apache.spark.sql.catalyst
                 .plans.logical.V2WriteCommand) parsed).table()));
         }
@@ -134,7 +145,7 @@ final class DataWrites {
                 }
                 continue;
             }
-            scala.collection.Seq<LogicalPlan> kids = node.children();
+            Seq<LogicalPlan> kids = node.children();
             for (int i = 0; i < kids.size(); i++) {
                 pending.add(kids.apply(i));
             }
@@ -151,7 +162,7 @@ final class DataWrites {
         if (table != null) {
             out.add(table);
         }
-        scala.Option<java.net.URI> location = saved.table().storage().locationUri();
+        scala.Option<URI> location = saved.table().storage().locationUri();
         if (location.isDefined()) {
             out.addAll(names.tablesAt(location.get().toString()));
         }
@@ -181,9 +192,9 @@ final class DataWrites {
      *  DataSource V2 source): X on the catalog table it names; without a catalog table (a
      *  path, or a sink such as noop), X on the catalog tables at its path, as a v1 save. */
     private List<Target> resolvedV2Write(
-            org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation relation) {
+            DataSourceV2Relation relation) {
         if (relation.identifier().isDefined()) {
-            org.apache.spark.sql.connector.catalog.Identifier id = relation.identifier().get();
+            Identifier id = relation.identifier().get();
             if (id.namespace().length == 0) {
                 throw LockAnswer.unsupported("zklock cannot tell which database a write to "
                     + id + " is in; the statement was not run");
@@ -203,9 +214,9 @@ final class DataWrites {
 
     /** The table a DataFrame is saved as, whichever command the Spark line runs for it. */
     private static SavedTable savedTable(LogicalPlan parsed) {
-        if (parsed instanceof org.apache.spark.sql.execution.datasources.CreateTable) {
-            org.apache.spark.sql.execution.datasources.CreateTable create =
-                (org.apache.spark.sql.execution.datasources.CreateTable) parsed;
+        if (parsed instanceof CreateTable) {
+            CreateTable create =
+                (CreateTable) parsed;
             return new SavedTable(create.tableDesc(),
                 create.query().isDefined() ? create.query().get() : null);
         }

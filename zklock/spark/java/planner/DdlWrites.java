@@ -5,19 +5,40 @@
 // of an object that exists.
 package zklock.planner;
 
-import java.util.Arrays;
+import java.net.URI;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.spark.sql.catalyst.plans.logical.AddPartitions;
+import org.apache.spark.sql.catalyst.plans.logical.AnalyzeColumn;
+import org.apache.spark.sql.catalyst.plans.logical.AnalyzeTable;
+import org.apache.spark.sql.catalyst.plans.logical.AnalyzeTables;
+import org.apache.spark.sql.catalyst.plans.logical.CreateNamespace;
+import org.apache.spark.sql.catalyst.plans.logical.CreateTable;
+import org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect;
+import org.apache.spark.sql.catalyst.plans.logical.CreateView;
+import org.apache.spark.sql.catalyst.plans.logical.DropPartitions;
+import org.apache.spark.sql.catalyst.plans.logical.LoadData;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.RenamePartitions;
+import org.apache.spark.sql.catalyst.plans.logical.RenameTable;
+import org.apache.spark.sql.catalyst.plans.logical.ReplaceTable;
+import org.apache.spark.sql.catalyst.plans.logical.ReplaceTableAsSelect;
+import org.apache.spark.sql.catalyst.plans.logical.SetTableLocation;
+import org.apache.spark.sql.catalyst.plans.logical.SetTableSerDeProperties;
+import org.apache.spark.sql.catalyst.plans.logical.TruncatePartition;
+import org.apache.spark.sql.execution.command.CreateTableLikeCommand;
+import org.apache.spark.sql.execution.command.RepairTableCommand;
 
-import zklock.planner.LockAnswer.Target;
-import zklock.planner.NodeKinds.Kind;
+import scala.collection.Iterator;
+import scala.collection.Seq;
 
 import zklock.Protocol.Mode;
-
+import zklock.planner.LockAnswer.Target;
+import zklock.planner.NodeKinds.Kind;
 
 final class DdlWrites {
     private final CatalogTargets names;
@@ -34,60 +55,60 @@ final class DdlWrites {
             return CatalogTargets.one(Target.database(CatalogTargets.namedDatabase(parts, parsed),
                 existingCreate(parsed) ? Mode.SHARED : Mode.EXCLUSIVE));
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.RenameTable) {
-            return rename((org.apache.spark.sql.catalyst.plans.logical.RenameTable) parsed);
+        if (parsed instanceof RenameTable) {
+            return rename((RenameTable) parsed);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AddPartitions) {
+        if (parsed instanceof AddPartitions) {
             return names.onPartitions(parsed, list(
-                ((org.apache.spark.sql.catalyst.plans.logical.AddPartitions) parsed).parts()),
+                ((AddPartitions) parsed).parts()),
                 Mode.EXCLUSIVE);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.DropPartitions) {
+        if (parsed instanceof DropPartitions) {
             return names.onPartitions(parsed, list(
-                ((org.apache.spark.sql.catalyst.plans.logical.DropPartitions) parsed).parts()),
+                ((DropPartitions) parsed).parts()),
                 Mode.EXCLUSIVE);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.RenamePartitions) {
-            org.apache.spark.sql.catalyst.plans.logical.RenamePartitions rp =
-                (org.apache.spark.sql.catalyst.plans.logical.RenamePartitions) parsed;
+        if (parsed instanceof RenamePartitions) {
+            RenamePartitions rp =
+                (RenamePartitions) parsed;
             return names.onPartitions(parsed, Arrays.asList(rp.from(), rp.to()), Mode.EXCLUSIVE);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.TruncatePartition) {
+        if (parsed instanceof TruncatePartition) {
             return names.onPartitions(parsed, Arrays.asList(
-                ((org.apache.spark.sql.catalyst.plans.logical.TruncatePartition) parsed)
+                ((TruncatePartition) parsed)
                 .partitionSpec()), Mode.EXCLUSIVE);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.LoadData) {
+        if (parsed instanceof LoadData) {
             return names.onSpec(parsed,
-                ((org.apache.spark.sql.catalyst.plans.logical.LoadData) parsed).partition(),
+                ((LoadData) parsed).partition(),
                 Mode.EXCLUSIVE);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.SetTableLocation) {
+        if (parsed instanceof SetTableLocation) {
             return names.onSpec(parsed,
-                ((org.apache.spark.sql.catalyst.plans.logical.SetTableLocation) parsed)
+                ((SetTableLocation) parsed)
                 .partitionSpec(), Mode.EXCLUSIVE);
         }
         if (parsed instanceof
-                org.apache.spark.sql.catalyst.plans.logical.SetTableSerDeProperties) {
+                SetTableSerDeProperties) {
             // Hive's lock table: S on T1
             return names.onSpec(parsed,
-                ((org.apache.spark.sql.catalyst.plans.logical.SetTableSerDeProperties) parsed)
+                ((SetTableSerDeProperties) parsed)
                 .partitionSpec(), Mode.SHARED);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeTable
-                || parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeColumn) {
+        if (parsed instanceof AnalyzeTable
+                || parsed instanceof AnalyzeColumn) {
             return analyze(parsed);
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeTables) {
+        if (parsed instanceof AnalyzeTables) {
             List<String> parts = names.ident(parsed.children().apply(0));
             return CatalogTargets.one(
                 Target.database(CatalogTargets.namedDatabase(parts, parsed), Mode.SHARED));
         }
-        if (parsed instanceof org.apache.spark.sql.execution.command.CreateTableLikeCommand) {
+        if (parsed instanceof CreateTableLikeCommand) {
             return createLike(
-                (org.apache.spark.sql.execution.command.CreateTableLikeCommand) parsed);
+                (CreateTableLikeCommand) parsed);
         }
-        if (parsed instanceof org.apache.spark.sql.execution.command.RepairTableCommand) {
+        if (parsed instanceof RepairTableCommand) {
             // ALTER TABLE RECOVER PARTITIONS and Catalog.recoverPartitions as Spark 3.5's first
             // resolution pass leaves them (4.0 on read RecoverPartitions, as parsed)
             Target table = names.tableTarget(CatalogTargets.parts(((org.apache.spark.sql
@@ -112,17 +133,17 @@ final class DdlWrites {
      *  again under its locks, and if the object is gone by then it takes X after all. */
     boolean existingCreate(LogicalPlan parsed) {
         boolean ifNotExists =
-            (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateTable
-                && ((org.apache.spark.sql.catalyst.plans.logical.CreateTable) parsed)
+            (parsed instanceof CreateTable
+                && ((CreateTable) parsed)
                     .ignoreIfExists())
-            || (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect
-                && ((org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect) parsed)
+            || (parsed instanceof CreateTableAsSelect
+                && ((CreateTableAsSelect) parsed)
                     .ignoreIfExists())
-            || (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateView
-                && ((org.apache.spark.sql.catalyst.plans.logical.CreateView) parsed)
+            || (parsed instanceof CreateView
+                && ((CreateView) parsed)
                     .allowExisting())
-            || (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateNamespace
-                && ((org.apache.spark.sql.catalyst.plans.logical.CreateNamespace) parsed)
+            || (parsed instanceof CreateNamespace
+                && ((CreateNamespace) parsed)
                     .ifNotExists());
         if (!ifNotExists || parsed.children().isEmpty()) {
             return false;
@@ -131,7 +152,7 @@ final class DdlWrites {
         if (parts.isEmpty()) {
             return false;
         }
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateNamespace) {
+        if (parsed instanceof CreateNamespace) {
             return names.databaseExists(CatalogTargets.last(parts));
         }
         Target table = names.tableTarget(parts, Mode.EXCLUSIVE);
@@ -142,36 +163,36 @@ final class DdlWrites {
      *  moved onto another's directory, or files LOAD DATA moves out of one. */
     List<Target> locationWrites(LogicalPlan parsed) {
         String location = null;
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.CreateTable) {
-            location = option(((org.apache.spark.sql.catalyst.plans.logical.CreateTable) parsed)
+        if (parsed instanceof CreateTable) {
+            location = option(((CreateTable) parsed)
                 .tableSpec().location());
         } else if (parsed instanceof
-                org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect) {
+                CreateTableAsSelect) {
             location = option(
-                ((org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect) parsed)
+                ((CreateTableAsSelect) parsed)
                 .tableSpec().location());
-        } else if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.ReplaceTable) {
-            location = option(((org.apache.spark.sql.catalyst.plans.logical.ReplaceTable) parsed)
+        } else if (parsed instanceof ReplaceTable) {
+            location = option(((ReplaceTable) parsed)
                 .tableSpec().location());
         } else if (parsed instanceof
-                org.apache.spark.sql.catalyst.plans.logical.ReplaceTableAsSelect) {
+                ReplaceTableAsSelect) {
             location = option(
-                ((org.apache.spark.sql.catalyst.plans.logical.ReplaceTableAsSelect) parsed)
+                ((ReplaceTableAsSelect) parsed)
                 .tableSpec().location());
         } else if (parsed instanceof
-                org.apache.spark.sql.catalyst.plans.logical.SetTableLocation) {
-            location = ((org.apache.spark.sql.catalyst.plans.logical.SetTableLocation) parsed)
+                SetTableLocation) {
+            location = ((SetTableLocation) parsed)
                 .location();
-        } else if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.LoadData
-                && !((org.apache.spark.sql.catalyst.plans.logical.LoadData) parsed).isLocal()) {
-            location = ((org.apache.spark.sql.catalyst.plans.logical.LoadData) parsed).path();
+        } else if (parsed instanceof LoadData
+                && !((LoadData) parsed).isLocal()) {
+            location = ((LoadData) parsed).path();
         }
         return location == null ? new ArrayList<>() : names.tablesAt(location);
     }
 
     /** X on the renamed table and on its new name (within the old database when the new
      *  name has none, as Spark renames). */
-    private List<Target> rename(org.apache.spark.sql.catalyst.plans.logical.RenameTable parsed) {
+    private List<Target> rename(RenameTable parsed) {
         Target old = names.namedTable(parsed.children().apply(0), Mode.EXCLUSIVE);
         List<String> newParts = PlanWalker.strings(parsed.newName());
         if (newParts.size() == 1 && old != null) {
@@ -189,9 +210,9 @@ final class DdlWrites {
     /** S on the table, or on the partition prefix ANALYZE TABLE names. */
     private List<Target> analyze(LogicalPlan parsed) {
         Map<String, String> spec = new LinkedHashMap<>();
-        if (parsed instanceof org.apache.spark.sql.catalyst.plans.logical.AnalyzeTable) {
-            scala.collection.Iterator<scala.Tuple2<String, scala.Option<String>>> it =
-                ((org.apache.spark.sql.catalyst.plans.logical.AnalyzeTable) parsed)
+        if (parsed instanceof AnalyzeTable) {
+            Iterator<scala.Tuple2<String, scala.Option<String>>> it =
+                ((AnalyzeTable) parsed)
                 .partitionSpec().iterator();
             while (it.hasNext()) {
                 scala.Tuple2<String, scala.Option<String>> kv = it.next();
@@ -208,17 +229,17 @@ final class DdlWrites {
     /** CREATE TABLE ... LIKE as Spark 4.0 parses it (4.1 parses a CreateTableLike): X on the
      *  new table and on the tables at its location. */
     private List<Target> createLike(
-            org.apache.spark.sql.execution.command.CreateTableLikeCommand like) {
+            CreateTableLikeCommand like) {
         Target table = names.tableTarget(CatalogTargets.parts(like.targetTable()), Mode.EXCLUSIVE);
         List<Target> out = table == null ? new ArrayList<>() : CatalogTargets.one(table);
-        scala.Option<java.net.URI> location = like.fileFormat().locationUri();
+        scala.Option<URI> location = like.fileFormat().locationUri();
         if (location.isDefined()) {
             out.addAll(names.tablesAt(location.get().toString()));
         }
         return out;
     }
 
-    private static List<Object> list(scala.collection.Seq<?> seq) {
+    private static List<Object> list(Seq<?> seq) {
         List<Object> out = new ArrayList<>();
         for (int i = 0; i < seq.size(); i++) {
             out.add(seq.apply(i));

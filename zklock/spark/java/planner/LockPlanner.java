@@ -17,8 +17,8 @@
 // plan node class means is NodeKinds.java.
 package zklock.planner;
 
-import java.util.Collections;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -26,11 +26,14 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.CommandExecutionMode;
+
+import scala.collection.Seq;
 
 import zklock.Protocol;
 import zklock.Protocol.Mode;
@@ -38,7 +41,6 @@ import zklock.adapters.ExecuteImmediate;
 import zklock.planner.LockAnswer.Refusal;
 import zklock.planner.LockAnswer.Target;
 import zklock.planner.NodeKinds.Kind;
-
 
 public final class LockPlanner {
     /** Statements that define a view: their sources are locked at table level only. */
@@ -107,7 +109,7 @@ public final class LockPlanner {
     }
 
     /** S on what an action on {@code ds} reads (Spark caches its analyzed plan). */
-    public String planDataFrame(org.apache.spark.sql.Dataset<?> ds) {
+    public String planDataFrame(Dataset<?> ds) {
         return planQuery(ds.queryExecution().analyzed());
     }
 
@@ -337,7 +339,7 @@ public final class LockPlanner {
         String name = PlanWalker.nodeName(parsed);
         List<Statement> out = new ArrayList<>();
         if (STATEMENT_CONTAINERS.contains(name)) {
-            scala.collection.Seq<LogicalPlan> kids = parsed.children();
+            Seq<LogicalPlan> kids = parsed.children();
             for (int i = 0; i < kids.size(); i++) {
                 out.addAll(statements(kids.apply(i)));
             }

@@ -14,16 +14,19 @@
 package zklock.planner;
 
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 
 public final class NodeKinds {
     /** An unmodifiable set of names (Set.of, which the Java 8 that Spark 3.5 runs on lacks). */
     public static Set<String> setOf(String... names) {
-        return java.util.Collections.unmodifiableSet(new HashSet<>(Arrays.asList(names)));
+        return Collections.unmodifiableSet(new HashSet<>(Arrays.asList(names)));
     }
 
     /** How a plan node takes part in locking. */
@@ -56,7 +59,7 @@ public final class NodeKinds {
         "Procedure", "Execute", "Cdc", "Save", "Create", "Drop", "Alter", "Truncate", "Load",
         "Statement", "Cursor", "Command");
 
-    private static final Map<String, Kind> KINDS = new java.util.concurrent.ConcurrentHashMap<>();
+    private static final Map<String, Kind> KINDS = new ConcurrentHashMap<>();
 
     static {
         /* Relational operators, relations and plan helpers: they never write. */
@@ -209,7 +212,7 @@ public final class NodeKinds {
 
     /** The whole table: class name -> kind name. */
     public static Map<String, String> table() {
-        Map<String, String> out = new java.util.TreeMap<>();
+        Map<String, String> out = new TreeMap<>();
         for (Map.Entry<String, Kind> e : KINDS.entrySet()) {
             out.put(e.getKey(), e.getValue().name());
         }

@@ -8,8 +8,9 @@
 // Anything else falls back to the conservative answer, which locks more, never less.
 package zklock.planner;
 
-import java.util.Collections;
+import java.math.BigInteger;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -17,6 +18,17 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 
+import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier;
+import org.apache.spark.sql.catalyst.analysis.ResolvedPersistentView;
+import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
+import org.apache.spark.sql.catalyst.analysis.ResolvedTempView;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTable;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedView;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
 import org.apache.spark.sql.catalyst.catalog.SessionCatalog;
@@ -35,14 +47,18 @@ import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.trees.TreePattern$;
+import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.execution.datasources.DataSource;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.datasources.PartitioningUtils;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.types.StructField;
 
-import zklock.adapters.SqlScripts;
+import scala.collection.Iterator;
+import scala.collection.Seq;
 
 import zklock.Protocol.Mode;
+import zklock.adapters.SqlScripts;
 
 public final class PlanWalker {
     /** Nodes through which a parent's filter still constrains what a scan below reads. */
@@ -88,7 +104,7 @@ public final class PlanWalker {
     }
 
     private static void census(LogicalPlan node, List<Node> out) {
-        scala.collection.Seq<String> parts = nameParts(node);
+        Seq<String> parts = nameParts(node);
         out.add(new Node(nodeName(node), node instanceof Command,
             parts == null ? null : strings(parts)));
         LogicalPlan statement = SqlScripts.statement(node);
@@ -98,18 +114,18 @@ public final class PlanWalker {
             census(statement, out);
             return;
         }
-        scala.collection.Seq<LogicalPlan> kids = node.children();
+        Seq<LogicalPlan> kids = node.children();
         for (int i = 0; i < kids.size(); i++) {
             census(kids.apply(i), out);
         }
-        scala.collection.Seq<?> extra = node.innerChildren();
+        Seq<?> extra = node.innerChildren();
         for (int i = 0; i < extra.size(); i++) {
             Object child = extra.apply(i);
             if (child instanceof LogicalPlan) {
                 census((LogicalPlan) child, out);
             }
         }
-        scala.collection.Seq<LogicalPlan> subs = node.subqueries();
+        Seq<LogicalPlan> subs = node.subqueries();
         for (int i = 0; i < subs.size(); i++) {
             census(subs.apply(i), out);
         }
@@ -126,24 +142,24 @@ public final class PlanWalker {
 
     /** The name parts of a node naming a table, view or namespace (Unresolved*); null for any
      *  other node. */
-    static scala.collection.Seq<String> nameParts(LogicalPlan node) {
-        if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedRelation) node)
+    static Seq<String> nameParts(LogicalPlan node) {
+        if (node instanceof UnresolvedRelation) {
+            return ((UnresolvedRelation) node)
                 .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTable) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTable) node)
+        } else if (node instanceof UnresolvedTable) {
+            return ((UnresolvedTable) node)
                 .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView) node)
+        } else if (node instanceof UnresolvedTableOrView) {
+            return ((UnresolvedTableOrView) node)
                 .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedView) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedView) node)
+        } else if (node instanceof UnresolvedView) {
+            return ((UnresolvedView) node)
                 .multipartIdentifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier) node)
+        } else if (node instanceof UnresolvedIdentifier) {
+            return ((UnresolvedIdentifier) node)
                 .nameParts();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) {
-            return ((org.apache.spark.sql.catalyst.analysis.UnresolvedNamespace) node)
+        } else if (node instanceof UnresolvedNamespace) {
+            return ((UnresolvedNamespace) node)
                 .multipartIdentifier();
         }
         return null;
@@ -151,16 +167,16 @@ public final class PlanWalker {
 
     /** The catalog identifier of a name Spark resolved (a resolved identifier, table or view,
      *  or a DataSource V2 table); null for any other node. */
-    static org.apache.spark.sql.connector.catalog.Identifier resolvedName(LogicalPlan node) {
-        if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier) {
-            return ((org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier) node).identifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedTable) {
-            return ((org.apache.spark.sql.catalyst.analysis.ResolvedTable) node).identifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedPersistentView) {
-            return ((org.apache.spark.sql.catalyst.analysis.ResolvedPersistentView) node)
+    static Identifier resolvedName(LogicalPlan node) {
+        if (node instanceof ResolvedIdentifier) {
+            return ((ResolvedIdentifier) node).identifier();
+        } else if (node instanceof ResolvedTable) {
+            return ((ResolvedTable) node).identifier();
+        } else if (node instanceof ResolvedPersistentView) {
+            return ((ResolvedPersistentView) node)
                 .identifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.analysis.ResolvedTempView) {
-            return ((org.apache.spark.sql.catalyst.analysis.ResolvedTempView) node).identifier();
+        } else if (node instanceof ResolvedTempView) {
+            return ((ResolvedTempView) node).identifier();
         } else if (node instanceof DataSourceV2Relation
                 && ((DataSourceV2Relation) node).identifier().isDefined()) {
             return ((DataSourceV2Relation) node).identifier().get();
@@ -170,13 +186,13 @@ public final class PlanWalker {
 
     /** The session-catalog table of a relation Spark resolved (a file source or Hive table, or
      *  a view); null for any other node. */
-    static org.apache.spark.sql.catalyst.TableIdentifier resolvedTable(LogicalPlan node) {
+    static TableIdentifier resolvedTable(LogicalPlan node) {
         if (node instanceof LogicalRelation && ((LogicalRelation) node).catalogTable().isDefined()) {
             return ((LogicalRelation) node).catalogTable().get().identifier();
         } else if (node instanceof HiveTableRelation) {
             return ((HiveTableRelation) node).tableMeta().identifier();
-        } else if (node instanceof org.apache.spark.sql.catalyst.plans.logical.View) {
-            return ((org.apache.spark.sql.catalyst.plans.logical.View) node).desc().identifier();
+        } else if (node instanceof View) {
+            return ((View) node).desc().identifier();
         }
         return null;
     }
@@ -213,7 +229,7 @@ public final class PlanWalker {
             return;
         }
         if (node instanceof DataSourceV2Relation) {
-            scala.Option<org.apache.spark.sql.connector.catalog.Identifier> id =
+            scala.Option<Identifier> id =
                 ((DataSourceV2Relation) node).identifier();
             if (id.isDefined()) {
                 String[] ns = id.get().namespace();
@@ -241,12 +257,12 @@ public final class PlanWalker {
         } else {
             next = new ArrayList<>();
         }
-        scala.collection.Seq<LogicalPlan> kids = node.children();
+        Seq<LogicalPlan> kids = node.children();
         for (int i = 0; i < kids.size(); i++) {
             visit(kids.apply(i), next, out, partitions, inner, false);
         }
         if (inner || root) {
-            scala.collection.Seq<?> extra = node.innerChildren();
+            Seq<?> extra = node.innerChildren();
             for (int i = 0; i < extra.size(); i++) {
                 Object child = extra.apply(i);
                 if (child instanceof LogicalPlan) {
@@ -276,7 +292,7 @@ public final class PlanWalker {
             table.identifier().table(), Collections.emptyList(), mode);
     }
 
-    private void relation(CatalogTable table, scala.collection.Seq<Attribute> output,
+    private void relation(CatalogTable table, Seq<Attribute> output,
                           List<Expression> conds, List<LockAnswer.Target> out,
                           boolean partitions) {
         LockAnswer.Target whole = table(table, Mode.SHARED);
@@ -364,12 +380,12 @@ public final class PlanWalker {
     /** The partitions of a table as (lower-case column -> value) maps, unescaped by Spark. */
     List<Map<String, String>> existingPartitions(CatalogTable table) {
         List<Map<String, String>> out = new ArrayList<>();
-        scala.collection.Seq<String> names =
+        Seq<String> names =
             catalog.listPartitionNames(table.identifier(), scala.Option.empty());
         for (int i = 0; i < names.size(); i++) {
             Map<String, String> spec = new HashMap<>();
-            scala.collection.Iterator<scala.Tuple2<String, String>> it =
-                org.apache.spark.sql.execution.datasources.PartitioningUtils
+            Iterator<scala.Tuple2<String, String>> it =
+                PartitioningUtils
                     .parsePathFragment(names.apply(i)).iterator();
             while (it.hasNext()) {
                 scala.Tuple2<String, String> kv = it.next();
@@ -407,7 +423,7 @@ public final class PlanWalker {
                 return null;
             }
         }
-        return new java.math.BigInteger(text).toString();
+        return new BigInteger(text).toString();
     }
 
     private static List<Expression> conjuncts(Expression e) {
@@ -439,7 +455,7 @@ public final class PlanWalker {
             literals.add(r);
         } else if (e instanceof In) {
             col = column(((In) e).value(), ids);
-            scala.collection.Seq<Expression> list = ((In) e).list();
+            Seq<Expression> list = ((In) e).list();
             for (int i = 0; i < list.size(); i++) {
                 literals.add(list.apply(i));
             }
@@ -483,7 +499,7 @@ public final class PlanWalker {
         return ((Literal) e).value().toString();
     }
 
-    static List<String> strings(scala.collection.Seq<?> seq) {
+    static List<String> strings(Seq<?> seq) {
         List<String> out = new ArrayList<>();
         for (int i = 0; i < seq.size(); i++) {
             out.add(String.valueOf(seq.apply(i)));

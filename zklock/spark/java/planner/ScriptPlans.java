@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeSet;
 
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
@@ -16,12 +17,13 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.trees.TreePattern$;
 import org.apache.spark.sql.execution.CommandExecutionMode;
 
+import scala.collection.Seq;
+
 import zklock.adapters.Datasets;
 import zklock.adapters.ExecuteImmediate;
 import zklock.adapters.SqlScripts;
 import zklock.planner.LockAnswer.Target;
 import zklock.planner.NodeKinds.Kind;
-
 
 final class ScriptPlans {
     private final SparkSession session;
@@ -115,7 +117,7 @@ final class ScriptPlans {
         try {
             LogicalPlan analyzed = session.sessionState()
                 .executePlan(plan, CommandExecutionMode.SKIP()).analyzed();
-            List<org.apache.spark.sql.Row> rows =
+            List<Row> rows =
                 Datasets.of(session, analyzed).collectAsList();
             Object value = rows.get(0).get(0);
             return value == null ? null : value.toString();
@@ -131,7 +133,7 @@ final class ScriptPlans {
             out.add(statement);
             return;
         }
-        scala.collection.Seq<LogicalPlan> kids = plan.children();
+        Seq<LogicalPlan> kids = plan.children();
         for (int i = 0; i < kids.size(); i++) {
             statements(kids.apply(i), out);
         }

@@ -1,12 +1,17 @@
 package zklock.stream;
 
+import java.io.InterruptedIOException;
+import java.nio.channels.ClosedByInterruptException;
 import java.util.List;
 import java.util.Set;
 
+import org.apache.spark.SparkContext;
 import org.apache.spark.SparkException;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.streaming.WriteToStream;
+
+import scala.collection.Iterator;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
@@ -69,7 +74,7 @@ final class MicroBatch {
         if (!STATELESS.contains(PlanWalker.nodeName(plan))) {
             return false;
         }
-        scala.collection.Iterator<LogicalPlan> kids = plan.children().iterator();
+        Iterator<LogicalPlan> kids = plan.children().iterator();
         while (kids.hasNext()) {
             if (!stateless(kids.next())) {
                 return false;
@@ -103,7 +108,7 @@ final class MicroBatch {
     /** One run of the batch under its locks: null once written; the loss of its locks, where
      *  they were lost (nothing of it visible, or all of it); any other failure is thrown. */
     private Throwable attempt(long batch, Runnable write) {
-        org.apache.spark.SparkContext sc = session.sparkContext();
+        SparkContext sc = session.sparkContext();
         sc.setLocalProperty(Protocol.Property.STREAM, name);  // its request names the query
         Block block;
         try {
@@ -160,8 +165,8 @@ final class MicroBatch {
     private static Throwable interruption(Throwable e, String group) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof InterruptedException
-                    || t instanceof java.nio.channels.ClosedByInterruptException
-                    || t instanceof java.io.InterruptedIOException) {
+                    || t instanceof ClosedByInterruptException
+                    || t instanceof InterruptedIOException) {
                 return t;
             }
             String message = String.valueOf(t.getMessage());

@@ -25,7 +25,9 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
@@ -52,7 +54,7 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
     /** The sinks that write no table (their own output, or a batch function whose
      *  statements the engine locks one by one), by class: they run as they are. Any other
      *  sink is refused: zklock cannot tell what it writes. */
-    private static final java.util.Set<String> WRITES_NO_TABLE = new java.util.HashSet<>(
+    private static final Set<String> WRITES_NO_TABLE = new HashSet<>(
         Arrays.asList("ForeachBatchSink", "MemorySink", "ConsoleTable", "ConsoleTable$",
             "ForeachWriterTable", "NoopTable", "NoopTable$", "KafkaTable", "KafkaSink",
             "ContinuousMemorySink"));

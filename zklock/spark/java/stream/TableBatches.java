@@ -11,6 +11,7 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.functions;
+import org.apache.spark.sql.internal.SQLConf;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
@@ -48,7 +49,7 @@ public final class TableBatches {
         String name = table.identifier().unquotedString();
         String why = null;
         scala.Option<String> provider = table.provider();
-        org.apache.spark.sql.internal.SQLConf conf = session.sessionState().conf();
+        SQLConf conf = session.sessionState().conf();
         if (provider.isDefined() && provider.get().equalsIgnoreCase("hive")) {
             why = "it is a Hive-format table, whose files Hive's load moves";
         } else if (!Protocol.JvmClass.COMMIT_PROTOCOL.equals(

@@ -19,7 +19,7 @@ public final class Datasets {
 
     /** A micro-batch's rows ({@code data}, a streaming query's incremental plan) as a batch
      *  Dataset, to write as a statement writes: what Spark's foreachBatch hands its function. */
-    public static org.apache.spark.sql.Dataset<Row> batchOf(org.apache.spark.sql.Dataset<Row> data) {
+    public static Dataset<Row> batchOf(Dataset<Row> data) {
         return data.sparkSession().internalCreateDataFrame(data.queryExecution().toRdd(),
             data.schema(), false);
     }

@@ -7,6 +7,9 @@ import org.apache.spark.sql.catalyst.analysis.ExecuteImmediateQuery;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+
+import scala.util.Either;
+
 import org.apache.spark.sql.types.StringType$;
 
 public final class ExecuteImmediate {
@@ -18,7 +21,7 @@ public final class ExecuteImmediate {
 
     /** The text an EXECUTE IMMEDIATE runs. */
     public static Expression text(LogicalPlan parsed) {
-        scala.util.Either<String, ?> query = ((ExecuteImmediateQuery) parsed).query();
+        Either<String, ?> query = ((ExecuteImmediateQuery) parsed).query();
         return query.isLeft()
             ? Literal$.MODULE$.create(query.left().get(), StringType$.MODULE$)
             : (Expression) query.right().get();
