@@ -115,7 +115,7 @@ def test_a_sessions_lost_lock_fails_what_it_covers(locking, db, zk, make_manager
     zk.delete(record.node)
     with raises_lock_error(LockLost):
         session.sql(f"INSERT INTO {table} VALUES (1)")
-    with raises_lock_error(LockLost, match="was lost while it held it"):
+    with raises_lock_error(LockLost, match="were lost while held"):
         session.sql(f"UNLOCK TABLE {table}")
     assert count(spark, table) == 0
     with raises_lock_error(UnsupportedStatement, match="holds no lock"):

@@ -22,7 +22,15 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from conftest import PROJECT, PYTHON, make_warehouse, raises_lock_error, spark_line, wait_for
+from conftest import (
+    PROJECT,
+    PYTHON,
+    lock_nodes,
+    make_warehouse,
+    raises_lock_error,
+    spark_line,
+    wait_for,
+)
 from pyspark.errors import AnalysisException, ParseException
 from test_jvm import rebuilt
 from test_spark_corpus import CORPUS, D, absent, documented
@@ -768,27 +776,115 @@ def test_a_plain_clients_reads_are_locked_by_the_server(servers, cs, cdb, make_m
             read()
 
 
-def test_a_forged_claim_does_not_skip_the_locks(servers, cs, cdb, make_manager, zk_hosts):
-    """A client that sends an operation tag claiming locks it does not hold: nodes outside
-    the server's root, or lock nodes that do not cover the command, are refused."""
-    import base64
+def block_nodes(zk, table: str) -> list[str]:
+    return [n for n in lock_nodes(zk, SERVER_ROOT) if f"/{table.replace('.', '/')}/" in n]
 
+
+def test_a_connect_block_is_held_by_the_servers_engine(make_connect_locking, cs, cdb,
+                                                      make_manager, zk):
+    """A Connect LockingSession's holding() block: the server's engine takes its locks, as a
+    statement's, and holds them for the client's session until the block ends. What the
+    block runs is covered where its locks cover it (a read of what it holds S on, with no
+    lock of its own) and refused where they do not (a write there): the table unchanged."""
+    from zklock import LockNotAcquired
+
+    locking = make_connect_locking(retries=LINGER_RETRIES)
+    table = f"{cdb}.dim"
+    before = ccount(cs, table)
+    other = make_manager(root=SERVER_ROOT, retries=0)
+    with locking.holding(locking.table(table)) as held:
+        assert held.objects == [cdb, table] and all(h.node_path for h in held.held)
+        (node,) = [n for n in block_nodes(zk, table) if "/read-" in n]
+        assert node in held.node_paths
+        assert ccount(locking, table) == before  # covered: no lock of its own
+        assert block_nodes(zk, table) == [node]
+        with raises_lock_error(UnsupportedStatement, match="block's locks do not cover"):
+            locking.sql(f"INSERT INTO {table} VALUES (51, 'outside')")
+        with pytest.raises(LockNotAcquired):  # the block's S keeps a writer out
+            other.acquire([(table, "X")], query_id="writer")
+        other.acquire([(table, "S")], query_id="reader").release()
+    assert wait_for(lambda: block_nodes(zk, table) == [], timeout=30)
+    assert ccount(cs, table) == before
+
+
+def test_a_connect_blocks_loss_is_lock_lost(make_connect_locking, cs, cdb, zk):
+    """The block's node deleted by another client: what the block runs next is refused, and
+    the block ends with LockLost."""
+    from zklock import LockLost
+
+    locking = make_connect_locking(retries=LINGER_RETRIES)
+    table = f"{cdb}.staging"
+    with raises_lock_error(LockLost, match="block's locks"):
+        with locking.holding(locking.table(table)):
+            (node,) = block_nodes(zk, table)
+            zk.delete(node)
+            with raises_lock_error(LockLost):
+                ccount(locking, table)
+    assert wait_for(lambda: block_nodes(zk, table) == [], timeout=30)
+
+
+@pytest.mark.skipif(not SPARK_41, reason="SQL scripts are Spark 4.1's")
+def test_a_connect_script_runs_whole_under_one_block(make_connect_locking, cs, cdb,
+                                                     make_manager):
+    """A SQL script from a Connect LockingSession holds its statements' locks for its whole
+    run, in the server: a holder of one of its tables denies the whole script, which then
+    changes nothing; released, every statement runs."""
+    from zklock import LockNotAcquired
+
+    locking = make_connect_locking(retries=0)
+    script = (f"BEGIN INSERT INTO {cdb}.dim VALUES (61, 'a'); INSERT INTO {cdb}.events"
+              f" PARTITION (ds='2025-01-01') VALUES (61); END")
+    before = (ccount(cs, f"{cdb}.dim"), ccount(cs, f"{cdb}.events"))
     other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
-    elsewhere = other.acquire([(f"{cdb}.staging", "X")], query_id="not-dim")
+    with other.acquire([(f"{cdb}.events", "X")], query_id="holder-s"):
+        with raises_lock_error(LockNotAcquired, match="holder-s"):
+            locking.sql(script)
+    assert (ccount(cs, f"{cdb}.dim"), ccount(cs, f"{cdb}.events")) == before
+    locking.sql(script)
+    assert (ccount(cs, f"{cdb}.dim"), ccount(cs, f"{cdb}.events")) == (
+        before[0] + 1, before[1] + 1)
+
+
+def test_a_connect_block_its_client_stops_renewing_is_released(cs, cdb, zk):
+    """A block lives while its client renews it; one not renewed within its time to live (a
+    client that died) is released by the server, and its client's release learns it was
+    lost."""
+    from zklock import LockLost
+    from zklock.locks.lockrequest import normalize
+    from zklock.spark.connect import hold_block, release_block, renew_block
+
+    table = f"{cdb}.events"
+    block, nodes = hold_block(cs, normalize([(table, "S")]), "a block whose client stops",
+                              ttl=2.0)
+    assert block and len(nodes) == 2 and block_nodes(zk, table)
+    until = time.monotonic() + 3.0  # longer than its time to live, renewed throughout
+    while time.monotonic() < until:
+        renew_block(cs, block)
+        time.sleep(0.5)  # the client's renewal period, well inside the 2 s
+    assert block_nodes(zk, table), "a renewed block was released"
+    assert wait_for(lambda: block_nodes(zk, table) == [], timeout=30)  # not renewed: gone
+    with raises_lock_error(LockLost, match="did not renew them"):
+        release_block(cs, block)
+
+
+def test_a_block_tag_a_session_does_not_hold_is_refused(servers, make_connect_locking, cs,
+                                                       cdb):
+    """An operation tag naming a block: a forged id, or another session's block, runs
+    nothing; the table is unchanged."""
+    locking = make_connect_locking(retries=LINGER_RETRIES)
     before = ccount(cs, f"{cdb}.dim")
+    other = connect(servers["port"])
     try:
-        for nodes, says in ((["/zookeeper/quota"], "is not a lock node"),
-                            (elsewhere.node_paths, f"do not cover {cdb}")):
-            fence = json.dumps({"zookeeper": zk_hosts, "nodes": nodes})
-            tag = "zklock-fence-" + base64.urlsafe_b64encode(fence.encode()).decode()
-            cs.addTag(tag)
-            try:
-                with pytest.raises(Exception, match=says):
-                    cs.sql(f"INSERT INTO {cdb}.dim VALUES (41, 'forged')")
-            finally:
-                cs.removeTag(tag)
+        with locking.holding(locking.table(f"{cdb}.staging")) as held:
+            for block in ("forged-0000", held.query_id):
+                other.addTag(f"zklock-block-{block}")
+                try:
+                    with pytest.raises(Exception, match="which this session does not hold"):
+                        other.sql(f"INSERT INTO {cdb}.dim VALUES (41, 'forged')")
+                finally:
+                    other.removeTag(f"zklock-block-{block}")
     finally:
-        elsewhere.release()
+        close(other)
     assert ccount(cs, f"{cdb}.dim") == before
 
 

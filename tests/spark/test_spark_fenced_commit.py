@@ -147,8 +147,7 @@ def test_an_unreachable_zookeeper_fails_closed(locking, db, spark, server):
             silent.listen(8)
         sc.setLocalProperty(Property.FENCE_ZOOKEEPER, f"127.0.0.1:{silent.getsockname()[1]}")
         sc.setLocalProperty(Property.FENCE_NODES, "/nowhere/db/t/write-i000000000000000000000000-1")
-        # as the engine marks its own statement's nodes (EngineGuard.ENGINE_HELD): checked
-        # to exist, not claimed (a claim's nodes must be under the lock client's root)
+        # as the engine marks its own statement's nodes (EnclosingLocks.ENGINE_HELD)
         sc.setLocalProperty(ENGINE_HELD, "by-hand")
         started = time.monotonic()
         try:

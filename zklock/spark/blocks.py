@@ -8,14 +8,17 @@ takes locks itself only where the engine cannot bound the lifetime:
 - :meth:`LockedExecution.held` holds a SQL script's locks for the whole script (Spark runs
   it statement by statement, with no hook around the whole).
 
-In a classic session the engine holds the block's locks, as a statement's (held.py); a
-Spark Connect client's are held in a :class:`~zklock.spark.locked_statement.LockedStatement`.
-Either way the block has its own job tag and fencing token, is cancelled with ``LockLost``
-when the set is lost, and covers the statements inside it that its locks cover.
+The engine holds the block's locks, as a statement's: a classic session's through its lock
+client (held.py), a Spark Connect client's in the server, for the client's session
+(engine/ConnectBlocks.java), its operations naming the block by a tag. Either way the block
+has its own job tag and fencing token, is cancelled with ``LockLost`` when the set is lost,
+and covers the statements inside it that its locks cover, and no others.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -23,20 +26,17 @@ from typing import Any, Optional
 from ..config import SETTABLE, Level, Settings
 from ..errors import InvalidArguments
 from ..locks.lockrequest import LockTarget
-from ..locks.lockset import LockSet
+from ..locks.lockset import HeldLock, LockSet
 from ..manager import LockManager
 from . import answer
+from .connect import hold_block, release_block, renew_block
 from .held import run_held
 from .lock_client import EngineLockClient, engine_of, lock_error
-from .locked_statement import (
-    LockedStatement,
-    in_locked_statement,
-    is_connect,
-    new_query_id,
-    statement_scope,
-)
+from .locked_statement import in_locked_statement, is_connect, statement_scope
 from .planner import Planner
+from .protocol import Tag
 
+log = logging.getLogger(__name__)
 
 class SessionSettings:
     """One LockingSession's settings: its own (keyword arguments, Spark conf, environment)
@@ -101,31 +101,96 @@ def held(spark: Any, manager: LockManager, settings: Settings, targets: list[Loc
     or without targets.
 
     In a classic session the engine holds them, through the session's lock client
-    (``client()``, zklock/spark/held.py); a Spark Connect client holds them itself, and
-    tags its operations with their nodes for the server's engine to check."""
+    (``client()``, zklock/spark/held.py); over Spark Connect the server's engine holds them
+    for the client's session (its settings carried as a statement's), and the block's
+    operations name it by a tag."""
     if not settings.support_concurrency or in_locked_statement() or not targets:
         yield LockSet.empty()
         return
-    if not is_connect(spark):
-        try:
-            block = engine_of(spark).hold(spark._jsparkSession, answer.write(targets), what)
-        except Exception as exc:  # refused, denied or unavailable, as a statement is
-            error = lock_error(exc)
-            if error is exc:
-                raise
-            raise error from None
-        bound = client()
-        lockset = bound.held_set(block.handle()) if bound is not None else LockSet.empty()
-        with run_held(block, lockset.objects), statement_scope():
+    if is_connect(spark):
+        # the server keeps it three of the client's ZooKeeper session timeouts unrenewed:
+        # a dead client's block goes about when its client-held set would have
+        ttl = max(settings.session_timeout, 5.0) * 3
+        with connect_block(spark, targets, what, manager.root, ttl) as lockset:
             yield lockset
         return
-    query_id = new_query_id()
-    lockset = manager.acquire(targets, query_id=query_id, query=what, settings=settings)
     try:
-        with LockedStatement(spark, lockset, query_id, what):
-            yield lockset
+        block = engine_of(spark).hold(spark._jsparkSession, answer.write(targets), what)
+    except Exception as exc:  # refused, denied or unavailable, as a statement is
+        raise _zklock_error(exc) from None
+    bound = client()
+    lockset = bound.held_set(block.handle()) if bound is not None else LockSet.empty()
+    with run_held(block, lockset.objects), statement_scope():
+        yield lockset
+
+
+@contextmanager
+def connect_block(spark: Any, targets: list[LockTarget], what: str, root: str,
+                  ttl: float) -> Iterator[LockSet]:
+    """A Spark Connect client's block, held by the server's engine
+    (engine/ConnectBlocks.java) until its end, renewed every third of ``ttl`` while it
+    runs: its operations tagged with its id. It yields what the server holds, as a LockSet
+    this process does not own (releasing it does nothing: the block's end does). A loss
+    while it ran raises LockLost at its end, from the block's own error if it had one."""
+    try:
+        block, nodes = hold_block(spark, targets, what, ttl)
+    except Exception as exc:  # refused, denied or unavailable, as a statement is
+        raise _zklock_error(exc) from None
+    if not block:
+        yield LockSet.empty()
+        return
+    by_object = {n.rsplit("/", 1)[0]: n for n in nodes}
+    held = [HeldLock(t, t.obj.znode(root), by_object.get(t.obj.znode(root), ""), 0)
+            for t in targets]
+    tag = Tag.BLOCK + block
+    spark.addTag(tag)
+    renewing = Renewal(lambda: renew_block(spark, block), ttl / 3)
+    failed: Optional[BaseException] = None
+    try:
+        with statement_scope():
+            yield LockSet(None, held, query_id=block)
+    except BaseException as exc:
+        failed = exc
+        raise
     finally:
-        lockset.release(wait=False)
+        renewing.stop()
+        spark.removeTag(tag)
+        try:
+            release_block(spark, block)
+        except Exception as lost:  # the loss replaces the block's own error, its cause
+            raise _zklock_error(lost) from failed
+
+
+class Renewal:
+    """Calls ``renew`` every ``interval`` seconds on a thread of its own until
+    :meth:`stop`, or until a renewal fails (the block is gone: its end says why)."""
+
+    def __init__(self, renew: Callable[[], None], interval: float) -> None:
+        self._renew = renew
+        self._interval = interval
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="zklock-block-renewal",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval):
+            try:
+                self._renew()
+            except Exception:  # not held any more: the block's release raises the loss
+                log.debug("block renewal failed", exc_info=True)
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=self._interval + 30)
+
+
+def _zklock_error(exc: Exception) -> Exception:
+    """zklock's exception for the engine's refusal, denial or loss behind ``exc``; ``exc``
+    itself when zklock was not its cause."""
+    error = lock_error(exc)
+    return error if isinstance(error, Exception) else exc
 
 
 def describe(action: str, targets: list[LockTarget]) -> str:

@@ -86,6 +86,30 @@ def plan_write(session: Any, table: str, partition: Optional[dict[str, Any]] = N
     return ask(session, request)
 
 
+def hold_block(session: Any, targets: list[Any], statement: str,
+               ttl: float) -> tuple[str, list[str]]:
+    """Have the server's engine hold ``targets`` for a block of ``session``, whose
+    operations then name it (Tag.BLOCK), for ``ttl`` seconds unless renewed
+    (:func:`renew_block`): (its id, its lock nodes); ("", []) when nothing is held (locking
+    off). Denied or refused as a statement is: Spark's error carrying the engine's
+    condition (lock_client.lock_error reads it)."""
+    rows = _rows(session, {Field.OP: Op.HOLD, Field.ANSWER: json.loads(answer.write(targets)),
+                           Field.STATEMENT: statement, Field.TTL_MS: int(ttl * 1000)})
+    return (rows[0][0], [r[1] for r in rows if r[1]]) if rows else ("", [])
+
+
+def renew_block(session: Any, block: str) -> None:
+    """Its client still runs ``session``'s block ``block``: the server keeps it another time
+    to live. Raises the engine's loss when it is no longer held."""
+    _rows(session, {Field.OP: Op.RENEW, Field.BLOCK: block})
+
+
+def release_block(session: Any, block: str) -> None:
+    """Release ``session``'s block ``block``; raises the engine's loss (as Spark's error)
+    when its locks were lost while it held them."""
+    _rows(session, {Field.OP: Op.RELEASE, Field.BLOCK: block})
+
+
 def plugin_version(session: Any) -> dict[str, Any]:
     """What zklock's plugin in the Connect server says of itself: ``plugin`` (zklock's
     version), ``protocol``, ``build`` (hash of its planner and node table), ``built_for``

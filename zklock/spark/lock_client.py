@@ -49,11 +49,8 @@ from ..errors import (
     ZooKeeperUnavailable,
 )
 from ..locks import pending
-from ..locks.locknode import LockNodeName
-from ..locks.lockrequest import LockTarget
 from ..locks.lockset import LockSet
 from ..locks.mode import Mode
-from ..locks.objects import LockObject
 from ..manager import LockManager
 from ..observe import metrics
 from . import answer, protocol
@@ -231,39 +228,6 @@ class EngineLockClient:
             Field.ZOOKEEPER: lockset.connect_string or "", Field.NODES: lockset.node_paths,
             Field.SOLE: [[obj.db, obj.table, v.path, v.czxid, v.cversion]
                          for obj, v in lockset.sole.items()]})
-
-    def claim(self, request: str) -> str:
-        """What a Spark Connect client's claim holds: its LockingSession statement's lock
-        nodes (sent as an operation tag), read as the objects and modes they lock, once
-        checked to be lock nodes under this client's root that still exist (a client could
-        name any nodes). Whether they cover the statement is the engine's one rule
-        (LockAnswer.uncovered), applied to this answer."""
-        try:
-            doc = json.loads(request)
-            if doc.get(Field.VERSION) != VERSION:
-                return _answer(Outcome.REFUSED, message="zklock: a claim in an unknown format")
-            nodes = [str(path) for path in doc.get(Field.NODES, [])]
-            held: dict[LockObject, Mode] = {}
-            root = self.manager.root.rstrip("/")
-            for path in nodes:
-                name = LockNodeName.parse(path.split("/")[-1])
-                if not path.startswith(root + "/") or name is None:
-                    return _answer(Outcome.REFUSED, message=f"zklock: {path} is not a lock node"
-                                   f" under {root}: the command does not run")
-                obj = LockObject.from_znode_parts(path[len(root) + 1:].split("/")[:-1])
-                if held.get(obj) is not Mode.EXCLUSIVE:
-                    held[obj] = name.mode
-            client = self.manager.client
-            asked = [(p, client.exists_async(p)) for p in nodes]  # one round trip
-            gone = [p for p, reply in asked if reply.get(timeout=self.manager.settings
-                                                         .connect_timeout) is None]
-            if gone:
-                return _answer(Outcome.LOST, message=f"zklock: locks lost before the command ran"
-                               f" ({gone[0]} is gone)")
-        except Exception as exc:  # fail closed
-            return _answer(Outcome.REFUSED, message=f"zklock: {exc}")
-        targets = [LockTarget(obj, mode) for obj, mode in held.items()]
-        return _answer(Outcome.CLAIMED, fields={Field.ANSWER: json.loads(answer.write(targets))})
 
     def parse(self, request: str) -> str:
         """A session's own statement, LOCK or UNLOCK TABLE (or DATABASE), read by zklock's

@@ -89,8 +89,6 @@ class LockProcess:
         try:
             if call == Call.ACQUIRE:
                 reply = self.client.acquire(json.dumps(message[Field.REQUEST]))
-            elif call == Call.CLAIM:
-                reply = self.client.claim(json.dumps(message[Field.REQUEST]))
             elif call == Call.PARSE:
                 reply = self.client.parse(json.dumps(message[Field.REQUEST]))
             elif call == Call.RELEASE:

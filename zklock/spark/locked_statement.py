@@ -1,39 +1,25 @@
-"""Running a Spark Connect client's block under its locks, and stopping it when they are
-lost; the query id and depth of locked statements on a thread; finding the committers'
-refusal behind an error.
+"""The query id and depth of locked statements on a thread; whether a session is Spark
+Connect's; finding the committers' refusal behind an error.
 
-Hive lets a query keep writing after its locks vanished. Here every locked statement runs
-under its own Spark job tag (its query id; a tag leaves the pipeline's own job group
-alone); when its LockSet is lost the tagged jobs are cancelled and the statement raises
-:class:`~zklock.errors.LockLost`. A cancelled file-source write never reaches its job
-commit, so its output never becomes visible. The set's fencing token travels with every
-job, for table formats that record it.
-
-A cancel can lose the race with the job commit (it runs on the driver after the last task),
-so the statement also tells zklock's committers where its lock nodes are: their job commit
-checks that every node still exists and otherwise refuses to publish anything
-(CommitFence.java). A refused commit raises :class:`LockLost` here too, even when the loss
-reached ZooKeeper but not yet this process. In a classic session the engine does all this
-for statements and for the blocks Python holds (zklock/spark/held.py); a Spark Connect
-client's LockingSession holds a block's locks itself, and its operation tags carry them to
-the server's engine (:class:`ConnectJobs`).
+Hive lets a query keep writing after its locks vanished. zklock's engine runs every locked
+statement and block under its own Spark job tag, cancels the tagged jobs when its set is
+lost, and tells zklock's committers where its lock nodes are: their job commit checks that
+every node still exists and otherwise refuses to publish anything (CommitFence.java). A
+refused commit raises :class:`~zklock.errors.LockLost`, even when the loss reached
+ZooKeeper but not yet this process (:func:`fence_refusal` finds it behind Spark's error).
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..errors import LockLost
-from ..locks.lockset import LockSet
-from .protocol import Fence, Field, Message, Property, Tag, message
+from .protocol import Fence, Property
 
-__all__ = ["LockedStatement", "fence_refusal", "in_locked_statement", "new_query_id",
+__all__ = ["fence_refusal", "in_locked_statement", "is_connect", "new_query_id",
            "query_id_scope", "statement_scope"]
 
 _local = threading.local()
@@ -78,110 +64,9 @@ def statement_scope() -> Iterator[None]:
         _local.depth -= 1
 
 
-class ConnectJobs:
-    """A Spark Connect session's operations: tagged on the client (Connect's operation
-    tags are per thread), interrupted on the server by tag. The fencing token travels as
-    a second tag, ``zklock-token-<n>``, and the set's lock nodes as a third,
-    ``zklock-fence-<base64url of {"zookeeper": ..., "nodes": [...]}>``: the server adds
-    operation tags to its jobs' tags (the ``spark.job.tags`` property every task sees),
-    each as ``SparkConnect_..._Tag_<tag>``, and zklock's engine extension there checks
-    that the nodes still exist before a command runs (EngineGuard.java)."""
-
-    def __init__(self, spark: Any) -> None:
-        self.spark = spark
-        self._extra_tags: dict[str, list[str]] = {}
-
-    def enter(self, tag: str, token: str, zookeeper: Optional[str],
-              nodes: Optional[str]) -> None:
-        tags = [tag, f"zklock-token-{token}"]
-        if zookeeper and nodes:
-            fence = json.dumps({Field.ZOOKEEPER: zookeeper, Field.NODES: nodes.split("\n")})
-            tags.append(Tag.FENCE + base64.urlsafe_b64encode(fence.encode()).decode())
-        for t in tags:
-            self.spark.addTag(t)
-        self._extra_tags[tag] = tags[1:]
-
-    def exit(self, tag: str) -> None:
-        self.spark.removeTag(tag)
-        for t in self._extra_tags.pop(tag, []):
-            self.spark.removeTag(t)
-
-    def cancel(self, tag: str) -> None:
-        self.spark.interruptTag(tag)
-
-
 def is_connect(spark: Any) -> bool:
     """True for a Spark Connect session (``SparkSession.builder.remote(...)``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-class LockedStatement:
-    """A Spark Connect client's block with ``lockset`` held: own operation tags (its query
-    id, fencing token and lock nodes), interrupted on loss. (A classic session's blocks are
-    held by the engine: zklock/spark/held.py.)"""
-
-    def __init__(self, spark: Any, lockset: LockSet, query_id: str, description: str) -> None:
-        self.jobs = ConnectJobs(spark)
-        self.lockset = lockset
-        self.query_id = query_id
-        self.description = description[:200]
-        self._lost = threading.Event()
-        self._reason = ""
-
-    def __enter__(self) -> LockedStatement:
-        self.lockset.check()
-        token = str(self.lockset.fencing_token)
-        zookeeper, nodes = self._fence()
-        self.jobs.enter(self.query_id, token, zookeeper, nodes)
-        self.lockset.on_lost(self._on_lost)
-        self._scope = statement_scope()
-        self._scope.__enter__()
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self._scope.__exit__(None, None, None)
-        self.jobs.exit(self.query_id)
-        if exc_type is None:
-            if self._lost.is_set() or not self.lockset.is_valid:
-                raise self._lock_lost(completed=True)
-        elif issubclass(exc_type, Exception):
-            refused = fence_refusal(exc)
-            if refused is not None:
-                raise self._lock_lost(refused=refused) from exc
-            if self._lost.is_set():
-                raise self._lock_lost() from exc
-
-    def _fence(self) -> tuple[Optional[str], Optional[str]]:
-        """(connect string, node paths) for the committers' check; (None, None) when the
-        set holds nothing, so that a commit is not checked."""
-        nodes = self.lockset.node_paths
-        zookeeper = self.lockset.connect_string if nodes else None
-        if zookeeper is None:
-            return None, None
-        return zookeeper, "\n".join(nodes)
-
-    @property
-    def lost(self) -> bool:
-        return self._lost.is_set() or not self.lockset.is_valid
-
-    def _on_lost(self, lockset: LockSet) -> None:
-        self._reason = lockset.lost_reason or "session lost"
-        self._lost.set()
-        try:
-            self.jobs.cancel(self.query_id)
-        except Exception:  # Spark already stopped: nothing left to cancel
-            pass
-
-    def _lock_lost(self, completed: bool = False, refused: Optional[str] = None) -> LockLost:
-        """The loss, in the words the engine uses for its own statements (protocol.message)."""
-        reason = self._reason or self.lockset.lost_reason or "session lost"
-        if refused is not None:  # the loss may be known to ZooKeeper only, not to us yet
-            known = f"{reason}; " if self.lost else ""
-            return LockLost(self.lockset.objects, known + message(
-                Message.COMMIT_REFUSED, refused=refused, command=self.query_id))
-        return LockLost(self.lockset.objects, message(
-            Message.LOST_COMPLETED if completed else Message.LOST_CANCELLED,
-            command=self.query_id, reason=reason))
 
 
 def fence_refusal(exc: BaseException) -> Optional[str]:

@@ -11,6 +11,11 @@
 //   {"protocol": 1, "op": "write", "table": "db.t", "partition": {"ds": "1"}}  (an object
 //    zklock's own SQL names: X on the table or its static partition prefix)
 //   {"protocol": 1, "op": "version"}
+//   {"protocol": 1, "op": "hold", "answer": <LockAnswer>, "statement": "...", "ttl_ms": n}
+//    (a client's block, held by the server's engine for the client's session:
+//    engine/ConnectBlocks.java)
+//   {"protocol": 1, "op": "renew" | "release", "block": "<its id>"}  (renewed by its
+//    client while it runs, released when its time to live passes without)
 // A plan request also carries "client": {"version", "build"}: a client whose zklock build
 // differs from the plugin's is answered with a refusal of kind "incompatible", so that classic
 // and Connect sessions lock by the same rules.
@@ -18,7 +23,9 @@
 // the metadata of the one column of an empty relation; Spark's own errors (ParseException,
 // AnalysisException) reach the client as Spark raised them. "version" is answered with one
 // row: zklock's plugin version, its protocol, the build hash, the Spark version it was
-// compiled for and the one it runs in.
+// compiled for and the one it runs in; "hold" with a row per lock node, the block's id and
+// the node (one row, ("", "") when nothing is held), and "release" with one row, the id, or
+// its refusal (lost) as the engine's error.
 //
 // Spark loads it by name: --conf spark.connect.extensions.relation.classes=zklock.ConnectLockPlugin
 // with zklock's jar (zklock.spark.jvm.module_jar()) on the server's class path.
@@ -58,6 +65,7 @@ import org.sparkproject.connect.protobuf.StringValue;
 import scala.collection.immutable.Seq;
 
 import zklock.Protocol.Field;
+import zklock.engine.ConnectBlocks;
 import zklock.planner.LockAnswer;
 import zklock.planner.LockPlanner;
 import zklock.planner.NodeKinds;
@@ -106,6 +114,10 @@ public final class ConnectLockPlugin implements RelationPlugin {
         String op = request.path(Field.OP).asText(Protocol.Op.PLAN);
         if (op.equals(Protocol.Op.VERSION)) {
             return Optional.of(version(session));
+        }
+        if (op.equals(Protocol.Op.HOLD) || op.equals(Protocol.Op.RELEASE)
+                || op.equals(Protocol.Op.RENEW)) {
+            return Optional.of(block(request, session));
         }
         return Optional.of(answer(plan(request, planner, session)));
     }
@@ -184,14 +196,13 @@ public final class ConnectLockPlugin implements RelationPlugin {
     /** The request's "relation" as the plan Spark Connect builds from it; null when the
      *  request has none. */
     private static LogicalPlan relation(JsonNode request, SparkConnectPlanner planner) {
-        String key = "relation";
-        if (!request.hasNonNull(key)) {
+        if (!request.hasNonNull(Field.RELATION)) {
             return null;
         }
         Relation rel;
         try {
             rel = Relation.parseFrom(
-                Base64.getDecoder().decode(request.get(key).asText()));
+                Base64.getDecoder().decode(request.get(Field.RELATION).asText()));
         } catch (IOException | IllegalArgumentException e) {
             throw new IllegalArgumentException("unreadable relation in the zklock request: "
                 + e.getMessage());
@@ -216,6 +227,38 @@ public final class ConnectLockPlugin implements RelationPlugin {
             DataTypeUtils.toAttributes(schema);
         return LocalRelation.fromExternalRows(
             attributes, (Seq) scala.collection.immutable.Nil$.MODULE$);
+    }
+
+    /** A client's block held for its session, or released (ConnectBlocks): rows of the
+     *  block's id and its lock nodes. A refusal, a denial or a loss is the engine's error
+     *  (EngineRefusal). */
+    private static LogicalPlan block(JsonNode request, SparkSession session) {
+        String mismatch = mismatch(request, session);
+        if (mismatch != null) {
+            throw EngineRefusal.refused("zklock: " + mismatch);
+        }
+        String op = request.path(Field.OP).asText();
+        String id = request.path(Field.BLOCK).asText();
+        if (op.equals(Protocol.Op.HOLD)) {
+            id = ConnectBlocks.hold(session, request.path(Field.ANSWER).toString(),
+                request.path(Field.STATEMENT).asText("the block"),
+                request.path(Field.TTL_MS).asLong(0));
+        } else if (op.equals(Protocol.Op.RENEW)) {
+            ConnectBlocks.renew(session, id);
+        } else {
+            ConnectBlocks.release(session, id);
+        }
+        List<Row> rows = new ArrayList<>();
+        for (String node : ConnectBlocks.nodes(id)) {
+            rows.add(RowFactory.create(id, node));
+        }
+        if (rows.isEmpty()) {
+            rows.add(RowFactory.create(id, ""));
+        }
+        StructType schema = new StructType(new StructField[] {
+            DataTypes.createStructField(Field.BLOCK, DataTypes.StringType, false),
+            DataTypes.createStructField(Field.NODES, DataTypes.StringType, false)});
+        return session.createDataFrame(rows, schema).logicalPlan();
     }
 
     private static LogicalPlan version(SparkSession session) {

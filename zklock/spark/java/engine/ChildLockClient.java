@@ -10,7 +10,7 @@
 //   JVM -> child: {"version": 1, "conf": {...}, "hadoop": {hive.* of Spark's Hadoop conf},
 //                  "application": "...",                                     (first, once)
 //                  "abandoned": [the lock nodes of the children that died before it]}
-//                 {"version": 1, "id": n, "call": "acquire" | "claim", "request": {...}}
+//                 {"version": 1, "id": n, "call": "acquire" | "parse", "request": {...}}
 //                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
 //   child -> JVM: {"version": 1, "event": "ready", "pid": n,               (first, once)
 //                  "profile": {ClientProfile.java's document}}
@@ -225,11 +225,6 @@ final class ChildLockClient implements EngineLockClient {
                     + " statement ran (" + death + ")").toString();
         }
         return call(Protocol.Call.RELEASE, null, handle, failed).toString();
-    }
-
-    @Override
-    public String claim(String request) {
-        return call(Protocol.Call.CLAIM, request, null, false).toString();
     }
 
     @Override

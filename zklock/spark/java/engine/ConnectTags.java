@@ -1,21 +1,15 @@
 // What a Spark Connect operation's job tags say about the statement a thread runs: Spark
 // Connect tags an operation's jobs SparkConnect_OperationTag_User_<user>_Session_<id>_
 // Operation_<id>, and, for each tag its client added, ..._Tag_<tag>. zklock reads the user
-// and session from the first, and a LockingSession's lock nodes from the tag FENCE_TAG
-// (zklock/spark/locked_statement.py's ConnectJobs) that its client adds.
+// and session from the first, and the block a LockingSession's operation runs in from the tag
+// Protocol.Tag.BLOCK that its client adds (ConnectBlocks).
 package zklock.engine;
-
-import java.io.IOException;
-import java.util.Base64;
-
-import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.CurrentUserContext$;
 
 import scala.collection.Iterator;
 
-import zklock.EngineRefusal;
 import zklock.Protocol;
 
 final class ConnectTags {
@@ -53,23 +47,16 @@ final class ConnectTags {
         return user != null ? user : CurrentUserContext$.MODULE$.CURRENT_USER().get();
     }
 
-    /** The lock nodes a Spark Connect client's LockingSession statement holds (its tag
-     *  FENCE_TAG: base64url of {"zookeeper": ..., "nodes": [...]}); null without one. A tag
-     *  that does not read is refused: a client could forge it. */
-    static JsonNode fence(SparkContext sc) {
-        String marker = CLIENT_TAG + Protocol.Tag.FENCE;
+    /** The id of the block a Spark Connect client's operation runs in (its tag
+     *  Protocol.Tag.BLOCK, ConnectBlocks); null outside one. */
+    static String block(SparkContext sc) {
+        String marker = CLIENT_TAG + Protocol.Tag.BLOCK;
         Iterator<String> tags = sc.getJobTags().iterator();
         while (tags.hasNext()) {
             String tag = tags.next();
             int at = tag.indexOf(marker);
             if (tag.startsWith(PREFIX) && at >= 0) {
-                try {
-                    return Documents.JSON.readTree(
-                        Base64.getUrlDecoder().decode(tag.substring(at + marker.length())));
-                } catch (IOException | IllegalArgumentException e) {
-                    throw EngineRefusal.refused("zklock: unreadable lock nodes in operation"
-                        + " tag " + tag);
-                }
+                return tag.substring(at + marker.length());
             }
         }
         return null;

@@ -12,6 +12,7 @@
 package zklock.engine;
 
 import java.io.IOException;
+import java.util.List;
 import java.util.UUID;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -117,10 +118,22 @@ final class EngineEntry {
             throw EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.LOST,
                 "zklock: the session's locks (LOCK TABLE) are lost: " + e.getMessage(), e));
         }
+        return under(session, own.nodes(), own.zookeeper(), own.token(), own.answer(),
+            own.jobTags(), "the session's locks (LOCK TABLE)");
+    }
+
+    /** A statement that runs under locks held for longer than it (the session's, a Connect
+     *  client's block: {@code whose}), once checked to cover it: {@code nodes} in
+     *  {@code zookeeper}, fenced with {@code token}, holding {@code answer}, their jobs tagged
+     *  {@code jobTags}. Its nested statements are checked to be covered as a block's are,
+     *  its commits fenced on their nodes, its jobs cancelled with theirs. */
+    static EngineGuard under(SparkSession session, List<String> nodes, String zookeeper,
+                             String token, JsonNode answer, List<String> jobTags,
+                             String whose) {
         SparkContext sc = session.sparkContext();
         EngineGuard guard = new EngineGuard(null, UUID.randomUUID().toString(), null, sc,
-            own.nodes(), own.zookeeper(), own.token(), own.answer());
-        guard.tagWith(own);
+            nodes, zookeeper, token, answer);
+        guard.runsUnder(jobTags, whose);
         EnclosingLocks.enter(sc, guard);
         EnclosingLocks.asBlock(guard);
         WriteOutcome.begin();
@@ -138,6 +151,10 @@ final class EngineEntry {
         EngineGuard.removeLeftTags(session.sparkContext());
         if (EnclosingLocks.cover(session, planned)) {
             return EngineGuard.COVERED;
+        }
+        ConnectBlocks.Block block = ConnectBlocks.around(session);
+        if (block != null) {  // a Spark Connect client's block, which the engine holds
+            return ConnectBlocks.under(session, block, planned.get());
         }
         JsonNode answer = planned.get();
         if (answer.path(Field.TARGETS).size() == 0) {

@@ -49,9 +49,11 @@ final class EngineGuard {
     private final GrantFigures figures;
     /** Whether a detached guard's set was released (releaseDetached runs once). */
     private final AtomicBoolean released = new AtomicBoolean();
-    /** The job tags of its session's locks (SessionLocks) it runs under too: removed with
-     *  its own. */
+    /** The job tags of the locks it runs under too (its session's, SessionLocks; a Connect
+     *  client's block): removed with its own. */
     private List<String> sessionTags = Collections.emptyList();
+    /** Whose locks those are, for the message naming their loss. */
+    private String enclosing = "the session's locks (LOCK TABLE)";
     /** The tables where its node was alone when granted (FreshListings.Version). */
     private Map<String, FreshListings.Version> sole = Collections.emptyMap();
 
@@ -72,9 +74,10 @@ final class EngineGuard {
         this.figures = new GrantFigures(held);
     }
 
-    /** Release a session's own lock (SessionLocks: UNLOCK TABLE, the session's end): null,
-     *  or the refusal that names its loss while it was held. */
-    EngineRefusal releaseForSession() {
+    /** Release locks held for a session ({@code whose}: a session's own lock, SessionLocks,
+     *  at UNLOCK TABLE or the session's end; a Connect client's block, ConnectBlocks): null,
+     *  or the refusal that names their loss while they were held. */
+    EngineRefusal releaseForSession(String whose) {
         if (client == null) {
             return null;
         }
@@ -84,8 +87,8 @@ final class EngineGuard {
             return null;
         }
         figures.lost();
-        return EngineRefusal.of(Protocol.Outcome.LOST, "zklock: the session's lock on "
-            + StatementPlans.describe(held.path(Field.TARGETS)) + " was lost while it held it ("
+        return EngineRefusal.of(Protocol.Outcome.LOST, "zklock: " + whose + " on "
+            + StatementPlans.describe(held.path(Field.TARGETS)) + " were lost while held ("
             + (gone != null ? gone : answer.path(Field.MESSAGE).asText("session lost")) + ")",
             null);
     }
@@ -96,12 +99,14 @@ final class EngineGuard {
         List<String> fenced = new ArrayList<>(nodes);
         fenced.addAll(own.nodes());
         EnclosingLocks.fenceOn(sc, fenced);
-        tagWith(own);
+        runsUnder(own.jobTags(), enclosing);
     }
 
-    /** Tag its jobs with its session's locks' too: cancelled with theirs. */
-    void tagWith(SessionLocks.Held own) {
-        sessionTags = own.jobTags();
+    /** Run under {@code whose} locks too, whose jobs are tagged {@code tags}: its jobs
+     *  tagged theirs as well, cancelled with theirs. */
+    void runsUnder(List<String> tags, String whose) {
+        sessionTags = tags;
+        enclosing = whose;
         sessionTags.forEach(sc::addJobTag);
     }
 
@@ -264,7 +269,7 @@ final class EngineGuard {
             return null;
         }
         figures.lost();
-        return EngineFailures.lost(command, "the session's locks (LOCK TABLE): " + gone,
+        return EngineFailures.lost(command, enclosing + ": " + gone,
             failure, Collections.emptyMap());
     }
 

@@ -22,10 +22,6 @@
 //      | {"version": 1, "outcome": "denied" | "refused" | "unavailable", "message": "..."}
 //   release("<handle>", failed) -> {"version": 1, "outcome": "released", "objects": [...]}
 //                                | {"version": 1, "outcome": "lost", "message", "objects"}
-//   claim({"version": 1, "nodes": [...]})   (EnclosingLocks.java: whether they cover a
-//                                             statement is the engine's rule, LockAnswer's)
-//     -> {"version": 1, "outcome": "claimed", "answer": <LockAnswer: what the nodes hold>}
-//      | {"version": 1, "outcome": "refused" | "lost", "message": "..."}
 //   parse({"version": 1, "statement": "LOCK TABLE ..."})   (SessionLocks.java)
 //     -> {"version": 1, "outcome": "parsed", "kind": "lock" | "unlock",
 //         "table": "`db`.`t`" | null, "database": "db" | null, "partition": {"k": "v"},
@@ -42,10 +38,6 @@ public interface EngineLockClient {
     /** Release what {@link #acquire} granted for {@code handle} (nothing when it granted
      *  nothing); {@code failed}: the command failed. Says whether the set was lost meanwhile. */
     String release(String handle, boolean failed);
-
-    /** What a Spark Connect client's claimed lock nodes hold, once checked to be lock nodes
-     *  of this client's root that still exist. */
-    String claim(String request);
 
     /** A session's own statement (LOCK or UNLOCK TABLE), read by zklock's one parser. */
     String parse(String request);

@@ -97,11 +97,6 @@ final class LockClients {
         }
 
         @Override
-        public String claim(String request) {
-            return calls.call(() -> client.claim(request));
-        }
-
-        @Override
         public String parse(String request) {
             return calls.call(() -> client.parse(request));
         }

@@ -111,7 +111,7 @@ public final class LockedQueryExec extends LockedExec {
     private EngineGuard enter() {
         LogicalPlan analyzed = analyzed();
         EngineGuard guard = noted(EngineEntry.enterQuery(session(), analyzed));
-        if (guard.holds() || EnclosingLocks.underClaim(sparkContext())) {
+        if (guard.holds() || EnclosingLocks.inClientBlock(sparkContext())) {
             LockMetricsSource.of(sparkContext()).listings(
                 FreshListings.refresh(guard, analyzed, plan));
         }

@@ -75,6 +75,7 @@ final class SessionEnds extends SparkListener {
             if (id != null) {
                 ENDED.put(id.toString(), Boolean.TRUE);
                 SessionLocks.ended(id.toString());
+                ConnectBlocks.ended(id.toString());
             }
         } catch (ReflectiveOperationException e) {
             System.err.println("zklock: cannot read the session of " + event + ": " + e);

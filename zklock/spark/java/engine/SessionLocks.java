@@ -166,7 +166,7 @@ public final class SessionLocks {
             throw EngineRefusal.refused("zklock: this session holds no lock on "
                 + StatementPlans.describe(JSON.createArrayNode().add(target)) + " (LOCK TABLE)");
         }
-        EngineRefusal lost = found.guard.releaseForSession();
+        EngineRefusal lost = found.guard.releaseForSession("the session's locks");
         if (lost != null) {
             throw EngineRefusal.raise(lost);
         }
@@ -186,7 +186,7 @@ public final class SessionLocks {
                 mine.removeAll(done);
             }
             for (SessionLock h : done) {
-                EngineRefusal lost = h.guard.releaseForSession();
+                EngineRefusal lost = h.guard.releaseForSession("the session's locks");
                 if (lost != null) {
                     System.err.println(lost.getMessage() + "; its session has ended");
                 }
