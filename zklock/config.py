@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from .connectstring import ConnectString
 from .errors import InvalidArguments
-from .servers import serverinfo
+from .servers import ports, serverinfo, zookeeper
 
 
 class Level(enum.IntEnum):
@@ -345,6 +345,17 @@ SETTINGS: list[Setting] = [
             " pid, restarts, failures in a row, last error); unset: none. Read by the"
             " driver's JVM.",
             jvm=True),
+    Setting("lock_client_ready_ms", 120000, _int, "ZKLOCK_LOCK_CLIENT_READY_MS",
+            "spark.zklock.lockClient.readyMs",
+            "Milliseconds the driver's JVM gives its child lock client to start (import,"
+            " connect) before the statement waiting for it fails. Read by the driver's JVM.",
+            jvm=True),
+    Setting("fence_timeout_ms", 5000, _int, "ZKLOCK_FENCE_TIMEOUT_MS",
+            "spark.zklock.fence.timeoutMs",
+            "Milliseconds a job commit's fence waits for ZooKeeper to say whether the"
+            " statement's lock nodes still exist; no answer in time refuses the commit (fail"
+            " closed). Read by the driver's JVM.",
+            jvm=True),
     Setting("node_naming", "recipe", _node_naming, "ZKLOCK_NODE_NAMING",
             "spark.zklock.lock.nodeNaming",
             "How zklock names its lock nodes: recipe (ZooKeeper's read-/write- recipe names)"
@@ -397,6 +408,19 @@ SETTINGS: list[Setting] = [
             " that every node's ACL grants all permissions."),
     Setting("state_dir", ".zklock", str, "ZKLOCK_STATE_DIR", None,
             "Directory of the embedded ZooKeeper server (data, logs, pid, connect string)."),
+    Setting("server_pointer", None, str, serverinfo.POINTER_ENV, None,
+            "File where `zklock server start` names the state directory of the last server"
+            " it started, for clients run elsewhere; unset: ~/.zklock-last-server."),
+    Setting("zookeeper_jars", zookeeper.DEFAULT_JAR_DIR, str, zookeeper.JARS_ENV, None,
+            "Directory of the ZooKeeper jars the embedded server runs (Debian's zookeeper"
+            " package; PySpark's jars/ holds them too)."),
+    Setting("port_reservations", ports.DEFAULT_RESERVATIONS, str, ports.RESERVATIONS_ENV,
+            None,
+            "Directory where the embedded servers' ports are reserved, one locked file a"
+            " port, so that processes starting servers at once never take the same one."),
+    Setting("cache_dir", None, str, "ZKLOCK_CACHE_DIR", None,
+            "Absolute directory where zklock compiles its JVM module; unset:"
+            " $XDG_CACHE_HOME/zklock, else ~/.cache/zklock, else <temp dir>/zklock-<uid>."),
     Setting("scheduler_root", "/zklock/scheduler", _root, "ZKLOCK_SCHEDULER_ROOT",
             "spark.zklock.scheduler.root",
             "Znode under which each scheduler namespace keeps its queries, executions,"
@@ -501,6 +525,25 @@ def _carried(conf: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
     if "retry_interval" in values:
         values["retry_interval"] = max(values["retry_interval"], MIN_CARRIED_INTERVAL)
     return tuple(sorted(values.items()))
+
+
+def from_environment(name: str) -> Any:
+    """Setting ``name`` as the environment alone gives it: its variable (an empty one is
+    unset), parsed, else its default. For what is read before any Settings exist: where the
+    JVM module is compiled, the embedded server's jars."""
+    row = _BY_NAME[name]
+    raw = os.environ.get(row.env, "")
+    if raw == "":
+        return row.default
+    try:
+        return row.parse(raw)
+    except InvalidArguments as exc:
+        raise InvalidArguments(f"{row.env}: {exc}") from None
+
+
+def env_name(name: str) -> str:
+    """The environment variable of setting ``name``, for messages."""
+    return _BY_NAME[name].env
 
 
 def _refuse_unknown(names: Iterable[str]) -> None:

@@ -26,7 +26,10 @@ from pathlib import Path
 SPARE_PORTS = 8000
 #: One file per port handed out, flocked by the process that has it. Fixed, not under
 #: $TMPDIR, so processes with different temporary directories see each other's.
-RESERVATIONS = Path(os.environ.get("ZKLOCK_PORT_RESERVATIONS", "/tmp/zklock-ports"))
+#: The setting naming it (a row of zklock/config.py's table, port_reservations).
+RESERVATIONS_ENV = "ZKLOCK_PORT_RESERVATIONS"
+DEFAULT_RESERVATIONS = "/tmp/zklock-ports"
+RESERVATIONS = Path(os.environ.get(RESERVATIONS_ENV) or DEFAULT_RESERVATIONS)
 
 _handed_out: set[int] = set()  # this process's ports: an ensemble takes nine before any binds
 _reservations: list[int] = []  # their descriptors, open on purpose: closing one ends its flock

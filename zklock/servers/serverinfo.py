@@ -46,9 +46,13 @@ def path(state_dir: Path | str) -> Path:
     return Path(state_dir) / FILE_NAME
 
 
+#: The setting naming the pointer file (a row of zklock/config.py's table, server_pointer).
+POINTER_ENV = "ZKLOCK_POINTER"
+
+
 def pointer() -> Path:
     """The file naming the state directory of the last server started by this user."""
-    return Path(os.environ.get("ZKLOCK_POINTER", Path.home() / ".zklock-last-server"))
+    return Path(os.environ.get(POINTER_ENV) or Path.home() / ".zklock-last-server")
 
 
 def write(state_dir: Path | str, info: ServerInfo) -> None:

@@ -24,10 +24,14 @@ from .java import jdk_tool
 from .ports import port_free
 from .process import pid_alive, terminate
 
-JAR_DIR = Path(os.environ.get("ZKLOCK_ZK_JARS", "/usr/share/java"))
+#: The setting naming the directory of ZooKeeper's jars (a row of zklock/config.py's table,
+#: zookeeper_jars), and its default: Debian's zookeeper package.
+JARS_ENV = "ZKLOCK_ZK_JARS"
+DEFAULT_JAR_DIR = "/usr/share/java"
+JAR_DIR = Path(os.environ.get(JARS_ENV) or DEFAULT_JAR_DIR)
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 INSTALL_HINT = ("ZooKeeper jars not found under {d}: install Debian's zookeeper package"
-                " (apt-get install -y zookeeper) or set ZKLOCK_ZK_JARS to a directory of"
+                f" (apt-get install -y zookeeper) or set {JARS_ENV} to a directory of"
                 " ZooKeeper's jars (such as PySpark's jars/)")
 
 

@@ -53,6 +53,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from ..config import env_name, from_environment
 from ..errors import ZkLockError
 from ..servers.java import jdk_tool
 from . import protocol
@@ -308,11 +309,12 @@ def cache_dir() -> Path:
     ``<temp dir>/zklock-<uid>``. An empty variable counts as unset (never the current
     directory); a relative one is refused. Official Spark images run as a user without a
     home (uid 185, ``HOME=/nonexistent``), which the temp directory serves."""
-    explicit = os.environ.get("ZKLOCK_CACHE_DIR", "")
+    explicit = from_environment("cache_dir") or ""
     candidates = []
     if explicit:
         if not os.path.isabs(explicit):
-            raise JvmModuleError(f"ZKLOCK_CACHE_DIR must be an absolute path, not {explicit!r}")
+            raise JvmModuleError(f"{env_name('cache_dir')} must be an absolute path, not"
+                                 f" {explicit!r}")
         candidates.append(Path(explicit))
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):  # the XDG spec: a relative value is to be ignored
@@ -332,8 +334,9 @@ def cache_dir() -> Path:
         except OSError as exc:
             tried.append(f"{where} ({exc.strerror or exc})")
     raise JvmModuleError("zklock's JVM module needs a writable cache directory to compile"
-                         f" into, and has none: {'; '.join(tried)}; set ZKLOCK_CACHE_DIR, or"
-                         " install zklock from its wheel, which needs none")
+                         f" into, and has none: {'; '.join(tried)}; set"
+                         f" {env_name('cache_dir')}, or install zklock from its wheel, which"
+                         " needs none")
 
 
 def build_jar(version: str, spark_jars: Path, jar: Path, connect: bool) -> Path:

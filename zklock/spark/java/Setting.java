@@ -63,6 +63,22 @@ public final class Setting {
         return word;
     }
 
+    /** {@link #check} of a whole-number setting (milliseconds): IllegalArgumentException
+     *  naming the key for anything else. */
+    public long number(String value) {
+        String v = check(value);
+        try {
+            long n = Long.parseLong(v);
+            if (n >= 0) {
+                return n;
+            }
+        } catch (NumberFormatException e) {
+            // said below
+        }
+        throw new IllegalArgumentException("zklock: " + key + " is a whole number, not '" + v
+            + "'");
+    }
+
     /** {@link #check} for a statement: a value outside the choices is the engine's
      *  refusal, in one line. */
     public String refusing(String value) {

@@ -1,9 +1,9 @@
 package zklock.commit;
 
-import java.util.Arrays;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,7 +25,8 @@ import zklock.Protocol;
  * the job commit, which runs on the driver after the last task. So commitJob, as the last
  * thing before files become visible, asks ZooKeeper whether every lock node of the
  * statement's lock set still exists, and throws (the job then aborts, removing only its
- * own staging) if one is gone or ZooKeeper cannot answer within {@link #TIMEOUT_MS}.
+ * own staging) if one is gone or ZooKeeper cannot answer within {@link #timeoutMs}
+ * (spark.zklock.fence.timeoutMs).
  *
  * <p>Job commit runs on the driver thread that ran the action, so it sees the Spark local
  * properties the statement set (zklock/spark/locked_statement.py): {@link #ZOOKEEPER}, the connect
@@ -48,8 +49,6 @@ public final class CommitFence {
     public static final String NODES = Protocol.Property.FENCE_NODES;
     /** How every refusal's message begins (zklock/spark/locked_statement.py looks for it). */
     public static final String REFUSED = Protocol.Fence.REFUSED;
-    /** How long a check waits for ZooKeeper before refusing the commit (fail closed). */
-    static final long TIMEOUT_MS = Long.getLong("zklock.fence.timeoutMs", 5000L);
     /** Session timeout of the fence's own client (it holds no ephemeral nodes). */
     private static final int SESSION_MS = 30000;
     private static final ConcurrentHashMap<String, ZooKeeper> CLIENTS = new ConcurrentHashMap<>();
@@ -59,6 +58,14 @@ public final class CommitFence {
     private static final ConcurrentHashMap<String, String> ABANDONED = new ConcurrentHashMap<>();
 
     private CommitFence() {
+    }
+
+    /** How long a check waits for ZooKeeper before refusing the commit (fail closed): the
+     *  application's setting. */
+    static long timeoutMs() {
+        SparkContext sc = SparkContext$.MODULE$.getActive().getOrElse(() -> null);
+        return Protocol.FENCE_TIMEOUT_MS.number(sc == null ? null
+            : sc.getConf().get(Protocol.FENCE_TIMEOUT_MS.key, null));
     }
 
     /** Called by the committers' commitJob: throws unless the statement's locks are held. */
@@ -127,10 +134,11 @@ public final class CommitFence {
             }, null);
         }
         try {
-            if (!answered.await(TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+            long timeout = timeoutMs();
+            if (!answered.await(timeout, TimeUnit.MILLISECONDS)) {
                 forget(connect, zk);
                 throw new IOException(REFUSED + " (ZooKeeper at " + connect
-                        + " did not answer within " + TIMEOUT_MS + " ms)");
+                        + " did not answer within " + timeout + " ms)");
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();

@@ -63,8 +63,6 @@ final class ChildLockClient implements EngineLockClient {
     /** child (default) starts this client where no other runs; none never does (the engine
      *  then refuses, or for reads warns, as spark.zklock.engine.reads says). */
     static final Setting SETTING = Protocol.LOCK_CLIENT;
-    /** How long the child may take to start (import, connect) before the statement fails. */
-    private static final long READY_MS = Long.getLong("zklock.lockClient.readyMs", 120_000L);
     private static final int VERSION = Protocol.Version.ENGINE;
 
     private final SparkContext sc;
@@ -137,7 +135,10 @@ final class ChildLockClient implements EngineLockClient {
         Runtime.getRuntime().addShutdownHook(new Thread(this::close, "zklock-lock-client-stop"));
         try {
             send(Documents.JSON.writeValueAsString(ChildLaunch.hello(sc, abandonedBefore)));
-            JsonNode said = ready.get(READY_MS, TimeUnit.MILLISECONDS);
+            // how long it may take to start (import, connect) before the statement fails
+            JsonNode said = ready.get(Protocol.LOCK_CLIENT_READY_MS.number(
+                sc.getConf().get(Protocol.LOCK_CLIENT_READY_MS.key, null)),
+                TimeUnit.MILLISECONDS);
             pid = said.path(Field.PID).asLong(-1);
             profile = ClientProfile.read(said.path(Field.PROFILE));
         } catch (IOException | ExecutionException | TimeoutException e) {
