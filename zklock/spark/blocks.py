@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 from ..config import SETTABLE, Level, Settings
-from ..errors import InvalidArguments
+from ..errors import InvalidArguments, ZkLockError
 from ..locks.lockrequest import LockTarget
 from ..locks.lockset import HeldLock, LockSet
 from ..manager import LockManager
@@ -143,31 +143,39 @@ def connect_block(spark: Any, targets: list[LockTarget], what: str, root: str,
     held = [HeldLock(t, t.obj.znode(root), by_object.get(t.obj.znode(root), ""), 0)
             for t in targets]
     tag = Tag.BLOCK + block
-    spark.addTag(tag)
-    renewing = Renewal(lambda: renew_block(spark, block), ttl / 3)
+    view = LockSet(None, held, query_id=block)
+    renewing: Optional[Renewal] = None
     failed: Optional[BaseException] = None
     try:
+        spark.addTag(tag)
+        renewing = Renewal(lambda: renew_block(spark, block), ttl / 3, view)
         with statement_scope():
-            yield LockSet(None, held, query_id=block)
+            yield view
     except BaseException as exc:
         failed = exc
         raise
     finally:
-        renewing.stop()
+        if renewing is not None:
+            renewing.stop()
         spark.removeTag(tag)
         try:
             release_block(spark, block)
-        except Exception as lost:  # the loss replaces the block's own error, its cause
-            raise _zklock_error(lost) from failed
+        except Exception as lost:
+            error = _zklock_error(lost)
+            if isinstance(error, ZkLockError) or failed is None:
+                raise error from failed  # a loss replaces the block's own error, its cause
 
 
 class Renewal:
     """Calls ``renew`` every ``interval`` seconds on a thread of its own until
-    :meth:`stop`, or until a renewal fails (the block is gone: its end says why)."""
+    :meth:`stop`. A renewal that finds the block gone marks ``view`` lost and ends (the
+    block's release raises the loss); one that fails otherwise (the server out of reach a
+    moment) is tried again at the next interval."""
 
-    def __init__(self, renew: Callable[[], None], interval: float) -> None:
+    def __init__(self, renew: Callable[[], None], interval: float, view: LockSet) -> None:
         self._renew = renew
         self._interval = interval
+        self._view = view
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="zklock-block-renewal",
                                         daemon=True)
@@ -177,9 +185,12 @@ class Renewal:
         while not self._stopped.wait(self._interval):
             try:
                 self._renew()
-            except Exception:  # not held any more: the block's release raises the loss
-                log.debug("block renewal failed", exc_info=True)
-                return
+            except Exception as exc:
+                error = _zklock_error(exc)
+                if isinstance(error, ZkLockError):  # not held any more
+                    self._view.mark_lost(str(error))
+                    return
+                log.warning("renewing a Spark Connect block failed (tried again): %s", exc)
 
     def stop(self) -> None:
         self._stopped.set()

@@ -116,15 +116,25 @@ public final class ConnectBlocks {
         mine(session, id).renewed = System.nanoTime();
     }
 
-    /** Release {@code session}'s block {@code id}; throws the refusal naming their loss
+    /** Release {@code session}'s block {@code id}, cancelling what still runs in it (an
+     *  operation its client stopped waiting for); throws the refusal naming their loss
      *  (EngineRefusal, lost) when its locks were lost while it held them. */
     public static void release(SparkSession session, String id) {
         Block block = mine(session, id);
-        HELD.remove(id, block);
-        EngineRefusal lost = block.guard.releaseForSession("the block's locks");
+        if (!HELD.remove(id, block)) {  // the reaper, or the session's end, came first
+            throw notHeld(id);
+        }
+        EngineRefusal lost = end(block);
         if (lost != null) {
             throw EngineRefusal.raise(lost);
         }
+    }
+
+    /** End {@code block}, removed from HELD: its running jobs cancelled, its locks released;
+     *  the refusal naming their loss while held, else null. */
+    private static EngineRefusal end(Block block) {
+        LostJobs.cancel(block.session.sparkContext(), block.guard.jobTag());
+        return block.guard.releaseForSession("the block's locks");
     }
 
     /** {@code session}'s block {@code id}; else the refusal naming why it is not held. */
@@ -133,11 +143,18 @@ public final class ConnectBlocks {
         if (block != null && block.session == session) {
             return block;
         }
-        String expired = EXPIRED.get(id);
-        if (expired != null) {
-            throw EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.LOST, expired, null));
+        throw notHeld(id);
+    }
+
+    /** Why block {@code id} is not held: lost, where it was released without its client
+     *  (expired, its session ended); else refused (released, another session's, unknown). */
+    private static RuntimeException notHeld(String id) {
+        String ended = EXPIRED.get(id);
+        if (ended != null) {
+            return EngineRefusal.raise(EngineRefusal.of(Protocol.Outcome.LOST, ended, null));
         }
-        throw EngineRefusal.refused("zklock: this Spark Connect session holds no block " + id);
+        return EngineRefusal.refused("zklock: this Spark Connect session holds no block " + id
+            + " (released, lost or never granted): the statement does not run");
     }
 
     private static synchronized void startReaper() {
@@ -153,14 +170,15 @@ public final class ConnectBlocks {
     }
 
     /** Release the blocks whose client has not renewed them within their time to live,
-     *  cancelling the jobs that still run in them. */
+     *  cancelling the jobs that still run in them. Nothing stops the reaper: a failure is
+     *  said, and the next round goes on. */
     private static void expire() {
         long now = System.nanoTime();
         HELD.forEach((id, block) -> {
             if (now - block.renewed > block.ttlNanos && HELD.remove(id, block)) {
                 try {
                     expire(id, block);
-                } catch (RuntimeException e) {  // the reaper goes on for the other blocks
+                } catch (Throwable e) {  // (a scheduled task that throws never runs again)
                     System.err.println("zklock: releasing expired block " + id + ": " + e);
                 }
             }
@@ -175,8 +193,7 @@ public final class ConnectBlocks {
             + " Spark Connect client did not renew them for "
             + TimeUnit.NANOSECONDS.toSeconds(block.ttlNanos) + " s";
         EXPIRED.put(id, why);
-        LostJobs.cancel(block.session.sparkContext(), block.guard.jobTag());
-        block.guard.releaseForSession("the block's locks");
+        end(block);
         System.err.println(why);
     }
 
@@ -185,11 +202,13 @@ public final class ConnectBlocks {
         List<Block> done = new ArrayList<>();
         HELD.forEach((id, block) -> {
             if (ends.equals(block.ends) && HELD.remove(id, block)) {
+                EXPIRED.put(id, "zklock: the block's locks were released: its Spark Connect"
+                    + " session ended");
                 done.add(block);
             }
         });
         for (Block block : done) {
-            EngineRefusal lost = block.guard.releaseForSession("the block's locks");
+            EngineRefusal lost = end(block);
             if (lost != null) {
                 System.err.println(lost.getMessage() + "; its session has ended");
             }
@@ -203,13 +222,7 @@ public final class ConnectBlocks {
         if (id == null) {
             return null;
         }
-        Block block = HELD.get(id);
-        if (block == null || block.session != session) {
-            throw EngineRefusal.refused("zklock: the operation names block " + id + ", which"
-                + " this session does not hold (released, lost or never granted): the"
-                + " statement does not run");
-        }
-        return block;
+        return mine(session, id);
     }
 
     /** Run a statement of {@code block} that needs {@code planned}: refused unless the

@@ -180,6 +180,11 @@ final class EngineGuard {
      *  itself is released by {@link #releaseDetached}, at the SQL execution's end. */
     void detach() {
         if (client == null) {
+            if (handle != null) {  // under locks held for longer (EngineEntry.under): they stay
+                WriteOutcome.end();
+                EnclosingLocks.leave(sc, this);
+                LEFT_TAGS.get().addAll(sessionTags);
+            }
             return;
         }
         EnclosingLocks.clear(sc);
