@@ -21,8 +21,6 @@ package zklock.engine;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -43,15 +41,7 @@ public final class ConnectBlocks {
     private static final Map<String, Block> HELD = new ConcurrentHashMap<>();
     /** Blocks released because their client stopped renewing them, with why (the newest
      *  thousand): the client's release then learns they were lost. */
-    private static final Map<String, String> EXPIRED = Collections.synchronizedMap(
-        new LinkedHashMap<String, String>() {
-            private static final long serialVersionUID = 1L;
-
-            @Override
-            protected boolean removeEldestEntry(Map.Entry<String, String> eldest) {
-                return size() > 1000;
-            }
-        });
+    private static final Map<String, String> EXPIRED = Recent.map(1000);
     /** Releases the blocks whose client stopped renewing them (started with the first). */
     private static ScheduledExecutorService reaper;
 

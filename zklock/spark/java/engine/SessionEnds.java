@@ -11,7 +11,6 @@ package zklock.engine;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashSet;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.WeakHashMap;
@@ -50,15 +49,7 @@ final class SessionEnds extends SparkListener {
 
     /** The sessions whose end was heard, newest last (as many as a server's sessions over
      *  hours: an id is looked up only for a lock taken as its session ended). */
-    private static final Map<String, Boolean> ENDED = Collections.synchronizedMap(
-        new LinkedHashMap<String, Boolean>() {
-            private static final long serialVersionUID = 1L;
-
-            @Override
-            protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-                return size() > 10000;
-            }
-        });
+    private static final Map<String, Boolean> ENDED = Recent.map(10000);
 
     /** Whether the end of session {@code id} was heard. */
     static boolean hasEnded(String id) {
