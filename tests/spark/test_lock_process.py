@@ -335,6 +335,7 @@ print(json.dumps({"attached": same.pid, "holder": holder, "inflight": outcome["e
 """.replace("SLOW_INSERT", repr(SLOW_INSERT))
 
 
+@pytest.mark.soak  # a minute of a loaded worker: `make soak-spark` runs it, with the faults
 def test_a_dead_python_lock_client_hands_over_to_the_child(spark, tmp_path, zk_hosts,
                                                           root) -> None:
     """A Python process attached to the application's JVM enforce()s, and is SIGKILLed
