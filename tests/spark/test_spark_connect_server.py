@@ -791,6 +791,8 @@ def test_a_connect_block_is_held_by_the_servers_engine(make_connect_locking, cs,
     locking = make_connect_locking(retries=LINGER_RETRIES)
     table = f"{cdb}.dim"
     before = ccount(cs, table)
+    # that read's S lingers until the server hears its execution end, as earlier tests' may
+    assert wait_for(lambda: block_nodes(zk, table) == [], timeout=30)
     other = make_manager(root=SERVER_ROOT, retries=0)
     with locking.holding(locking.table(table)) as held:
         assert held.objects == [cdb, table] and all(h.node_path for h in held.held)
@@ -814,6 +816,7 @@ def test_a_connect_blocks_loss_is_lock_lost(make_connect_locking, cs, cdb, zk):
 
     locking = make_connect_locking(retries=LINGER_RETRIES)
     table = f"{cdb}.staging"
+    assert wait_for(lambda: block_nodes(zk, table) == [], timeout=30)  # earlier tests' reads
     with raises_lock_error(LockLost, match="block's locks"):
         with locking.holding(locking.table(table)):
             (node,) = block_nodes(zk, table)
@@ -831,18 +834,20 @@ def test_a_connect_script_runs_whole_under_one_block(make_connect_locking, cs, c
     changes nothing; released, every statement runs."""
     from zklock import LockNotAcquired
 
+    # tables of its own: the module's others are planned by tests that expect them as seeded
+    cs.sql(f"CREATE TABLE {cdb}.script_a (id INT) USING parquet")
+    cs.sql(f"CREATE TABLE {cdb}.script_b (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
     locking = make_connect_locking(retries=0)
-    script = (f"BEGIN INSERT INTO {cdb}.dim VALUES (61, 'a'); INSERT INTO {cdb}.events"
+    script = (f"BEGIN INSERT INTO {cdb}.script_a VALUES (61); INSERT INTO {cdb}.script_b"
               f" PARTITION (ds='2025-01-01') VALUES (61); END")
-    before = (ccount(cs, f"{cdb}.dim"), ccount(cs, f"{cdb}.events"))
+    tables = (f"{cdb}.script_a", f"{cdb}.script_b")
     other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
-    with other.acquire([(f"{cdb}.events", "X")], query_id="holder-s"):
+    with other.acquire([(tables[1], "X")], query_id="holder-s"):
         with raises_lock_error(LockNotAcquired, match="holder-s"):
             locking.sql(script)
-    assert (ccount(cs, f"{cdb}.dim"), ccount(cs, f"{cdb}.events")) == before
+    assert [ccount(cs, t) for t in tables] == [0, 0]
     locking.sql(script)
-    assert (ccount(cs, f"{cdb}.dim"), ccount(cs, f"{cdb}.events")) == (
-        before[0] + 1, before[1] + 1)
+    assert [ccount(cs, t) for t in tables] == [1, 1]
 
 
 def test_a_connect_block_its_client_stops_renewing_is_released(cs, cdb, zk):
@@ -854,13 +859,14 @@ def test_a_connect_block_its_client_stops_renewing_is_released(cs, cdb, zk):
     from zklock.spark.connect import hold_block, release_block, renew_block
 
     table = f"{cdb}.events"
+    assert wait_for(lambda: block_nodes(zk, table) == [], timeout=30)  # earlier tests' reads
     block, nodes = hold_block(cs, normalize([(table, "S")]), "a block whose client stops",
-                              ttl=2.0)
+                              ttl=5.0)
     assert block and len(nodes) == 2 and block_nodes(zk, table)
-    until = time.monotonic() + 3.0  # longer than its time to live, renewed throughout
+    until = time.monotonic() + 6.0  # longer than its time to live, renewed throughout
     while time.monotonic() < until:
         renew_block(cs, block)
-        time.sleep(0.5)  # the client's renewal period, well inside the 2 s
+        time.sleep(0.5)  # the client's renewal period, well inside the 5 s
     assert block_nodes(zk, table), "a renewed block was released"
     assert wait_for(lambda: block_nodes(zk, table) == [], timeout=30)  # not renewed: gone
     with raises_lock_error(LockLost, match="did not renew them"):
