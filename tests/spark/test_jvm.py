@@ -202,6 +202,41 @@ def test_configure_uses_the_zklock_jar_spark_jars_names(tmp_path):
     assert "\n" not in str(err.value)
 
 
+def test_a_pipelines_run_is_locked_wherever_its_connect_server_starts(spark):
+    """configure() and zklock's plugin (as the SparkContext starts) name zklock's Spark
+    Connect interceptor, where a declarative pipeline's run takes its locks (Spark 4.1+:
+    adapters/PipelineStarts.java), once, after the interceptors the application names."""
+    from conftest import spark_line
+    from pyspark.sql import SparkSession
+
+    from zklock.spark import configure
+    from zklock.spark.application import PIPELINES_SINCE
+    from zklock.spark.jvm import module_class
+    from zklock.spark.protocol import Conf, JvmClass
+
+    key, own = Conf.CONNECT_INTERCEPTORS, "com.example.Audit"
+    wanted = (f"{own},{JvmClass.PIPELINE_STARTS}" if spark_line() >= PIPELINES_SINCE
+              and has_connect_server() else own)
+    builder = configure(SparkSession.Builder().config(key, own))
+    assert builder._options[key] == wanted
+    assert configure(builder)._options[key] == wanted
+    jvm, gateway, sc = spark._jvm, spark.sparkContext._gateway, spark.sparkContext._jsc.sc()
+    types = gateway.new_array(jvm.java.lang.Class, 1)
+    types[0] = sc.getClass()
+    register = module_class(spark, "adapters.PipelineStarts").getMethod("register", types)
+    args = gateway.new_array(jvm.java.lang.Object, 1)
+    args[0] = sc
+    conf = sc.conf()
+    before = conf.get(key, "")
+    for _ in range(2):
+        register.invoke(None, args)
+    named = [n for n in conf.get(key, "").split(",") if n]
+    if spark_line() >= PIPELINES_SINCE:
+        assert named.count(JvmClass.PIPELINE_STARTS) == 1, named
+    else:
+        assert conf.get(key, "") == before
+
+
 def test_the_plugin_refuses_a_spark_its_jar_is_not_built_for(spark):
     """EnginePlugin's check, in the JVM: the running Spark's line must be one the jar serves
     (jvm.served_lines, written into the jar), the extension must be named, and one build

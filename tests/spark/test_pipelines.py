@@ -40,6 +40,7 @@ def events():
     return spark.readStream.schema("id INT, ds STRING").json("{source}")
 '''
 TOTALS = "CREATE MATERIALIZED VIEW totals AS SELECT count(*) AS n FROM events\n"
+NEWEST = "CREATE MATERIALIZED VIEW newest AS SELECT max(id) AS m FROM events\n"
 
 
 @pytest.fixture
@@ -110,6 +111,51 @@ def table_ids(pipeline: dict[str, Path], table: str, column: str = "id") -> list
     return sorted(pq.read_table(str(pipeline["warehouse"] / table)).column(column).to_pylist())
 
 
+def run_waits(zk, root: str) -> str:
+    """The query of the one wait a run records, once it does."""
+    waits = f"{root}/.waits"
+    assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=300)
+    return json.loads(zk.get(f"{waits}/{zk.get_children(waits)[0]}")[0])["query"]
+
+
+def with_settings(pipeline: dict, **settings: str) -> None:
+    conf = pipeline["conf"] / "spark-defaults.conf"
+    lines = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
+    lines.update(settings)
+    conf.write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
+
+
+def test_a_run_takes_every_dataset_before_it_creates_one(pipeline, make_manager, zk, root):
+    """Spark creates a pipeline's new datasets through the catalog API, before any statement:
+    the run takes X on all of them as it starts, or starts nothing. Held by another, the
+    run is refused in one line after its retries, and creates nothing; or it waits, and
+    creates nothing until the holder releases."""
+    expected = add_rows(pipeline["source"], "a", range(10))
+    holder = make_manager()
+    held = holder.acquire([(LockObject.parse("default.totals"), Mode.EXCLUSIVE)],
+                          query_id="holder-sdp")
+    try:
+        with_settings(pipeline, **{"spark.zklock.lock.retries": "3"})
+        refused = run(pipeline)
+        assert refused.returncode != 0
+        said = [line for line in (refused.stdout + refused.stderr).splitlines()
+                if "zklock: " in line]
+        assert said and "default.totals" in said[0] and "holder-sdp" in said[0], failure(refused)
+        assert not pipeline["warehouse"].exists() or not any(pipeline["warehouse"].iterdir())
+        with_settings(pipeline, **{"spark.zklock.lock.retries": "600"})
+        done: dict[str, subprocess.CompletedProcess] = {}
+        waiting = threading.Thread(target=lambda: done.setdefault("run", run(pipeline)))
+        waiting.start()
+        assert "spark-pipelines run" in run_waits(zk, root)
+        assert not pipeline["warehouse"].exists() or not any(pipeline["warehouse"].iterdir())
+    finally:
+        held.release()
+    waiting.join(600)
+    assert done["run"].returncode == 0, failure(done["run"])
+    assert table_ids(pipeline, "events") == expected
+    assert table_ids(pipeline, "totals", "n") == [10]
+
+
 def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk, root):
     expected = add_rows(pipeline["source"], "a", range(10))
     first = run(pipeline)
@@ -119,7 +165,7 @@ def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk
     streamed = pipeline["warehouse"] / "events"
     assert not (streamed / "_spark_metadata").exists()
     assert (streamed / "_zklock" / "batches").is_dir()
-    # new rows, and another holder's X on the streaming table: the run's batch waits for it
+    # new rows, and another holder's X on the streaming table: the run waits for it
     expected += add_rows(pipeline["source"], "b", range(10, 15))
     holder = make_manager()
     held = holder.acquire([(LockObject.parse("default.events"), Mode.EXCLUSIVE)],
@@ -128,10 +174,8 @@ def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk
     second = threading.Thread(target=lambda: done.setdefault("run", run(pipeline)))
     second.start()
     try:
-        waits = f"{root}/.waits"
-        assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=300)
-        record = json.loads(zk.get(f"{waits}/{zk.get_children(waits)[0]}")[0])
-        assert "micro-batch" in record["query"] and "into default.events" in record["query"]
+        query = run_waits(zk, root)
+        assert "spark-pipelines run" in query and "default.events" in query, query
         assert table_ids(pipeline, "events") == expected[:10]  # held back
     finally:
         held.release()
@@ -144,8 +188,9 @@ def test_two_runs_and_a_holder_of_the_streaming_table(pipeline, make_manager, zk
 def test_a_full_refresh_is_atomic_to_readers(pipeline, make_manager):
     """Spark's refresh of a materialized view is a TRUNCATE as the run starts, then the
     view's flow writes (a reader between them finds it empty, in Spark itself). Under zklock
-    the TRUNCATE's X is held for the run: a reader taking S (as every statement of an
-    application under zklock does) waits for the run and reads the old count or the new."""
+    the run holds X on its datasets from its start to its end: a reader taking S (as every
+    statement of an application under zklock does) waits for the run and reads the old
+    count or the new."""
     add_rows(pipeline["source"], "a", range(10))
     first = run(pipeline)
     assert first.returncode == 0, failure(first)
@@ -182,7 +227,7 @@ def test_a_full_refresh_is_atomic_to_readers(pipeline, make_manager):
         for t in threads:
             t.join(60)
     assert refreshed.returncode == 0, failure(refreshed)
-    assert held_for_run and "TRUNCATE" in held_for_run[0].upper(), held_for_run
+    assert held_for_run and "spark-pipelines run" in held_for_run[0], held_for_run
     assert table_ids(pipeline, "events") == list(range(10)) + expected
     assert table_ids(pipeline, "totals", "n") == [15]
     assert seen and all(s in ([10], [15]) for s in seen), sorted(map(str, seen))[:5]
@@ -190,10 +235,13 @@ def test_a_full_refresh_is_atomic_to_readers(pipeline, make_manager):
 
 def test_two_runs_at_once_refresh_one_after_the_other(pipeline, tmp_path, make_manager, zk,
                                                       root):
-    """Two runs of one pipeline at once, on one metastore as a platform's applications share
-    it: the first to refresh the view holds it for its run, the other waits at its own
-    refresh until that run has ended. A holder of the streaming table keeps the first run
-    going until both are seen waiting; every row is then in the table once, counted once."""
+    """Two runs at once of one pipeline with two views (which Spark refreshes in parallel),
+    on one metastore as a platform's applications share it: each run takes all its datasets
+    as it starts or waits holding none, so the first to take them runs whole and the other
+    waits until it has ended; neither can hold a view the other needs (they would then wait
+    on each other until lock.timeout, and one would fail). A holder of the streaming table
+    keeps both waiting until both are seen; every row is then in the table once, counted
+    once."""
     with shared_metastore(tmp_path / "metastore-state") as metastore:
         conf = pipeline["conf"] / "spark-defaults.conf"
         settings = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
@@ -206,6 +254,7 @@ def test_two_runs_at_once_refresh_one_after_the_other(pipeline, tmp_path, make_m
         conf.write_text("".join(f"{k} {v}\n" for k, v in settings.items()))
         shared = {**pipeline,
                   "warehouse": Path(metastore["spark_conf"]["spark.sql.warehouse.dir"])}
+        (pipeline["project"] / "transformations" / "newest.sql").write_text(NEWEST)
         expected = add_rows(pipeline["source"], "a", range(10))
         first = run(shared)
         assert first.returncode == 0, failure(first)
@@ -230,10 +279,7 @@ def test_two_runs_at_once_refresh_one_after_the_other(pipeline, tmp_path, make_m
                 return found
 
             def both_wait() -> bool:
-                queries = waiting()
-                return (any("micro-batch" in q and "into default.events" in q
-                            for q in queries)
-                        and any("totals" in q and "pipeline's run" in q for q in queries))
+                return sum("spark-pipelines run" in q for q in waiting()) == 2
 
             assert wait_for(both_wait, timeout=300), waiting()
             assert table_ids(shared, "events") == expected[:10]  # held back
@@ -245,3 +291,4 @@ def test_two_runs_at_once_refresh_one_after_the_other(pipeline, tmp_path, make_m
             assert done[name].returncode == 0, failure(done[name])
         assert table_ids(shared, "events") == expected
         assert table_ids(shared, "totals", "n") == [15]
+        assert table_ids(shared, "newest", "m") == [14]

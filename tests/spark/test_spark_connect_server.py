@@ -1047,3 +1047,50 @@ def test_a_plain_clients_session_lock_ends_with_its_session(servers, cdb, make_m
     finally:
         close(client)
     assert wait_for(lambda: not other.show(table), timeout=60)
+
+
+@pytest.mark.skipif(not SPARK_41, reason="declarative pipelines are Spark 4.1's")
+def test_a_pipeline_run_takes_its_datasets_as_it_starts(servers, cdb, make_manager, tmp_path):
+    """A declarative pipeline's run over Spark Connect, as spark-pipelines makes it (a
+    graph, its two views, StartRun): while another holds one of its datasets, the run is
+    refused in one line and creates neither; otherwise it runs whole, and its X on both is
+    released when its operation ends, though its session stays open."""
+    from pyspark.pipelines.spark_connect_graph_element_registry import (
+        SparkConnectGraphElementRegistry,
+    )
+    from pyspark.pipelines.spark_connect_pipeline import (
+        create_dataflow_graph,
+        handle_pipeline_events,
+        start_run,
+    )
+
+    client = connect(servers["port"])
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
+    views = [f"{cdb}.sdp_count", f"{cdb}.sdp_newest"]
+    try:
+        graph = create_dataflow_graph(client, default_catalog=None, default_database=cdb,
+                                      sql_conf={})
+        SparkConnectGraphElementRegistry(client, graph).register_sql(
+            f"CREATE MATERIALIZED VIEW sdp_count AS SELECT count(*) AS n FROM {cdb}.dim;\n"
+            f"CREATE MATERIALIZED VIEW sdp_newest AS SELECT max(id) AS m FROM {cdb}.dim;\n",
+            tmp_path / "views.sql")
+
+        def run() -> None:
+            handle_pipeline_events(start_run(client, graph, full_refresh=None,
+                                             full_refresh_all=False, refresh=None, dry=False,
+                                             storage=(tmp_path / "storage").as_uri()))
+
+        with other.acquire([(views[1], "X")], query_id="holder-sdp"):
+            with pytest.raises(Exception, match="lock not acquired.*holder-sdp") as refused:
+                run()
+            assert "Traceback" not in str(refused.value)
+        assert not any(client.catalog.tableExists(v) for v in views)  # nothing created
+        run()
+        assert client.table(views[0]).collect()[0][0] == ccount(client, f"{cdb}.dim")
+        assert client.table(views[1]).count() == 1
+        # released with the run's operation, the client's session still open
+        assert wait_for(lambda: not other.show(views[0]) and not other.show(views[1]),
+                        timeout=60)
+        other.acquire([(v, "X") for v in views], query_id="after-sdp").release()
+    finally:
+        close(client)

@@ -23,6 +23,10 @@ SPARK_DEFAULTS = {
 #: Each file write job stages on its own, and a stream's file sink makes its log with its
 #: first entry (StagedCommitProtocol.java): what zklock's plugin makes a deployment's
 #: defaults, a builder gets unless it names its own.
+#: The Spark line from which a declarative pipeline's run takes its datasets' locks as it
+#: starts, in zklock's Spark Connect interceptor (adapters/spark-4.1/PipelineStarts.java),
+#: which zklock's plugin names as the application starts and configure() in a builder.
+PIPELINES_SINCE = (4, 1)
 STAGING = {
     Conf.COMMIT_PROTOCOL: JvmClass.COMMIT_PROTOCOL,
     Conf.CHECKPOINT_MANAGER: JvmClass.CHECKPOINT_MANAGER,
@@ -46,10 +50,21 @@ def configure(builder: Any) -> Any:
     zklock's plugin (the jar and ``spark.connect.extensions.relation.classes``), which
     plans its locks. (PySpark then warns that it cannot set that static setting on the
     session it created: the server has it already.) A remote server is started by its
-    operator with the plugin: see docs/spark.md.
+    operator with the plugin: see docs/spark.md. On Spark 4.1 and later, the builder also
+    names zklock's Spark Connect interceptor, where a declarative pipeline's run takes its
+    datasets' locks as it starts (docs/spark.md, "Streams and pipelines").
     """
     from .connect import PLUGIN_SETTING
-    from .jvm import JvmModuleError, build_hash, in_spark_jars, jar_info, module_jar
+    from .jvm import (
+        JvmModuleError,
+        adapter_line,
+        build_hash,
+        has_connect_server,
+        in_spark_jars,
+        jar_info,
+        module_jar,
+        spark_version,
+    )
     from .lock_client import EXTENSION_CLASS
 
     for key, value in SPARK_DEFAULTS.items():
@@ -64,13 +79,10 @@ def configure(builder: Any) -> Any:
         # has PySpark's packages (pyarrow for Arrow UDFs), not whatever python3 is on PATH
         builder = builder.config("spark.pyspark.python", sys.executable)
     if _local_connect(options, local):
-        plugins = [p.strip() for p in str(options.get(PLUGIN_SETTING, "")).split(",")
-                   if p.strip()]
-        if JvmClass.CONNECT_PLUGIN not in plugins:
-            builder = builder.config(PLUGIN_SETTING, ",".join([*plugins, JvmClass.CONNECT_PLUGIN]))
-    extensions = [e.strip() for e in str(options.get(EXTENSIONS, "")).split(",") if e.strip()]
-    if EXTENSION_CLASS not in extensions:
-        builder = builder.config(EXTENSIONS, ",".join([*extensions, EXTENSION_CLASS]))
+        builder = _named(builder, PLUGIN_SETTING, JvmClass.CONNECT_PLUGIN)
+    if has_connect_server() and adapter_line(spark_version()) >= PIPELINES_SINCE:
+        builder = _named(builder, Conf.CONNECT_INTERCEPTORS, JvmClass.PIPELINE_STARTS)
+    builder = _named(builder, EXTENSIONS, EXTENSION_CLASS)
     existing = getattr(builder, "_options", {}).get("spark.jars")
     jars = [j for j in str(existing or "").split(",") if j]
     named = [j for j in jars if jar_info(Path(j))]  # one zklock jar on the class path
@@ -83,6 +95,13 @@ def configure(builder: Any) -> Any:
         if not in_spark_jars(module):
             builder = builder.config("spark.jars", ",".join([*jars, str(module)]))
     return builder
+
+
+def _named(builder: Any, key: str, name: str) -> Any:
+    """``builder`` with ``name`` in its comma-separated setting ``key``, after those it names."""
+    named = [n.strip() for n in str(getattr(builder, "_options", {}).get(key, "")).split(",")
+             if n.strip()]
+    return builder if name in named else builder.config(key, ",".join([*named, name]))
 
 
 def enforce(spark: Any, manager: Optional[LockManager] = None,

@@ -37,6 +37,8 @@ import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
 
+import zklock.adapters.PipelineStarts;
+
 public final class EnginePlugin implements SparkPlugin {
     /** Spark's setting naming session extensions. */
     static final String EXTENSIONS = "spark.sql.extensions";
@@ -51,6 +53,8 @@ public final class EnginePlugin implements SparkPlugin {
                 check(sc.getConf().get(EXTENSIONS, ""), sc.version(), modules());
                 // the application's file writes stage per job, before any session exists
                 StagedCommitProtocol.becomeDefault(sc);
+                // and a declarative pipeline's run takes its locks as it starts (4.1+)
+                PipelineStarts.register(sc);
                 return Collections.emptyMap();
             }
         };

@@ -42,7 +42,7 @@ final class EngineEntry {
         if (name.startsWith("TruncateTable") && !EnclosingLocks.inside(session.sparkContext())
                 && PipelineRuns.materializing()) {  // a step of a pipeline's refresh
             JsonNode answer = StatementPlans.command(session, command);
-            PipelineRuns.holdForRun(session, answer, StatementPlans.text(ParsedForms.parsed(
+            PipelineRuns.checkStep(session, answer, StatementPlans.text(ParsedForms.parsed(
                 session, command), name, StatementPlans.describe(answer.path(Field.TARGETS))));
         }
         return enter(session, () -> StatementPlans.command(session, command), name, what -> {

@@ -1,80 +1,87 @@
-// A run of a declarative pipeline (spark-pipelines run, Spark 4.1+) refreshes a materialized
-// view in steps: as the run starts, Spark's DatasetManager TRUNCATEs it (and alters its schema
-// through the catalog), and later the view's flow writes its new rows. Each step alone is a
-// statement, or no statement at all, so a reader between them finds the view empty, in
-// Spark itself too, and two runs write into each other's refresh. zklock holds the locks of
-// such a TRUNCATE for the run rather than the statement: they become the session's own
-// (SessionLocks, as a LOCK TABLE's), held until the pipeline's Spark Connect session ends
-// with the run. The run's flows write under them; a reader waits for the run and then reads
-// the new view; a second run waits at its own TRUNCATE.
+// A run of a declarative pipeline (spark-pipelines run, Spark 4.1+) writes its datasets in
+// steps: as the run starts, Spark's DatasetManager creates each new dataset and alters each
+// existing one through the catalog API (no statement, no plan: nothing the engine sees), and
+// TRUNCATEs each materialized view it refreshes (a statement); then the flows write (a
+// statement per view, a stream's micro-batches per streaming table). Locked step by step, a
+// reader between two steps finds a view empty (as in Spark itself), the catalog's changes
+// take no lock at all, and two runs at once take their views one by one and can each hold
+// one the other needs.
 //
-// A streaming table's TRUNCATE (--full-refresh) stays a statement: its stream then writes
-// batch by batch from the start, each batch a locked statement of its own, as every stream
-// does (a reader sees it fill again, as Spark documents a full refresh). Held for the run,
-// it would make two runs wait on each other: one's stream for the table the other holds,
-// the other for a view the first holds.
+// So a run takes X on every dataset of its pipeline, all or none, before it starts (Spark
+// Connect's StartRun, seen by zklock's interceptor: adapters/PipelineStarts.java), as one
+// request: held for the run's Spark Connect session (SessionLocks), which spark-pipelines
+// ends with the run. Every step runs under them: the catalog's changes, the TRUNCATE, the
+// views' writes and the streams' batches (the session's cover). A reader waits for the run
+// and reads the new views; a second run waits, holding nothing, until the first has ended.
+// A TRUNCATE that a pipeline's refresh runs without its run's locks (a Spark whose Connect
+// server did not load the interceptor) is refused: its run would be locked step by step.
 package zklock.engine;
+
+import java.util.List;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.TableIdentifier;
-import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 
+import zklock.EngineRefusal;
 import zklock.Protocol.Field;
-import zklock.commit.BatchLog;
+import zklock.Protocol.JvmClass;
+import zklock.Protocol.Mode;
+import zklock.planner.LockAnswer;
+import zklock.planner.LockPlanner;
 
-final class PipelineRuns {
-    /** The class whose code TRUNCATEs a pipeline's datasets as its run starts. */
+public final class PipelineRuns {
+    /** The class whose code creates, alters and TRUNCATEs a pipeline's datasets as its run
+     *  starts. */
     private static final String MATERIALIZER =
         "org.apache.spark.sql.pipelines.graph.DatasetManager$";
 
     private PipelineRuns() {
     }
 
-    /** Whether this thread runs a pipeline's materialization: the statements it runs are
-     *  steps of the run's refresh. Walked only for a TRUNCATE outside a locked statement. */
+    /** Take X on each of {@code datasets} (a pipeline's tables and persisted views, as Spark
+     *  quotes their names), all or none, waiting as a statement does, and hold them for
+     *  {@code session} until its Spark Connect session {@code clientSession} or the
+     *  operation {@code operation} that runs the run ends (a dead client's run is abandoned
+     *  and closed by Spark within minutes; its session lasts an hour): the run of {@code run}
+     *  (how holders and waits name it). EngineRefusal (denied, refused, unavailable) where
+     *  they are not taken: the run must not start. */
+    public static void hold(SparkSession session, String clientSession, String operation,
+                            List<String> datasets, String run) {
+        if (datasets.isEmpty()) {
+            return;
+        }
+        LockPlanner planner = new LockPlanner(session, null);
+        JsonNode answer = null;
+        for (String dataset : datasets) {
+            JsonNode one = StatementPlans.answer(
+                planner.planExplicit(dataset, null, null, Mode.EXCLUSIVE));
+            answer = answer == null ? one : LockAnswer.union(answer, one);
+        }
+        SessionLocks.holdForRun(session, answer, run + " writing "
+            + StatementPlans.describe(answer.path(Field.TARGETS))
+            + " (held for the pipeline's run)", clientSession, operation);
+    }
+
+    /** Refuse {@code statement}, a TRUNCATE that a pipeline's refresh runs
+     *  ({@link #materializing}), where its run's locks do not cover it ({@code answer}: the
+     *  TRUNCATE's own). */
+    static void checkStep(SparkSession session, JsonNode answer, String statement) {
+        SessionLocks.Held own = SessionLocks.held(session);
+        if (own == null || !LockAnswer.covers(own.answer(), answer)) {
+            throw EngineRefusal.refused("zklock: refused " + statement + ": a declarative"
+                + " pipeline's run takes its datasets' locks as it starts, and this run took"
+                + " none (zklock's plugin, spark.plugins=" + JvmClass.PLUGIN
+                + ", must run in its Spark Connect server: docs/deploy.md)");
+        }
+    }
+
+    /** Whether this thread runs a pipeline's materialization (walked for a TRUNCATE outside
+     *  a locked statement only). */
     static boolean materializing() {
         for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {  // (Java 8)
             if (MATERIALIZER.equals(frame.getClassName())) {
                 return true;
-            }
-        }
-        return false;
-    }
-
-    /** For a TRUNCATE that {@link #materializing} runs, whose locks are {@code answer}: hold
-     *  them for {@code session}'s run where it refreshes a materialized view (SessionLocks),
-     *  so that the statement then runs under them; else nothing (the TRUNCATE is locked as
-     *  any statement). A session with no end to hear (not Spark Connect's, as
-     *  spark-pipelines' is) keeps its TRUNCATE a statement too: nothing would release it. */
-    static void holdForRun(SparkSession session, JsonNode answer, String statement) {
-        if (answer.path(Field.TARGETS).size() == 0 || streamed(session, answer)
-                || SessionEnds.current(session) == null) {
-            return;
-        }
-        SessionLocks.holdForRun(session, answer, statement);
-    }
-
-    /** Whether a table the TRUNCATE writes keeps a stream's batch records (BatchLog): a
-     *  streaming table. One Spark cannot name is taken for a view (held for the run: more,
-     *  never less). */
-    private static boolean streamed(SparkSession session, JsonNode answer) {
-        for (JsonNode target : answer.path(Field.TARGETS)) {
-            if (!target.path(Field.TABLE).isTextual()) {
-                continue;
-            }
-            try {
-                CatalogTable table = session.sessionState().catalog().getTableMetadata(
-                    new TableIdentifier(target.path(Field.TABLE).asText(),
-                        scala.Option.apply(target.path(Field.DB).asText())));
-                if (BatchLog.kept(new Path(table.location()),
-                        session.sessionState().newHadoopConf())) {
-                    return true;
-                }
-            } catch (Exception e) {  // Spark's checked NoSuchTableException among them
-                return false;
             }
         }
         return false;

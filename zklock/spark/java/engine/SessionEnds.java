@@ -5,7 +5,9 @@
 // (the Thrift server sets it: the id of the JDBC session's handle) or from its Spark Connect
 // operation's job tag. Neither class is on a plain application's class path: they are told
 // apart by name. A session of a plain application has no end to hear: its locks last until
-// its UNLOCK TABLE or the lock client's end.
+// its UNLOCK TABLE or the lock client's end. A pipeline's run is held until its session ends
+// or, first, its Spark Connect operation (SparkListenerConnectOperationClosed, with the
+// operation's id: Spark closes an operation whose client is gone within minutes).
 package zklock.engine;
 
 import java.util.Arrays;
@@ -26,6 +28,9 @@ final class SessionEnds extends SparkListener {
     /** The events that end a session, by class name. */
     private static final Set<String> ENDS = new HashSet<>(Arrays.asList(
         "SparkListenerThriftServerSessionClosed", "SparkListenerConnectSessionClosed"));
+    /** The event that ends a Spark Connect operation (a pipeline's run: PipelineRuns), by
+     *  class name. */
+    private static final String OPERATION_ENDS = "SparkListenerConnectOperationClosed";
 
     /** The id of the client session running this statement of {@code session}, listening
      *  for its end; null for a session with no end to hear. */
@@ -36,15 +41,20 @@ final class SessionEnds extends SparkListener {
             id = thriftSession();
         }
         if (id != null) {
-            synchronized (LISTENERS) {
-                if (!LISTENERS.containsKey(sc)) {
-                    SessionEnds ends = new SessionEnds();
-                    sc.addSparkListener(ends);
-                    LISTENERS.put(sc, ends);
-                }
-            }
+            listen(sc);
         }
         return id;
+    }
+
+    /** Listen for the ends of {@code sc}'s client sessions (once per application). */
+    static void listen(SparkContext sc) {
+        synchronized (LISTENERS) {
+            if (!LISTENERS.containsKey(sc)) {
+                SessionEnds ends = new SessionEnds();
+                sc.addSparkListener(ends);
+                LISTENERS.put(sc, ends);
+            }
+        }
     }
 
     /** The sessions whose end was heard, newest last (as many as a server's sessions over
@@ -58,15 +68,20 @@ final class SessionEnds extends SparkListener {
 
     @Override
     public void onOtherEvent(SparkListenerEvent event) {
-        if (!ENDS.contains(event.getClass().getSimpleName())) {
+        String name = event.getClass().getSimpleName();
+        boolean operation = OPERATION_ENDS.equals(name);
+        if (!operation && !ENDS.contains(name)) {
             return;
         }
         try {
-            Object id = event.getClass().getMethod("sessionId").invoke(event);
+            Object id = event.getClass().getMethod(operation ? "operationId" : "sessionId")
+                .invoke(event);
             if (id != null) {
                 ENDED.put(id.toString(), Boolean.TRUE);
                 SessionLocks.ended(id.toString());
-                ConnectBlocks.ended(id.toString());
+                if (!operation) {
+                    ConnectBlocks.ended(id.toString());
+                }
             }
         } catch (ReflectiveOperationException e) {
             System.err.println("zklock: cannot read the session of " + event + ": " + e);

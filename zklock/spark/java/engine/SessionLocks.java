@@ -21,6 +21,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Predicate;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -43,16 +44,26 @@ public final class SessionLocks {
     private SessionLocks() {
     }
 
-    /** One lock a session holds. */
+    /** One lock a session holds: a LOCK TABLE's one target, or a pipeline run's. */
     private static final class SessionLock {
         final EngineGuard guard;
-        final JsonNode target;   // its one target, as the planner answers it
-        final String ends;       // the session id whose end releases it (SessionEnds); or null
+        final JsonNode targets;    // as the planner answers them
+        final List<String> ends;   // the client sessions and operations whose end releases it
 
-        SessionLock(EngineGuard guard, JsonNode target, String ends) {
+        SessionLock(EngineGuard guard, JsonNode targets, List<String> ends) {
             this.guard = guard;
-            this.target = target;
+            this.targets = targets;
             this.ends = ends;
+        }
+
+        /** Its target that {@code test} holds for, or null. */
+        JsonNode find(Predicate<JsonNode> test) {
+            for (JsonNode target : targets) {
+                if (test.test(target)) {
+                    return target;
+                }
+            }
+            return null;
         }
     }
 
@@ -100,12 +111,13 @@ public final class SessionLocks {
                 return;  // held already (in this mode, or in X, or in X above it)
             }
             for (SessionLock h : locks(session)) {
-                if (LockAnswer.sameObject(h.target, target) || (Mode.EXCLUSIVE.equals(mode)
-                        && LockAnswer.contains(target, h.target))) {
+                JsonNode met = h.find(t -> LockAnswer.sameObject(t, target)
+                    || (Mode.EXCLUSIVE.equals(mode) && LockAnswer.contains(target, t)));
+                if (met != null) {
                     throw EngineRefusal.refused("zklock: refused LOCK of " + name + " in " + mode
                         + ": this session holds " + StatementPlans.describe(
-                            JSON.createArrayNode().add(h.target)) + " in "
-                        + h.target.path(Field.MODE).asText() + " (UNLOCK it first)");
+                            JSON.createArrayNode().add(met)) + " in "
+                        + met.path(Field.MODE).asText() + " (UNLOCK it first)");
                 }
             }
         }
@@ -114,35 +126,46 @@ public final class SessionLocks {
         if (!guard.holds()) {  // its LockingSession turned locking off: nothing to hold
             return;
         }
-        keep(session, guard, target);
+        keep(session, guard, JSON.createArrayNode().add(target), SessionEnds.current(session));
     }
 
-    /** Hold {@code answer}'s locks for {@code session} until its end, as its LOCK TABLE
-     *  would: the steps of a pipeline's run (PipelineRuns). */
-    static void holdForRun(SparkSession session, JsonNode answer, String statement) {
+    /** Hold {@code answer}'s locks for {@code session} until the end of the first of
+     *  {@code ends} (its Spark Connect session, the operation that runs it), as its LOCK TABLE
+     *  would: a pipeline's run (PipelineRuns), named {@code statement}. */
+    static void holdForRun(SparkSession session, JsonNode answer, String statement,
+                           String... ends) {
         Held own = held(session);
         if (own != null && LockAnswer.covers(own.answer(), answer)) {
             return;
         }
-        EngineGuard guard = EngineEntry.enterForSession(session, answer, "TRUNCATE TABLE",
-            statement + " (held for the pipeline's run)");
+        SessionEnds.listen(session.sparkContext());
+        EngineGuard guard = EngineEntry.enterForSession(session, answer, "a pipeline's run",
+            statement);
         if (guard.holds()) {
-            keep(session, guard, answer.path(Field.TARGETS).get(0));
+            keep(session, guard, answer.path(Field.TARGETS), ends);
         }
     }
 
-    /** Keep {@code guard}'s locks for the session, to its end; refused (and released) where
-     *  the session ended while they were taken (a client gone while its LOCK waited): its
-     *  end is heard once, and nothing would release them after it. */
-    private static void keep(SparkSession session, EngineGuard guard, JsonNode target) {
-        String ends = SessionEnds.current(session);
+    /** Keep {@code guard}'s locks ({@code targets}) for the session, to the end of the first
+     *  of {@code ends} (client sessions or operations; null ones have no end to hear);
+     *  refused (and released) where one ended while they were taken (a client gone while its
+     *  LOCK waited): an end is heard once, and nothing would release them after it. */
+    private static void keep(SparkSession session, EngineGuard guard, JsonNode targets,
+                             String... ends) {
+        List<String> heard = new ArrayList<>();
+        for (String end : ends) {
+            if (end != null && !end.isEmpty()) {
+                heard.add(end);
+            }
+        }
         HELD.computeIfAbsent(session, s -> Collections.synchronizedList(new ArrayList<>()))
-            .add(new SessionLock(guard, target, ends));
-        if (ends != null && SessionEnds.hasEnded(ends)) {
-            ended(ends);
+            .add(new SessionLock(guard, targets, heard));
+        String ended = heard.stream().filter(SessionEnds::hasEnded).findFirst().orElse(null);
+        if (ended != null) {
+            ended(ended);
             throw EngineRefusal.refused("zklock: the session ended while its lock on "
-                + StatementPlans.describe(JSON.createArrayNode().add(target)) + " was taken;"
-                + " released, and the statement was not run");
+                + StatementPlans.describe(targets) + " was taken; released, and the statement"
+                + " was not run");
         }
     }
 
@@ -152,7 +175,7 @@ public final class SessionLocks {
         if (mine != null) {
             synchronized (mine) {
                 for (SessionLock h : mine) {
-                    if (LockAnswer.sameObject(h.target, target)) {
+                    if (h.find(t -> LockAnswer.sameObject(t, target)) != null) {
                         found = h;
                         break;
                     }
@@ -172,14 +195,15 @@ public final class SessionLocks {
         }
     }
 
-    /** Release every lock held for the session whose end is {@code ends} (SessionEnds). */
+    /** Release every lock held until the end of {@code ends}, a client session or
+     *  operation (SessionEnds). */
     static void ended(String ends) {
         for (Map.Entry<SparkSession, List<SessionLock>> e : HELD.entrySet()) {
             List<SessionLock> mine = e.getValue();
             List<SessionLock> done = new ArrayList<>();
             synchronized (mine) {
                 for (SessionLock h : mine) {
-                    if (ends.equals(h.ends)) {
+                    if (h.ends.contains(ends)) {
                         done.add(h);
                     }
                 }
@@ -261,12 +285,14 @@ public final class SessionLocks {
                     continue;
                 }
                 for (SessionLock h : locks) {
-                    if (LockAnswer.sameObject(h.target, w) || LockAnswer.contains(w, h.target)) {
+                    JsonNode met = h.find(t -> LockAnswer.sameObject(t, w)
+                        || LockAnswer.contains(w, t));
+                    if (met != null) {
                         throw EngineRefusal.refused("zklock: refused " + command + ": it needs X"
                             + " on " + StatementPlans.describe(JSON.createArrayNode().add(w))
                             + ", where this session holds " + StatementPlans.describe(
-                                JSON.createArrayNode().add(h.target)) + " in "
-                            + h.target.path(Field.MODE).asText()
+                                JSON.createArrayNode().add(met)) + " in "
+                            + met.path(Field.MODE).asText()
                             + " (LOCK TABLE): UNLOCK it first, or lock it EXCLUSIVE");
                     }
                 }

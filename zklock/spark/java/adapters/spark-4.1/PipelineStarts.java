@@ -1,0 +1,130 @@
+// Declarative pipelines' runs, locked as they start (Spark 4.1 on; engine/PipelineRuns.java):
+// a Spark Connect server interceptor. spark-pipelines defines a pipeline's graph in its
+// Spark Connect session (CreateDataflowGraph, a DefineOutput per dataset), then starts its
+// run (StartRun), which Spark runs on a thread of its own: it creates and alters the
+// datasets through the catalog API before any statement. StartRun is the one moment that
+// precedes them all, and Spark gives no hook there but the server's interceptors
+// (spark.connect.grpc.interceptor.classes, read as the server starts): this one takes the
+// run's locks before the command reaches Spark, from the graph Spark registered for it, and
+// answers a run it cannot lock with a refusal, so that it never starts.
+// An adapter: zklock/spark/jvm.py compiles the newest copy not newer than the installed Spark.
+package zklock.adapters;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.connect.proto.ExecutePlanRequest;
+import org.apache.spark.connect.proto.PipelineCommand;
+import org.apache.spark.sql.connect.service.SessionHolder;
+import org.apache.spark.sql.connect.service.SessionKey;
+import org.apache.spark.sql.connect.service.SparkConnectService$;
+import org.apache.spark.sql.pipelines.graph.GraphRegistrationContext;
+import org.apache.spark.sql.pipelines.graph.PersistedView;
+import org.apache.spark.sql.pipelines.graph.Table;
+import org.apache.spark.sql.pipelines.graph.View;
+import org.sparkproject.connect.grpc.ForwardingServerCallListener.SimpleForwardingServerCallListener;
+import org.sparkproject.connect.grpc.Metadata;
+import org.sparkproject.connect.grpc.ServerCall;
+import org.sparkproject.connect.grpc.ServerCallHandler;
+import org.sparkproject.connect.grpc.ServerInterceptor;
+import org.sparkproject.connect.grpc.Status;
+
+import scala.Option;
+
+import zklock.EngineRefusal;
+import zklock.Protocol;
+import zklock.engine.PipelineRuns;
+
+public final class PipelineStarts implements ServerInterceptor {
+    /** Name this interceptor among the application's Spark Connect interceptors, before its
+     *  server starts (zklock's plugin, as the SparkContext starts). */
+    public static void register(SparkContext sc) {
+        String named = sc.conf().get(Protocol.Conf.CONNECT_INTERCEPTORS, "").trim();
+        String self = Protocol.JvmClass.PIPELINE_STARTS;
+        if (!Arrays.asList(named.split("\\s*,\\s*")).contains(self)) {
+            sc.conf().set(Protocol.Conf.CONNECT_INTERCEPTORS,
+                named.isEmpty() ? self : named + "," + self);
+        }
+    }
+
+    @Override
+    public <Q, A> ServerCall.Listener<Q> interceptCall(ServerCall<Q, A> call, Metadata headers,
+                                                       ServerCallHandler<Q, A> next) {
+        return new SimpleForwardingServerCallListener<Q>(next.startCall(call, headers)) {
+            private boolean refused;
+
+            @Override
+            public void onMessage(Q message) {
+                String refusal = message instanceof ExecutePlanRequest
+                    ? lockRun((ExecutePlanRequest) message) : null;
+                if (refusal == null) {
+                    super.onMessage(message);
+                    return;
+                }
+                refused = true;
+                call.close(Status.FAILED_PRECONDITION.withDescription(refusal), new Metadata());
+            }
+
+            @Override
+            public void onHalfClose() {
+                if (!refused) {  // (a refused run's call is closed: nothing is to run)
+                    super.onHalfClose();
+                }
+            }
+        };
+    }
+
+    /** Take the locks of the run {@code request} starts, if it starts one: null once held
+     *  (or when it starts none), else why the run is refused. */
+    private static String lockRun(ExecutePlanRequest request) {
+        if (!request.getPlan().hasCommand()
+                || !request.getPlan().getCommand().hasPipelineCommand()) {
+            return null;
+        }
+        PipelineCommand command = request.getPlan().getCommand().getPipelineCommand();
+        if (!command.hasStartRun() || command.getStartRun().getDry()) {
+            return null;
+        }
+        String graph = command.getStartRun().getDataflowGraphId();
+        try {
+            Option<SessionHolder> holder = SparkConnectService$.MODULE$.sessionManager()
+                .getIsolatedSessionIfPresent(SessionKey.apply(
+                    request.getUserContext().getUserId(), request.getSessionId()));
+            if (holder.isEmpty()) {
+                return null;  // Spark answers it: no such session
+            }
+            Option<GraphRegistrationContext> registered =
+                holder.get().dataflowGraphRegistry().getDataflowGraph(graph);
+            if (registered.isEmpty()) {
+                return null;  // Spark answers it: no such graph
+            }
+            PipelineRuns.hold(holder.get().session(), request.getSessionId(),
+                request.getOperationId(), datasets(registered.get()),
+                "spark-pipelines run of graph " + graph);
+            return null;
+        } catch (Throwable e) {  // EngineRefusal: checked to Java
+            return e instanceof EngineRefusal ? e.getMessage()
+                : "zklock: refused the pipeline's run: its locks could not be taken: " + e;
+        }
+    }
+
+    /** The tables and persisted views a run of {@code graph} creates or writes, as Spark
+     *  quotes their names (its temporary views are no catalog's, its sinks no table). */
+    private static List<String> datasets(GraphRegistrationContext graph) {
+        List<String> out = new ArrayList<>();
+        scala.collection.Iterator<Table> tables = graph.tables().iterator();
+        while (tables.hasNext()) {
+            out.add(tables.next().identifier().quotedString());
+        }
+        scala.collection.Iterator<View> views = graph.views().iterator();
+        while (views.hasNext()) {
+            View view = views.next();
+            if (view instanceof PersistedView) {
+                out.add(view.identifier().quotedString());
+            }
+        }
+        return out;
+    }
+}
