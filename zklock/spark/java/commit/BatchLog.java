@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -16,6 +17,7 @@ import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.io.IOUtils;
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
@@ -151,20 +153,35 @@ public final class BatchLog {
 
     /** The job commit of a recorded batch's write begins ({@code committer}'s job staging,
      *  about to move into its output): record it as pending. Nothing outside a recorded
-     *  write. */
-    static void pending(FileOutputCommitter committer, JobContext job)
+     *  write. Returns whether it was one. */
+    static boolean pending(FileOutputCommitter committer, JobContext job)
             throws IOException {
         SparkContext sc = SparkContext$.MODULE$.getActive().getOrElse(() -> null);
         String recording = sc == null ? null : sc.getLocalProperty(RECORDING);
         if (recording == null) {
-            return;
+            return false;
         }
         String[] parts = recording.split("\t", 2);
         Path record = new Path(parts[0], parts[1] + PENDING);
         FileSystem fs = recordsOn(record.getFileSystem(job.getConfiguration()));
+        write(fs, record, (committer.getOutputPath() + "\n" + committer.getJobAttemptPath(job))
+            .getBytes(StandardCharsets.UTF_8));
+        return true;
+    }
+
+    /** Write {@code content} as the record {@code record} (replacing one of that name):
+     *  through {@code fs}; on the local file system, with Java's own file I/O, since
+     *  Hadoop's local create sets the new file's permission by running chmod where Hadoop's
+     *  native library is missing (a process forked per record: milliseconds a batch). */
+    private static void write(FileSystem fs, Path record, byte[] content) throws IOException {
+        if (fs instanceof RawLocalFileSystem) {
+            java.nio.file.Path file = ((RawLocalFileSystem) fs).pathToFile(record).toPath();
+            Files.createDirectories(file.getParent());
+            Files.write(file, content);
+            return;
+        }
         try (OutputStream out = fs.create(record, true)) {
-            out.write((committer.getOutputPath() + "\n" + committer.getJobAttemptPath(job))
-                .getBytes(StandardCharsets.UTF_8));
+            out.write(content);
         }
     }
 
@@ -237,7 +254,7 @@ public final class BatchLog {
     public void committed(long batch) throws IOException {
         Path committed = new Path(dir, batch + COMMITTED);
         if (!fs.rename(new Path(dir, batch + PENDING), committed)) {
-            fs.create(committed, true).close();
+            write(fs, committed, new byte[0]);
         }
         for (Path record : earlier) {
             fs.delete(record, false);

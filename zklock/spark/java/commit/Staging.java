@@ -60,7 +60,12 @@ public final class Staging {
     public static void commitJob(FileOutputCommitter committer, JobContext context,
                                  HadoopCommit commit) throws IOException {
         CommitFence.check();
-        BatchLog.pending(committer, context);
+        if (BatchLog.pending(committer, context)) {
+            // a recorded batch's commit leaves no _SUCCESS marker, as Spark's file sink
+            // leaves none: its records say what the table holds whole
+            context.getConfiguration().setBoolean(
+                FileOutputCommitter.SUCCESSFUL_JOB_OUTPUT_DIR_MARKER, false);
+        }
         WriteOutcome.commitBegun();
         commit.run();
         WriteOutcome.commitDone();
