@@ -1094,3 +1094,71 @@ def test_a_pipeline_run_takes_its_datasets_as_it_starts(servers, cdb, make_manag
         other.acquire([(v, "X") for v in views], query_id="after-sdp").release()
     finally:
         close(client)
+
+
+def waiting_queries(zk) -> list[str]:
+    """The queries waiting for locks on the module's server root (its wait records)."""
+    from kazoo.exceptions import NoNodeError
+
+    waits, found = f"{SERVER_ROOT}/.waits", []
+    for child in zk.get_children(waits) if zk.exists(waits) else []:
+        try:
+            found.append(json.loads(zk.get(f"{waits}/{child}")[0])["query"])
+        except NoNodeError:  # (ended meanwhile)
+            pass
+    return found
+
+
+@pytest.mark.skipif(not SPARK_41, reason="declarative pipelines are Spark 4.1's")
+def test_a_pipeline_run_whose_client_left_as_it_waited_holds_nothing(servers, cdb, zk,
+                                                                     make_manager, tmp_path):
+    """A run waiting for a holder of its dataset, its client gone meanwhile (its session
+    stopped): when the holder releases, the run takes nothing for good and creates
+    nothing."""
+    import threading
+
+    from pyspark.pipelines.spark_connect_graph_element_registry import (
+        SparkConnectGraphElementRegistry,
+    )
+    from pyspark.pipelines.spark_connect_pipeline import (
+        create_dataflow_graph,
+        handle_pipeline_events,
+        start_run,
+    )
+
+    client = connect(servers["port"])
+    client.conf.set("spark.zklock.lock.retries", "6000")  # the run waits, as its SET says
+    view = f"{cdb}.sdp_left"
+    other = make_manager(root=SERVER_ROOT, retries=LINGER_RETRIES)
+    graph = create_dataflow_graph(client, default_catalog=None, default_database=cdb,
+                                  sql_conf={})
+    SparkConnectGraphElementRegistry(client, graph).register_sql(
+        f"CREATE MATERIALIZED VIEW sdp_left AS SELECT count(*) AS n FROM {cdb}.dim;\n",
+        tmp_path / "left.sql")
+    ended: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            handle_pipeline_events(start_run(client, graph, full_refresh=None,
+                                             full_refresh_all=False, refresh=None, dry=False,
+                                             storage=(tmp_path / "storage").as_uri()))
+        except BaseException as e:  # the client's own end: what the test waits for
+            ended.append(e)
+
+    held = other.acquire([(view, "X")], query_id="holder-left")
+    waiting = threading.Thread(target=run)
+    try:
+        waiting.start()
+        assert wait_for(lambda: any("spark-pipelines run" in q for q in waiting_queries(zk)),
+                        timeout=120)
+        close(client)
+        waiting.join(60)
+    finally:
+        held.release()
+    assert wait_for(lambda: not other.show(view), timeout=60)
+    other.acquire([(view, "X")], query_id="after-left").release()
+    checker = connect(servers["port"])
+    try:
+        assert not checker.catalog.tableExists(view)
+    finally:
+        close(checker)

@@ -63,6 +63,12 @@ public final class PipelineRuns {
             + " (held for the pipeline's run)", clientSession, operation);
     }
 
+    /** Release the locks of the run {@code operation} ran, if held: its client went away
+     *  while the run waited for them, so it never starts. */
+    public static void abandon(String operation) {
+        SessionLocks.ended(operation);
+    }
+
     /** Refuse {@code statement}, a TRUNCATE that a pipeline's refresh runs
      *  ({@link #materializing}), where its run's locks do not cover it ({@code answer}: the
      *  TRUNCATE's own). */

@@ -49,11 +49,14 @@ public final class SessionLocks {
         final EngineGuard guard;
         final JsonNode targets;    // as the planner answers them
         final List<String> ends;   // the client sessions and operations whose end releases it
+        final boolean unlockable;  // a LOCK TABLE's, which UNLOCK TABLE ends; not a run's
 
-        SessionLock(EngineGuard guard, JsonNode targets, List<String> ends) {
+        SessionLock(EngineGuard guard, JsonNode targets, List<String> ends,
+                    boolean unlockable) {
             this.guard = guard;
             this.targets = targets;
             this.ends = ends;
+            this.unlockable = unlockable;
         }
 
         /** Its target that {@code test} holds for, or null. */
@@ -126,7 +129,8 @@ public final class SessionLocks {
         if (!guard.holds()) {  // its LockingSession turned locking off: nothing to hold
             return;
         }
-        keep(session, guard, JSON.createArrayNode().add(target), SessionEnds.current(session));
+        keep(session, guard, JSON.createArrayNode().add(target), true,
+            SessionEnds.current(session));
     }
 
     /** Hold {@code answer}'s locks for {@code session} until the end of the first of
@@ -142,16 +146,17 @@ public final class SessionLocks {
         EngineGuard guard = EngineEntry.enterForSession(session, answer, "a pipeline's run",
             statement);
         if (guard.holds()) {
-            keep(session, guard, answer.path(Field.TARGETS), ends);
+            keep(session, guard, answer.path(Field.TARGETS), false, ends);
         }
     }
 
-    /** Keep {@code guard}'s locks ({@code targets}) for the session, to the end of the first
-     *  of {@code ends} (client sessions or operations; null ones have no end to hear);
-     *  refused (and released) where one ended while they were taken (a client gone while its
-     *  LOCK waited): an end is heard once, and nothing would release them after it. */
+    /** Keep {@code guard}'s locks ({@code targets}; {@code unlockable}: a LOCK TABLE's) for
+     *  the session, to the end of the first of {@code ends} (client sessions or operations;
+     *  null ones have no end to hear); refused (and released) where one ended while they
+     *  were taken (a client gone while its LOCK waited): an end is heard once, and nothing
+     *  would release them after it. */
     private static void keep(SparkSession session, EngineGuard guard, JsonNode targets,
-                             String... ends) {
+                             boolean unlockable, String... ends) {
         List<String> heard = new ArrayList<>();
         for (String end : ends) {
             if (end != null && !end.isEmpty()) {
@@ -159,7 +164,7 @@ public final class SessionLocks {
             }
         }
         HELD.computeIfAbsent(session, s -> Collections.synchronizedList(new ArrayList<>()))
-            .add(new SessionLock(guard, targets, heard));
+            .add(new SessionLock(guard, targets, heard, unlockable));
         String ended = heard.stream().filter(SessionEnds::hasEnded).findFirst().orElse(null);
         if (ended != null) {
             ended(ended);
@@ -175,7 +180,7 @@ public final class SessionLocks {
         if (mine != null) {
             synchronized (mine) {
                 for (SessionLock h : mine) {
-                    if (h.find(t -> LockAnswer.sameObject(t, target)) != null) {
+                    if (h.unlockable && h.find(t -> LockAnswer.sameObject(t, target)) != null) {
                         found = h;
                         break;
                     }

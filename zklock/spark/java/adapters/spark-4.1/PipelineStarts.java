@@ -13,6 +13,7 @@ package zklock.adapters;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.UUID;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.connect.proto.ExecutePlanRequest;
@@ -53,32 +54,44 @@ public final class PipelineStarts implements ServerInterceptor {
     public <Q, A> ServerCall.Listener<Q> interceptCall(ServerCall<Q, A> call, Metadata headers,
                                                        ServerCallHandler<Q, A> next) {
         return new SimpleForwardingServerCallListener<Q>(next.startCall(call, headers)) {
-            private boolean refused;
+            private boolean withheld;  // the request was not passed on: nothing is to run
 
             @Override
             public void onMessage(Q message) {
-                String refusal = message instanceof ExecutePlanRequest
-                    ? lockRun((ExecutePlanRequest) message) : null;
-                if (refusal == null) {
+                if (!(message instanceof ExecutePlanRequest)) {
                     super.onMessage(message);
                     return;
                 }
-                refused = true;
-                call.close(Status.FAILED_PRECONDITION.withDescription(refusal), new Metadata());
+                ExecutePlanRequest request = (ExecutePlanRequest) message;
+                // (an operation's id names the run: its end releases the run's locks)
+                String operation = request.getOperationId().isEmpty()
+                    ? "zklock-run-" + UUID.randomUUID() : request.getOperationId();
+                String refusal = lockRun(request, operation);
+                if (refusal == null && call.isCancelled()) {  // the client left as it waited
+                    PipelineRuns.abandon(operation);
+                    withheld = true;
+                } else if (refusal == null) {
+                    super.onMessage(message);
+                } else {
+                    withheld = true;
+                    call.close(Status.FAILED_PRECONDITION.withDescription(refusal),
+                        new Metadata());
+                }
             }
 
             @Override
             public void onHalfClose() {
-                if (!refused) {  // (a refused run's call is closed: nothing is to run)
+                if (!withheld) {
                     super.onHalfClose();
                 }
             }
         };
     }
 
-    /** Take the locks of the run {@code request} starts, if it starts one: null once held
-     *  (or when it starts none), else why the run is refused. */
-    private static String lockRun(ExecutePlanRequest request) {
+    /** Take the locks of the run {@code request} starts, if it starts one, until the end of
+     *  {@code operation}: null once held (or when it starts none), else why the run is
+     *  refused. */
+    private static String lockRun(ExecutePlanRequest request, String operation) {
         if (!request.getPlan().hasCommand()
                 || !request.getPlan().getCommand().hasPipelineCommand()) {
             return null;
@@ -100,8 +113,8 @@ public final class PipelineStarts implements ServerInterceptor {
             if (registered.isEmpty()) {
                 return null;  // Spark answers it: no such graph
             }
-            PipelineRuns.hold(holder.get().session(), request.getSessionId(),
-                request.getOperationId(), datasets(registered.get()),
+            PipelineRuns.hold(holder.get().session(), request.getSessionId(), operation,
+                datasets(registered.get()),
                 "spark-pipelines run of graph " + graph);
             return null;
         } catch (Throwable e) {  // EngineRefusal: checked to Java
