@@ -1155,6 +1155,9 @@ def test_a_pipeline_run_whose_client_left_as_it_waited_holds_nothing(servers, cd
         waiting.join(60)
     finally:
         held.release()
+    # the run's wait ends (granted, then released at once, or refused: its session ended)
+    assert wait_for(lambda: not any("spark-pipelines run" in q for q in waiting_queries(zk)),
+                    timeout=120)
     assert wait_for(lambda: not other.show(view), timeout=60)
     other.acquire([(view, "X")], query_id="after-left").release()
     checker = connect(servers["port"])

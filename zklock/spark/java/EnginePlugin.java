@@ -54,7 +54,11 @@ public final class EnginePlugin implements SparkPlugin {
                 // the application's file writes stage per job, before any session exists
                 StagedCommitProtocol.becomeDefault(sc);
                 // and a declarative pipeline's run takes its locks as it starts (4.1+)
-                PipelineStarts.register(sc);
+                try {
+                    PipelineStarts.register(sc);
+                } catch (NoClassDefFoundError e) {  // a Spark without its Connect server:
+                    // no pipeline runs in it, and no interceptor is to register
+                }
                 return Collections.emptyMap();
             }
         };

@@ -63,9 +63,9 @@ public final class PipelineRuns {
             + " (held for the pipeline's run)", clientSession, operation);
     }
 
-    /** Release the locks of the run {@code operation} ran, if held: its client went away
-     *  while the run waited for them, so it never starts. */
-    public static void abandon(String operation) {
+    /** The run of {@code operation} ended (its Spark Connect operation closed, or its client
+     *  left while it waited): what is held for it alone is released. */
+    public static void ended(String operation) {
         SessionLocks.ended(operation);
     }
 

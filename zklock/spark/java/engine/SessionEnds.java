@@ -76,12 +76,12 @@ final class SessionEnds extends SparkListener {
         try {
             Object id = event.getClass().getMethod(operation ? "operationId" : "sessionId")
                 .invoke(event);
-            if (id != null) {
+            if (id != null && operation) {  // (no run waits for an operation Spark runs)
+                PipelineRuns.ended(id.toString());
+            } else if (id != null) {
                 ENDED.put(id.toString(), Boolean.TRUE);
                 SessionLocks.ended(id.toString());
-                if (!operation) {
-                    ConnectBlocks.ended(id.toString());
-                }
+                ConnectBlocks.ended(id.toString());
             }
         } catch (ReflectiveOperationException e) {
             System.err.println("zklock: cannot read the session of " + event + ": " + e);

@@ -20,6 +20,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Predicate;
 
@@ -48,15 +49,24 @@ public final class SessionLocks {
     private static final class SessionLock {
         final EngineGuard guard;
         final JsonNode targets;    // as the planner answers them
-        final List<String> ends;   // the client sessions and operations whose end releases it
-        final boolean unlockable;  // a LOCK TABLE's, which UNLOCK TABLE ends; not a run's
+        final String ends;         // the client session whose end releases it; or null
+        /** A pipeline's run's: the operations of the runs under it (the last one's end
+         *  releases it); null for a LOCK TABLE's, which UNLOCK TABLE ends. */
+        final Set<String> runs;
 
-        SessionLock(EngineGuard guard, JsonNode targets, List<String> ends,
-                    boolean unlockable) {
+        SessionLock(EngineGuard guard, JsonNode targets, String ends, String run) {
             this.guard = guard;
             this.targets = targets;
             this.ends = ends;
-            this.unlockable = unlockable;
+            this.runs = run == null ? null : ConcurrentHashMap.newKeySet();
+            if (run != null) {
+                runs.add(run);
+            }
+        }
+
+        /** Does the end of {@code id}, a client session or a run's operation, end it? */
+        boolean endedBy(String id) {
+            return id.equals(ends) || (runs != null && runs.remove(id) && runs.isEmpty());
         }
 
         /** Its target that {@code test} holds for, or null. */
@@ -129,45 +139,50 @@ public final class SessionLocks {
         if (!guard.holds()) {  // its LockingSession turned locking off: nothing to hold
             return;
         }
-        keep(session, guard, JSON.createArrayNode().add(target), true,
-            SessionEnds.current(session));
+        keep(session, guard, JSON.createArrayNode().add(target), SessionEnds.current(session),
+            null);
     }
 
-    /** Hold {@code answer}'s locks for {@code session} until the end of the first of
-     *  {@code ends} (its Spark Connect session, the operation that runs it), as its LOCK TABLE
-     *  would: a pipeline's run (PipelineRuns), named {@code statement}. */
+    /** Hold {@code answer}'s locks for {@code session} until its Spark Connect session
+     *  {@code ends} ends, or the operation {@code run} that runs it does, as its LOCK TABLE
+     *  would: a pipeline's run (PipelineRuns), named {@code statement}. Where the session's
+     *  locks cover it already, it runs under them, and a run's among them last until its
+     *  end too. */
     static void holdForRun(SparkSession session, JsonNode answer, String statement,
-                           String... ends) {
+                           String ends, String run) {
+        SessionEnds.listen(session.sparkContext());
         Held own = held(session);
         if (own != null && LockAnswer.covers(own.answer(), answer)) {
+            for (SessionLock h : locks(session)) {
+                if (h.runs != null) {
+                    h.runs.add(run);
+                }
+            }
             return;
         }
-        SessionEnds.listen(session.sparkContext());
         EngineGuard guard = EngineEntry.enterForSession(session, answer, "a pipeline's run",
             statement);
         if (guard.holds()) {
-            keep(session, guard, answer.path(Field.TARGETS), false, ends);
+            keep(session, guard, answer.path(Field.TARGETS), ends, run);
         }
     }
 
-    /** Keep {@code guard}'s locks ({@code targets}; {@code unlockable}: a LOCK TABLE's) for
-     *  the session, to the end of the first of {@code ends} (client sessions or operations;
-     *  null ones have no end to hear); refused (and released) where one ended while they
-     *  were taken (a client gone while its LOCK waited): an end is heard once, and nothing
-     *  would release them after it. */
+    /** Keep {@code guard}'s locks ({@code targets}) for the session, to the end of its client
+     *  session {@code ends} (null: none to hear) or, for a pipeline's, of its run's operation
+     *  {@code run} (null: a LOCK TABLE's); refused (and released) where the session ended
+     *  while they were taken (a client gone while its LOCK waited): its end is heard once,
+     *  and nothing would release them after it. */
     private static void keep(SparkSession session, EngineGuard guard, JsonNode targets,
-                             boolean unlockable, String... ends) {
-        List<String> heard = new ArrayList<>();
-        for (String end : ends) {
-            if (end != null && !end.isEmpty()) {
-                heard.add(end);
-            }
-        }
-        HELD.computeIfAbsent(session, s -> Collections.synchronizedList(new ArrayList<>()))
-            .add(new SessionLock(guard, targets, heard, unlockable));
-        String ended = heard.stream().filter(SessionEnds::hasEnded).findFirst().orElse(null);
-        if (ended != null) {
-            ended(ended);
+                             String ends, String run) {
+        SessionLock kept = new SessionLock(guard, targets, ends, run);
+        HELD.compute(session, (s, mine) -> {  // (atomic with ended()'s removal of a list)
+            List<SessionLock> out = mine != null ? mine
+                : Collections.synchronizedList(new ArrayList<>());
+            out.add(kept);
+            return out;
+        });
+        if (ends != null && SessionEnds.hasEnded(ends)) {
+            ended(ends);
             throw EngineRefusal.refused("zklock: the session ended while its lock on "
                 + StatementPlans.describe(targets) + " was taken; released, and the statement"
                 + " was not run");
@@ -180,7 +195,7 @@ public final class SessionLocks {
         if (mine != null) {
             synchronized (mine) {
                 for (SessionLock h : mine) {
-                    if (h.unlockable && h.find(t -> LockAnswer.sameObject(t, target)) != null) {
+                    if (h.runs == null && h.find(t -> LockAnswer.sameObject(t, target)) != null) {
                         found = h;
                         break;
                     }
@@ -200,15 +215,15 @@ public final class SessionLocks {
         }
     }
 
-    /** Release every lock held until the end of {@code ends}, a client session or
-     *  operation (SessionEnds). */
+    /** Release every lock the end of {@code ends}, a client session or a run's operation,
+     *  ends (SessionEnds). */
     static void ended(String ends) {
         for (Map.Entry<SparkSession, List<SessionLock>> e : HELD.entrySet()) {
             List<SessionLock> mine = e.getValue();
             List<SessionLock> done = new ArrayList<>();
             synchronized (mine) {
                 for (SessionLock h : mine) {
-                    if (h.ends.contains(ends)) {
+                    if (h.endedBy(ends)) {
                         done.add(h);
                     }
                 }
@@ -220,9 +235,7 @@ public final class SessionLocks {
                     System.err.println(lost.getMessage() + "; its session has ended");
                 }
             }
-            if (mine.isEmpty()) {
-                HELD.remove(e.getKey(), mine);
-            }
+            HELD.computeIfPresent(e.getKey(), (s, now) -> now.isEmpty() ? null : now);
         }
     }
 

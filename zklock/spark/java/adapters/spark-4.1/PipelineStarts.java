@@ -25,6 +25,7 @@ import org.apache.spark.sql.pipelines.graph.GraphRegistrationContext;
 import org.apache.spark.sql.pipelines.graph.PersistedView;
 import org.apache.spark.sql.pipelines.graph.Table;
 import org.apache.spark.sql.pipelines.graph.View;
+import org.sparkproject.connect.grpc.Context;
 import org.sparkproject.connect.grpc.ForwardingServerCallListener.SimpleForwardingServerCallListener;
 import org.sparkproject.connect.grpc.Metadata;
 import org.sparkproject.connect.grpc.ServerCall;
@@ -63,15 +64,21 @@ public final class PipelineStarts implements ServerInterceptor {
                     return;
                 }
                 ExecutePlanRequest request = (ExecutePlanRequest) message;
-                // (an operation's id names the run: its end releases the run's locks)
-                String operation = request.getOperationId().isEmpty()
-                    ? "zklock-run-" + UUID.randomUUID() : request.getOperationId();
+                // the run's operation id names it (its end releases the run's locks): one
+                // Spark would make itself is made here, and sent on with the request
+                if (request.getOperationId().isEmpty()) {
+                    request = request.toBuilder()
+                        .setOperationId(UUID.randomUUID().toString()).build();
+                }
+                String operation = request.getOperationId();
                 String refusal = lockRun(request, operation);
-                if (refusal == null && call.isCancelled()) {  // the client left as it waited
-                    PipelineRuns.abandon(operation);
+                // (the call's context, cancelled at once when its client leaves: the call's
+                // own flag is set only after this callback returns)
+                if (refusal == null && Context.current().isCancelled()) {
+                    PipelineRuns.ended(operation);  // never to start: nothing stays held
                     withheld = true;
                 } else if (refusal == null) {
-                    super.onMessage(message);
+                    super.onMessage(castBack(request));
                 } else {
                     withheld = true;
                     call.close(Status.FAILED_PRECONDITION.withDescription(refusal),
@@ -86,6 +93,11 @@ public final class PipelineStarts implements ServerInterceptor {
                 }
             }
         };
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <Q> Q castBack(ExecutePlanRequest request) {
+        return (Q) request;  // what onMessage was given: an ExecutePlanRequest
     }
 
     /** Take the locks of the run {@code request} starts, if it starts one, until the end of
@@ -119,7 +131,8 @@ public final class PipelineStarts implements ServerInterceptor {
             return null;
         } catch (Throwable e) {  // EngineRefusal: checked to Java
             return e instanceof EngineRefusal ? e.getMessage()
-                : "zklock: refused the pipeline's run: its locks could not be taken: " + e;
+                : ("zklock: refused the pipeline's run: its locks could not be taken: " + e)
+                    .split("\n", 2)[0];
         }
     }
 
