@@ -23,7 +23,7 @@ from typing import Any, Optional
 import diagnostics
 import pytest
 from kazoo.client import KazooClient
-from polling import lock_nodes, wait_for  # noqa: F401  (tests import them from here)
+from polling import lock_nodes, wait_for, waiting_queries  # noqa: F401  (tests import them from here)
 from shuffle import pytest_collection_modifyitems  # noqa: F401  (make flake-hunt's order)
 
 from zklock import LockManager

@@ -65,3 +65,18 @@ def sessions_left(ensemble, member: int, sessions: set[int]) -> bool:
     elsewhere = set().union(*(ensemble.connected_sessions(i)
                               for i in range(ensemble.size) if i != member))
     return all(s not in kept or s in elsewhere for s in sessions)
+
+
+def waiting_queries(client: KazooClient, root: str) -> list[str]:
+    """The queries waiting for locks under ``root`` (its wait records, zklock waits)."""
+    import json
+
+    from kazoo.exceptions import NoNodeError
+
+    waits, found = f"{root}/.waits", []
+    for child in client.get_children(waits) if client.exists(waits) else []:
+        try:
+            found.append(json.loads(client.get(f"{waits}/{child}")[0])["query"])
+        except NoNodeError:  # (ended meanwhile)
+            pass
+    return found

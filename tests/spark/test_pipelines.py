@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import PYTHON, spark_line, wait_for
+from conftest import PYTHON, spark_line, wait_for, waiting_queries
 from deployed import shared_metastore, spark_defaults
 from zklock.cli.connect_server import pyspark_home
 
@@ -267,21 +267,10 @@ def test_two_runs_at_once_refresh_one_after_the_other(pipeline, tmp_path, make_m
         for t in runs:
             t.start()
         try:
-            waits = f"{root}/.waits"
-
-            def waiting() -> list[str]:
-                found = []
-                for child in zk.get_children(waits) if zk.exists(waits) else []:
-                    try:
-                        found.append(json.loads(zk.get(f"{waits}/{child}")[0])["query"])
-                    except Exception:  # (ended meanwhile)
-                        pass
-                return found
-
             def both_wait() -> bool:
-                return sum("spark-pipelines run" in q for q in waiting()) == 2
+                return sum("spark-pipelines run" in q for q in waiting_queries(zk, root)) == 2
 
-            assert wait_for(both_wait, timeout=300), waiting()
+            assert wait_for(both_wait, timeout=300), waiting_queries(zk, root)
             assert table_ids(shared, "events") == expected[:10]  # held back
         finally:
             held.release()

@@ -30,6 +30,7 @@ from conftest import (
     raises_lock_error,
     spark_line,
     wait_for,
+    waiting_queries,
 )
 from pyspark.errors import AnalysisException, ParseException
 from test_jvm import rebuilt
@@ -1096,17 +1097,9 @@ def test_a_pipeline_run_takes_its_datasets_as_it_starts(servers, cdb, make_manag
         close(client)
 
 
-def waiting_queries(zk) -> list[str]:
-    """The queries waiting for locks on the module's server root (its wait records)."""
-    from kazoo.exceptions import NoNodeError
-
-    waits, found = f"{SERVER_ROOT}/.waits", []
-    for child in zk.get_children(waits) if zk.exists(waits) else []:
-        try:
-            found.append(json.loads(zk.get(f"{waits}/{child}")[0])["query"])
-        except NoNodeError:  # (ended meanwhile)
-            pass
-    return found
+def runs_waiting(zk) -> bool:
+    """Does a pipeline's run wait for its locks on the module's server?"""
+    return any("spark-pipelines run" in q for q in waiting_queries(zk, SERVER_ROOT))
 
 
 @pytest.mark.skipif(not SPARK_41, reason="declarative pipelines are Spark 4.1's")
@@ -1149,15 +1142,13 @@ def test_a_pipeline_run_whose_client_left_as_it_waited_holds_nothing(servers, cd
     waiting = threading.Thread(target=run)
     try:
         waiting.start()
-        assert wait_for(lambda: any("spark-pipelines run" in q for q in waiting_queries(zk)),
-                        timeout=120)
+        assert wait_for(lambda: runs_waiting(zk), timeout=120)
         close(client)
         waiting.join(60)
     finally:
         held.release()
     # the run's wait ends (granted, then released at once, or refused: its session ended)
-    assert wait_for(lambda: not any("spark-pipelines run" in q for q in waiting_queries(zk)),
-                    timeout=120)
+    assert wait_for(lambda: not runs_waiting(zk), timeout=120)
     assert wait_for(lambda: not other.show(view), timeout=60)
     other.acquire([(view, "X")], query_id="after-left").release()
     checker = connect(servers["port"])
