@@ -102,7 +102,8 @@ soak-spark: install zookeeper
 		$(PY) -m pytest -q -s -m soak tests/spark/test_concurrent_writers.py tests/spark/test_spark_chaos.py \
 		tests/spark/test_spark_concurrency.py \
 		tests/scheduler/test_scheduler_processes.py tests/spark/test_local_cluster.py \
-		tests/spark/test_streams.py tests/spark/test_lock_process.py
+		tests/spark/test_streams.py tests/spark/test_lock_process.py \
+		tests/spark/test_spark_connect_server.py
 
 bench-scheduler: install zookeeper
 	$(PY) bench/scheduler.py

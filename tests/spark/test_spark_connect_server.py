@@ -1102,6 +1102,7 @@ def runs_waiting(zk) -> bool:
     return any("spark-pipelines run" in q for q in waiting_queries(zk, SERVER_ROOT))
 
 
+@pytest.mark.soak  # a fault case of a minute: make soak-spark, keeping make test's quarter hour
 @pytest.mark.skipif(not SPARK_41, reason="declarative pipelines are Spark 4.1's")
 def test_a_pipeline_run_whose_client_left_as_it_waited_holds_nothing(servers, cdb, zk,
                                                                      make_manager, tmp_path):
