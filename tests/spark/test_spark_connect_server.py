@@ -992,10 +992,13 @@ def test_a_plain_clients_statements_reuse_the_servers_connections_to_python(serv
 
     statements(3)  # the caller threads, the release sender and the lock manager start
     before = len(list(tasks.iterdir()))
-    statements(15)
-    # a few caller threads at most (a statement's call, the release sender's, one started
-    # while another was on its way back to wait): not one per statement
-    assert len(list(tasks.iterdir())) <= before + 5
+    statements(15)  # 30 operations, each a call to Python
+    # a few caller threads (a statement's call, the release sender's, and one started each
+    # time a call came while the others were on their way back to wait, which a loaded
+    # machine makes more of: the 4.0 compatibility run beside three spark-pipelines
+    # applications grew more than 5), but fewer than one per statement
+    grown = len(list(tasks.iterdir())) - before
+    assert grown < 15, grown
 
 
 def test_a_connect_clients_stream_is_locked_per_batch(cs, cdb, make_manager, tmp_path):
