@@ -47,7 +47,7 @@ import pytest
 from conftest import PROJECT, PYTHON, lock_nodes, wait_for
 from kazoo.client import KazooClient
 from polling import sessions_expired, sessions_left
-from soak_app import BATCH_ROWS, GEN_ROWS
+from soak_app import BATCH_ROWS, GEN_ROWS, LOCK_TIMEOUT
 from staging import leftover_staging
 
 from zklock.spark.jvm import module_jar
@@ -108,7 +108,7 @@ class Apps:
                    "--conf", f"spark.zklock.zookeeper.quorum={self.hosts(name)}",
                    "--conf", f"spark.zklock.root={self.root}",
                    "--conf", f"spark.zklock.session.timeout={SESSION_TIMEOUT}",
-                   "--conf", "spark.zklock.lock.timeout=60",
+                   "--conf", f"spark.zklock.lock.timeout={LOCK_TIMEOUT}",
                    "--conf", "spark.zklock.lock.retryInterval=0.1",
                    "--conf", f"spark.sql.warehouse.dir={self.work / 'catalog-child'}",
                    "--conf", "spark.sql.hive.manageFilesourcePartitions=false",
@@ -131,7 +131,7 @@ class Apps:
              "--state-dir", str(state), "spark", SERVERS[name], "start", "--port", str(port),
              "--warehouse", str(self.work / f"catalog-{name}"),
              "--conf", f"spark.zklock.session.timeout={SESSION_TIMEOUT}",
-             "--conf", "spark.zklock.lock.timeout=60",
+             "--conf", f"spark.zklock.lock.timeout={LOCK_TIMEOUT}",
              "--conf", "spark.zklock.lock.retryInterval=0.1",
              "--conf", "spark.sql.hive.manageFilesourcePartitions=false",
              "--conf", "spark.driver.memory=768m"],
@@ -401,9 +401,10 @@ def judge(lines: list[dict], faults: list[dict], work: Path) -> dict:
     # Spark's own start (a JVM, the catalog) is not zklock's recovery, and is reported apart
     readies = sorted((r["t"], r["app"]) for r in lines if r.get("kind") == "ready")
     launched = {(r["app"], r["pid"]): r["t"] for r in lines if r.get("kind") == "launch"}
-    first_pid = {}
-    for r in lines:
+    first_pid, last_pid = {}, {}
+    for r in sorted(lines, key=lambda r: r["t"]):
         first_pid.setdefault(r["app"], r["pid"])
+        last_pid[r["app"]] = r["pid"]
     restarts = sorted(r["t"] - launched[(r["app"], r["pid"])] for r in lines
                       if r.get("kind") == "ready" and (r["app"], r["pid"]) in launched
                       and r["pid"] != first_pid[r["app"]])
@@ -413,13 +414,19 @@ def judge(lines: list[dict], faults: list[dict], work: Path) -> dict:
     unrecovered = []
     oks = sorted((r["t"], r["app"]) for r in lines if r.get("kind") == "end" and r.get("ok"))
     last_t = max((r["t"] for r in lines), default=0)
+    # an application's chance to recover ends with its run (its deadline passed, it wrote
+    # "done"): a driver restarted late may be ready only as its run ends. One that never
+    # wrote "done" (it died) is judged to the last record of all
+    done = {r["app"]: r["t"] for r in lines if r.get("kind") == "done"
+            and r["pid"] == last_pid[r["app"]]}
     for f in faults:
         for app in ({f["app"]} if "app" in f else set(ROLES)):
+            ended = done.get(app, last_t)
             after = next((t for t, a in oks if a == app and t > f["end"]), None)
             since = max([f["end"]] + [t for t, a in readies if a == app
-                                      and f["end"] < t < (after or last_t)])
+                                      and f["end"] < t < (after or ended)])
             if after is None:
-                if last_t - since > RECOVERY_S:
+                if ended - since > RECOVERY_S:
                     unrecovered.append((f["kind"], app))
                 continue
             recovery.append(after - since)
