@@ -32,8 +32,11 @@ public final class Block {
             JsonNode next = StatementPlans.answer(text);
             answer = answer == null ? next : LockAnswer.union(answer, next);
         }
-        return new Block(EngineEntry.enterBlock(session, answer, "the block", statement),
-            statement);
+        EngineGuard guard = EngineEntry.enterBlock(session, answer, "the block", statement);
+        if (guard.holds()) {  // its write runs now: the grant's read is its check
+            EnclosingLocks.runsNext(guard);
+        }
+        return new Block(guard, statement);
     }
 
     /** Refuse (EngineRefusal) where the planner refused any of {@code answers}: what a

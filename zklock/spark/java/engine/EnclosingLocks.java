@@ -11,6 +11,7 @@ import java.io.IOException;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 
@@ -33,6 +34,11 @@ final class EnclosingLocks {
     /** The blocks the engine holds (EngineEntry.enterBlock, a statement under its session's
      *  locks), by handle: the statements a block runs are covered only by what it holds. */
     private static final Map<String, EngineGuard> BLOCKS = new ConcurrentHashMap<>();
+    /** The blocks whose first statement runs right after their grant, on the grant's thread
+     *  (Block.hold: a micro-batch's write), by handle: that statement's check that the nodes
+     *  still exist is the grant's own (the nodes were created and the set read a moment
+     *  before), as a statement's own grant is; its commit's fence checks them again. */
+    private static final Set<String> JUST_GRANTED = ConcurrentHashMap.newKeySet();
 
     private EnclosingLocks() {
     }
@@ -49,6 +55,9 @@ final class EnclosingLocks {
         EngineGuard block = engineHeld == null ? null : BLOCKS.get(engineHeld);
         if (block != null) {  // a block holding S on a table does not cover a write to it
             refuseUncovered(block.heldAnswer(), planned.get(), "the block's locks");
+        }
+        if (engineHeld != null && JUST_GRANTED.remove(engineHeld)) {
+            return true;
         }
         String zookeeper = sc.getLocalProperty(CommitFence.ZOOKEEPER);
         List<String> nodes = Arrays.asList(sc.getLocalProperty(CommitFence.NODES).split("\n"));
@@ -85,9 +94,16 @@ final class EnclosingLocks {
         BLOCKS.put(guard.key(), guard);
     }
 
+    /** {@code block}'s first statement runs next, on this thread, with nothing between it
+     *  and the grant: its nodes are not read again before it runs (JUST_GRANTED). */
+    static void runsNext(EngineGuard block) {
+        JUST_GRANTED.add(block.key());
+    }
+
     /** This thread's statements no longer run inside {@code guard}'s locks. */
     static void leave(SparkContext sc, EngineGuard guard) {
         BLOCKS.remove(guard.key());
+        JUST_GRANTED.remove(guard.key());
         clear(sc);
     }
 
