@@ -9,6 +9,8 @@ itself.
 from __future__ import annotations
 
 import subprocess
+import zipfile
+from pathlib import Path
 
 import pytest
 from conftest import PROJECT, PYTHON
@@ -19,8 +21,10 @@ from zklock.spark.jvm import (
     CONNECT_PLUGIN,
     JvmModuleError,
     adapter_line,
+    build_jar,
     has_connect_server,
     sources,
+    spark_version,
 )
 
 
@@ -54,6 +58,30 @@ def test_each_adapter_comes_from_the_newest_line_not_newer_than_spark(version, p
 def test_the_connect_plugin_is_built_only_where_spark_has_a_connect_server():
     assert CONNECT_PLUGIN in sources("4.3.0", connect=True)
     assert CONNECT_PLUGIN not in sources("3.5.0", connect=False)
+
+
+def test_a_spark_without_a_connect_server_builds_the_pipeline_interceptor_stub(tmp_path):
+    """A Spark 4.1+ distribution without its Connect server jar: the interceptor (Connect's
+    classes) is not compiled, its no-op copy is, and the jar builds (a failed build would
+    leave the application without zklock's module: refused, never unlocked, but broken)."""
+    def starts(connect):
+        return [p for p in sources("4.3.0", connect=connect) if p.name == "PipelineStarts.java"]
+
+    assert [p.parent.name for p in starts(True)] == ["spark-4.1"]
+    assert [p.parent.name for p in starts(False)] == ["spark-3.5"]
+    import pyspark
+
+    jars = tmp_path / "jars"  # the installed Spark's jars but its Connect server's
+    jars.mkdir()
+    for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar"):
+        if not j.name.startswith("spark-connect_"):
+            (jars / j.name).symlink_to(j)
+    assert not has_connect_server(jars)
+    jar = build_jar(spark_version(), jars, tmp_path / "zklock.jar", connect=False)
+    with zipfile.ZipFile(jar) as z:
+        names = set(z.namelist())
+    assert "zklock/adapters/PipelineStarts.class" in names
+    assert not any(n.startswith("zklock/ConnectLockPlugin") for n in names)
 
 
 @pytest.mark.skipif(has_connect_server(), reason="this PySpark has a Spark Connect server")

@@ -75,6 +75,10 @@ GENERATED = "zklock/Protocol.java"
 CONNECT_PLUGIN = JAVA / "ConnectLockPlugin.java"
 #: One directory per Spark line, ``spark-<major>.<minor>``: the adapters from that line on.
 ADAPTERS = JAVA / "adapters"
+#: Adapters whose copies from some line on use Spark Connect's server classes: such a copy
+#: is compiled only against a Spark with a Connect server; without one, the older line's
+#: copy stays (PipelineStarts: no Connect server, no pipeline run to lock).
+CONNECT_ADAPTERS = {"PipelineStarts.java": (4, 1)}
 #: The Java sources every Spark line shares.
 COMMON_SOURCES = sorted(p for p in JAVA.rglob("*.java")
                         if p != CONNECT_PLUGIN and ADAPTERS not in p.parents)
@@ -162,6 +166,9 @@ def sources(version: str, connect: bool | None = None) -> list[Path]:
     for major, minor in adapter_lines():
         if (major, minor) <= line:
             for src in (ADAPTERS / f"spark-{major}.{minor}").glob("*.java"):
+                needs_connect = CONNECT_ADAPTERS.get(src.name)
+                if not connect and needs_connect is not None and (major, minor) >= needs_connect:
+                    continue  # it needs the Connect server this Spark lacks
                 adapters[src.name] = src  # a newer line's copy replaces an older one's
     return (COMMON_SOURCES + ([CONNECT_PLUGIN] if connect else [])
             + [adapters[name] for name in sorted(adapters)])
