@@ -25,15 +25,19 @@ public final class Block {
     /** The union of the planner's {@code answers} (JSON), taken by {@code session}'s lock
      *  client as a statement's locks are (waiting, denied, refused as a statement is:
      *  EngineRefusal) under the name {@code statement}, and held on this thread until
-     *  {@link #close} or {@link #failed}. */
-    public static Block hold(SparkSession session, List<String> answers, String statement) {
+     *  {@link #close} or {@link #failed}. {@code fencedWrite}: its write, run next on this
+     *  thread, commits through zklock's fence (an INSERT into a table), which checks the
+     *  nodes again before anything is visible; its first statement then relies on the
+     *  grant's read and reads the nodes no sooner (EnclosingLocks.runsNext). */
+    public static Block hold(SparkSession session, List<String> answers, String statement,
+                             boolean fencedWrite) {
         JsonNode answer = null;
         for (String text : answers) {
             JsonNode next = StatementPlans.answer(text);
             answer = answer == null ? next : LockAnswer.union(answer, next);
         }
         EngineGuard guard = EngineEntry.enterBlock(session, answer, "the block", statement);
-        if (guard.holds()) {  // its write runs now: the grant's read is its check
+        if (fencedWrite && guard.holds()) {  // the grant's read is its first check
             EnclosingLocks.runsNext(guard);
         }
         return new Block(guard, statement);
