@@ -352,6 +352,80 @@ def test_a_stream_into_files_keeps_sparks_log_and_locks_its_source_table(
     assert sorted(r.id for r in spark.read.parquet(str(out)).collect()) == [1, 2]
 
 
+def test_a_file_sink_batch_whose_lock_node_is_deleted_logs_nothing(streaming, db, tmp_path,
+                                                                   zk, root):
+    """Files at a path: Spark's sink commits a batch by its log's entry, which is fenced as a
+    table's commit is. Another client deletes the batch's lock node (S on its source) while
+    it runs: no entry, so the path's readers see nothing of it; the query fails with the
+    loss, and restarted from its checkpoint writes every row once."""
+    spark = streaming
+    source = f"{db}.src"
+    spark.sql(f"CREATE TABLE {source} (id INT, ds STRING) USING parquet")
+    spark.sql(f"INSERT INTO {source} VALUES (1, 'a'), (2, 'b')")
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    latch = Latch(spark, tmp_path / "latch", name="zk_files_latch")
+
+    def start():
+        return (spark.readStream.table(source).selectExpr("zk_files_latch(id) AS id", "ds")
+                .writeStream.format("parquet").option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True).start(str(out)))
+
+    query = start()
+    assert wait_for(latch.reached, timeout=120)
+    node_dir = f"{root}/{db}/src"
+    nodes = [n for n in zk.get_children(node_dir) if n.startswith("read-")]
+    assert len(nodes) == 1, nodes
+    zk.delete(f"{node_dir}/{nodes[0]}")
+    latch.open()
+    with pytest.raises(Exception, match="zklock: locks lost (before commit|while micro-batch 0)"):
+        query.awaitTermination(180)
+    assert not (out / "_spark_metadata" / "0").exists()
+    again = start()
+    again.awaitTermination(180)
+    assert again.exception() is None, again.exception()
+    assert sorted(r.id for r in spark.read.parquet(str(out)).collect()) == [1, 2]
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held", "gone"])
+def test_a_file_sink_log_entry_is_put_in_place_only_while_its_locks_hold(
+        spark, zk, zk_hosts, root, tmp_path, held):
+    """The fence itself, where no lock client has seen the loss to cancel the batch first:
+    zklock's checkpoint manager writes a file sink's log entry under a batch's locks (the
+    local properties a locked batch sets) and closes it, which puts it in place only if
+    every lock node still exists (the sink's commit: the path's readers read through it)."""
+    from py4j.protocol import Py4JJavaError
+
+    from zklock.spark.jvm import new_instance
+    from zklock.spark.protocol import Property
+
+    node = f"{root}/fence-probe"
+    if held:
+        zk.create(node, makepath=True)
+    log = tmp_path / "out" / "_spark_metadata"
+    jvm = spark._jvm
+    manager = new_instance(spark, "adapters.LazySinkLogs",
+                           ["org.apache.hadoop.fs.Path", "org.apache.hadoop.conf.Configuration"],
+                           [jvm.org.apache.hadoop.fs.Path(str(log)),
+                            spark._jsc.hadoopConfiguration()])
+    sc = spark.sparkContext
+    sc.setLocalProperty(Property.FENCE_ZOOKEEPER, zk_hosts)
+    sc.setLocalProperty(Property.FENCE_NODES, node)
+    try:
+        entry = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(str(log / "0")), False)
+        entry.write(bytearray(b"v1\n"))
+        if held:
+            entry.close()
+        else:
+            with pytest.raises(Py4JJavaError, match="zklock: locks lost before commit"):
+                entry.close()
+    finally:
+        sc.setLocalProperty(Property.FENCE_ZOOKEEPER, None)
+        sc.setLocalProperty(Property.FENCE_NODES, None)
+    assert (log / "0").exists() == held
+    # no temporary file left (Hadoop's local file system keeps a checksum beside a file)
+    assert not [p for p in log.iterdir() if p.name not in ("0", ".0.crc")]
+
+
 def test_sinks_that_write_no_table_run_as_they_are(streaming, tmp_path):
     spark = streaming
     source = tmp_path / "source"

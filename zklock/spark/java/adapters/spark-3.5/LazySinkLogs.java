@@ -6,9 +6,12 @@
 // the empty log (no rows, no partition columns) and kept that relation in its session's
 // cache. Here the directory is made with its first entry: a table's replaced sink never
 // makes one, a refused start leaves none, and a file sink at a path gets its log as Spark's
-// own does, at its first batch. Everything else is the default manager's.
+// own does, at its first batch, each entry in place only while the batch's locks hold (the
+// sink's commit, fenced as zklock's committers are). Everything else is the default manager's.
 // An adapter (jvm.py): Spark 4.1 moved the interface to a package of its own.
 package zklock.adapters;
+
+import java.io.IOException;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -31,10 +34,41 @@ public final class LazySinkLogs implements CheckpointFileManager {
     @Override
     public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(
             Path path, boolean overwriteIfPossible) {
-        if (log.holds(path) && !spark.exists(path.getParent())) {
+        if (!log.holds(path)) {
+            return spark.createAtomic(path, overwriteIfPossible);
+        }
+        if (!spark.exists(path.getParent())) {
             spark.mkdirs(path.getParent());
         }
-        return spark.createAtomic(path, overwriteIfPossible);
+        return new FencedEntry(spark.createAtomic(path, overwriteIfPossible));
+    }
+
+    /** A log entry, put in place as it closes only where the batch's locks still hold
+     *  (SinkLogDir.fence): a file sink's batch is visible once its entry is. */
+    private static final class FencedEntry
+            extends CheckpointFileManager.CancellableFSDataOutputStream {
+        private final CheckpointFileManager.CancellableFSDataOutputStream entry;
+
+        FencedEntry(CheckpointFileManager.CancellableFSDataOutputStream entry) {
+            super(entry);
+            this.entry = entry;
+        }
+
+        @Override
+        public void cancel() {
+            entry.cancel();
+        }
+
+        @Override
+        public void close() throws IOException {
+            try {
+                SinkLogDir.fence();
+            } catch (IOException e) {
+                entry.cancel();
+                throw e;
+            }
+            entry.close();
+        }
     }
 
     @Override
