@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, PYTHON, Latch, lock_nodes, raises_lock_error, wait_for
+from conftest import PROJECT, PYTHON, Latch, lock_nodes, raises_lock_error, spark_line, wait_for
 
 from zklock.errors import UnsupportedStatement
 from zklock.locks.mode import Mode
@@ -254,6 +254,30 @@ def test_a_refused_start_leaves_the_table_as_it_was(streaming, db, tmp_path):
     query.awaitTermination(180)
     assert not log.exists()
     assert count(spark, table) == 105
+
+
+def test_a_file_sink_whose_log_zklock_cannot_fence_is_refused_and_leaves_nothing(
+        streaming, tmp_path):
+    """An application naming another checkpoint manager than zklock's: the log entries, the
+    file sink's commits, would go unfenced, so a stream into files is refused as it starts,
+    and leaves no log."""
+    spark = streaming
+    source, out = tmp_path / "source", tmp_path / "out"
+    add_files(source, 0, 1)
+    package = "checkpointing." if spark_line() >= (4, 1) else ""
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    zklocks = spark.conf.get(key)  # what configure() named
+    spark.conf.set(key, f"org.apache.spark.sql.execution.streaming.{package}"
+                        "FileSystemBasedCheckpointFileManager")
+    try:
+        with raises_lock_error(UnsupportedStatement, match="which zklock's checkpoint manager"
+                                                          " fences"):
+            (stream_of(spark, source).writeStream.format("parquet")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start(str(out)))
+    finally:
+        spark.conf.set(key, zklocks)
+    assert not (out / "_spark_metadata").exists()
 
 
 def test_sparks_file_sink_makes_its_log_only_with_its_first_entry(streaming, db):

@@ -41,6 +41,7 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.execution.streaming.Sink;
 
 import zklock.EngineRefusal;
+import zklock.Protocol;
 import zklock.engine.Block;
 import zklock.planner.LockPlanner;
 
@@ -130,6 +131,15 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
                 throw EngineRefusal.refused("zklock: refused a streaming write to files at "
                     + path + ": a catalog table is stored there (" + tables + "); stream into"
                     + " the table by name (toTable), which zklock commits whole and once");
+            }
+            String manager = session.sessionState().newHadoopConf()
+                .get(Protocol.Conf.CHECKPOINT_MANAGER);
+            if (!Protocol.JvmClass.CHECKPOINT_MANAGER.equals(manager)) {
+                throw EngineRefusal.refused("zklock: refused a streaming write to files at "
+                    + path + ": its batches commit by entries of Spark's log, which zklock's"
+                    + " checkpoint manager fences, and this application names " + manager
+                    + " (" + Protocol.Conf.CHECKPOINT_MANAGER + "; zklock's plugin names "
+                    + Protocol.JvmClass.CHECKPOINT_MANAGER + ")");
             }
             List<String> answers =
                 Collections.singletonList(planner.planQuery(write.inputQuery()));
