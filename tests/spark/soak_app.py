@@ -168,10 +168,9 @@ def ensure_tables(session, rec: Recorder, work: Path, deadline: float) -> None:
     # the others holds or waits for in S. Its request keeps its place among them (its ticket)
     # only while it waits: it waits for the rest of the run, not for lock.timeout, and would
     # be behind every later request if it gave up and asked again
-    left = max(1, int(deadline - time.monotonic()))
-    do(session, f"SET zklock.lock.timeout={left}s")
     for key, sql in wanted:
         while time.monotonic() < deadline:
+            do(session, f"SET zklock.lock.timeout={max(1, int(deadline - time.monotonic()))}s")
             if rec.run("ddl", key, lambda q=sql: do(session, q)) is not False:
                 break
             time.sleep(0.5)  # pacing: a denied or failed DDL tries again
@@ -337,7 +336,9 @@ def main(argv: list[str]) -> int:
         # the partition writers' tasks run in executor JVMs of their own (killed by the suite)
         spark = build("local-cluster[2,1,768]" if role == "parts" else "local[2]", work, name)
         enforce(spark, LockManager(settings=Settings.resolve(locks)))
-        ensure_tables(spark, rec, work, deadline)
+        # in a LockingSession: its SET of lock.timeout is the session's own (a plain session's
+        # counts at the Spark conf's level, under the manager's timeout: configuration.md)
+        ensure_tables(LockingSession(spark.newSession(), **locks), rec, work, deadline)
         if role == "writer":
             gen = LockingSession(spark.newSession(), **locks)
             append = LockingSession(spark.newSession(), **locks)
