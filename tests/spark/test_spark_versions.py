@@ -60,10 +60,12 @@ def test_the_connect_plugin_is_built_only_where_spark_has_a_connect_server():
     assert CONNECT_PLUGIN not in sources("3.5.0", connect=False)
 
 
-def test_a_spark_without_a_connect_server_builds_the_pipeline_interceptor_stub(tmp_path):
+def test_a_spark_without_a_connect_server_builds_the_pipeline_interceptor_stub(spark, tmp_path):
     """A Spark 4.1+ distribution without its Connect server jar: the interceptor (Connect's
     classes) is not compiled, its no-op copy is, and the jar builds (a failed build would
-    leave the application without zklock's module: refused, never unlocked, but broken)."""
+    leave the application without zklock's module: refused, never unlocked, but broken).
+    That copy, run where the Connect server is there after all (an application's
+    --packages), refuses the application in one line: its pipeline runs would go unlocked."""
     def starts(connect):
         return [p for p in sources("4.3.0", connect=connect) if p.name == "PipelineStarts.java"]
 
@@ -82,6 +84,29 @@ def test_a_spark_without_a_connect_server_builds_the_pipeline_interceptor_stub(t
         names = set(z.namelist())
     assert "zklock/adapters/PipelineStarts.class" in names
     assert not any(n.startswith("zklock/ConnectLockPlugin") for n in names)
+    # the stub in the running application (a Spark of this line with its Connect server)
+    from py4j.protocol import Py4JJavaError
+
+    jvm, gateway = spark._jvm, spark.sparkContext._gateway
+    urls = gateway.new_array(jvm.java.net.URL, 1)
+    urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+    # over the JVM's class path (Spark's jars), not Spark's loader, which holds the running
+    # module's copy of the class (a loader asks its parent first)
+    loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.ClassLoader.getSystemClassLoader())
+    stub = jvm.java.lang.Class.forName("zklock.adapters.PipelineStarts", True, loader)
+    sc = spark.sparkContext._jsc.sc()
+    types = gateway.new_array(jvm.java.lang.Class, 1)
+    types[0] = sc.getClass()
+    args = gateway.new_array(jvm.java.lang.Object, 1)
+    args[0] = sc
+    register = stub.getMethod("register", types)
+    if adapter_line(spark_version()) >= (4, 1) and has_connect_server():
+        with pytest.raises(Py4JJavaError, match="which zklock's jar was built without") as err:
+            register.invoke(None, args)
+        message = str(err.value.java_exception.getCause().getMessage())
+        assert "\n" not in message and "zklock spark jar" in message
+    else:
+        register.invoke(None, args)  # no pipelines on this line: nothing to refuse
 
 
 @pytest.mark.skipif(has_connect_server(), reason="this PySpark has a Spark Connect server")
