@@ -79,7 +79,7 @@ final class ChildSupervisor {
             System.err.println("zklock: " + lastError + " (failure " + strikes + " in a row;"
                 + " the next start waits " + (nextStartMs - now) + " ms)");
             writeStatus(sc);
-            throw LockedExec.<RuntimeException>rethrow(e);
+            throw EngineRefusal.<RuntimeException>sneaky(e);
         }
         started++;
         lastProfile = child.profile();

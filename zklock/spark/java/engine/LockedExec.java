@@ -62,11 +62,11 @@ public abstract class LockedExec extends V2CommandExec {
                 lost = guard.exit(statement, e);
             } catch (RuntimeException releaseFailed) {  // the statement's own error first
                 e.addSuppressed(releaseFailed);
-                throw LockedExec.<RuntimeException>rethrow(e);
+                throw EngineRefusal.<RuntimeException>sneaky(e);
             } finally {
                 report(guard, true);
             }
-            throw LockedExec.<RuntimeException>rethrow(lost != null ? lost : e);
+            throw EngineRefusal.<RuntimeException>sneaky(lost != null ? lost : e);
         } finally {
             undescribe.run();
         }
@@ -204,11 +204,6 @@ public abstract class LockedExec extends V2CommandExec {
     @Override
     public boolean canEqual(Object other) {
         return other != null && other.getClass() == getClass();
-    }
-
-    @SuppressWarnings("unchecked")
-    static <E extends Throwable> RuntimeException rethrow(Throwable e) throws E {
-        throw (E) e;  // Spark's own exception, unchanged
     }
 
     static <T> scala.collection.immutable.Seq<T> list(T one) {

@@ -29,6 +29,8 @@ import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
 import scala.collection.immutable.Seq;
 
+import zklock.EngineRefusal;
+
 public final class LockedQueryExec extends LockedExec {
     private static final long serialVersionUID = 1L;
     private static final Logger LOG = LoggerFactory.getLogger(LockedQueryExec.class);
@@ -97,7 +99,7 @@ public final class LockedQueryExec extends LockedExec {
         } catch (Throwable e) {
             guard.exit("a query", e);
             report(guard, true);
-            throw LockedExec.<RuntimeException>rethrow(e);
+            throw EngineRefusal.<RuntimeException>sneaky(e);
         }
         guard.detach();
         report(guard, false);  // its release comes after this node's last word

@@ -24,6 +24,8 @@ import org.apache.spark.sql.SparkSession;
 
 import py4j.Py4JPythonClientPerThread;
 
+import zklock.EngineRefusal;
+
 final class PythonCalls {
     /** How long a caller thread beyond the first waits for work before it ends: one per
      *  statement waiting on its lock client at once, kept while statements keep coming. */
@@ -71,7 +73,7 @@ final class PythonCalls {
                 } catch (InterruptedException e) {
                     interrupted = true;
                 } catch (ExecutionException e) {
-                    throw LockedExec.<RuntimeException>rethrow(e.getCause());  // py4j's, as is
+                    throw EngineRefusal.<RuntimeException>sneaky(e.getCause());  // py4j's, as is
                 }
             }
         } finally {

@@ -30,6 +30,7 @@ import org.apache.spark.sql.connector.catalog.Identifier;
 import scala.collection.Iterator;
 import scala.collection.Seq;
 
+import zklock.EngineRefusal;
 import zklock.Protocol.Mode;
 import zklock.planner.LockAnswer.Target;
 
@@ -101,6 +102,17 @@ public final class CatalogTargets {
                 + PlanWalker.nodeName(node) + " names; the statement was not run");
         }
         return tableTarget(parts, mode);
+    }
+
+    /** The table {@code name} names, as SQL writes it (parsed by Spark's parser, whose
+     *  error is thrown unchanged), as {@link #tableTarget(List, String)} makes it. */
+    Target tableTarget(String name, String mode) {
+        try {
+            return tableTarget(PlanWalker.strings(
+                session.sessionState().sqlParser().parseMultipartIdentifier(name)), mode);
+        } catch (Exception e) {
+            throw EngineRefusal.sneaky(e);
+        }
     }
 
     /** A table from its name parts; null for temporary views and non-tables. The catalog part
@@ -178,7 +190,7 @@ public final class CatalogTargets {
         if (meta == null) {  // no such table (CREATE, or Spark will raise its own error)
             return table;
         }
-        return prefix(table, PlanWalker.partitionColumns(meta), spec);
+        return prefix(table, PartitionPins.partitionColumns(meta), spec);
     }
 
     /** {@code table}'s partition of the leading values of {@code spec} over {@code columns}
@@ -191,7 +203,7 @@ public final class CatalogTargets {
         List<String[]> prefix = new ArrayList<>();
         for (String[] c : columns) {
             String value = values.get(c[0].toLowerCase(Locale.ROOT));
-            String normal = value == null ? null : PlanWalker.normalizeValue(value, c[1]);
+            String normal = value == null ? null : PartitionPins.normalizeValue(value, c[1]);
             if (normal == null) {
                 break;
             }

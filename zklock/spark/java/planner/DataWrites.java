@@ -127,7 +127,7 @@ final class DataWrites {
         CatalogTable table = cmd.catalogTable().get();
         Map<String, String> spec = new HashMap<>(CatalogTargets.mapping(cmd.staticPartitions()));
         return Optional.of(CatalogTargets.prefix(walker.table(table, Mode.EXCLUSIVE),
-            PlanWalker.partitionColumns(table), spec));
+            PartitionPins.partitionColumns(table), spec));
     }
 
     /** X on the catalog tables whose files an insert into a path writes: a temporary view

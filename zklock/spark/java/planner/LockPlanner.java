@@ -28,13 +28,13 @@ import java.util.TreeSet;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.CommandExecutionMode;
 
 import scala.collection.Seq;
 
+import zklock.EngineRefusal;
 import zklock.Protocol;
 import zklock.Protocol.Mode;
 import zklock.adapters.ExecuteImmediate;
@@ -56,6 +56,7 @@ public final class LockPlanner {
     private final SparkSession session;
     private final PlanWalker walker;
     private final CatalogTargets names;
+    private final NamedTargets named;
     private final DataWrites dataWrites;
     private final DdlWrites ddlWrites;
     private final ScriptPlans scripts;
@@ -66,6 +67,7 @@ public final class LockPlanner {
         this.session = session;
         this.walker = new PlanWalker(session.sessionState().catalog());
         this.names = new CatalogTargets(session);
+        this.named = new NamedTargets(names, new PartitionPins(session.sessionState().catalog()));
         this.dataWrites = new DataWrites(names, walker);
         this.ddlWrites = new DdlWrites(names);
         this.scripts = new ScriptPlans(session, this);
@@ -132,7 +134,7 @@ public final class LockPlanner {
     public String planWrite(String table, Map<String, String> partition) {
         try {
             List<Target> specs = new ArrayList<>();
-            Target target = names.tableTarget(nameParts(table), Mode.EXCLUSIVE);
+            Target target = names.tableTarget(table, Mode.EXCLUSIVE);
             if (target != null) {
                 specs.add(names.staticPrefix(target, partition == null ? new HashMap<>() : partition));
             }
@@ -153,7 +155,7 @@ public final class LockPlanner {
             if (database != null) {
                 target = Target.database(database, mode);
             } else {
-                target = names.tableTarget(nameParts(table), mode);
+                target = names.tableTarget(table, mode);
                 if (target == null) {
                     throw LockAnswer.invalidArguments(table + " is a temporary view, not a"
                         + " table");
@@ -241,7 +243,7 @@ public final class LockPlanner {
         refuseUnplannable(census, statements);
         List<String> unknown = unknown(census, statements);
         if (!unknown.isEmpty()) {
-            return conservative(census, unknown);
+            return named.conservative(census, unknown, unknownStatements);
         }
         LogicalPlan analyzed = analyzedAlready;
         try {
@@ -251,7 +253,7 @@ public final class LockPlanner {
             }
         } catch (Exception e) {
             if (strict) {
-                throw sneaky(e);
+                throw EngineRefusal.sneaky(e);
             }
             List<Target> specs = new ArrayList<>();
             for (Statement s : statements) {
@@ -265,7 +267,7 @@ public final class LockPlanner {
         }
         unknown = unknown(PlanWalker.census(analyzed), new ArrayList<>());
         if (!unknown.isEmpty()) {
-            return conservative(census, unknown);
+            return named.conservative(census, unknown, unknownStatements);
         }
         boolean isCommand;
         if (!statements.isEmpty()) {
@@ -305,22 +307,8 @@ public final class LockPlanner {
         try {
             return session.sessionState().sqlParser().parsePlan(sql);
         } catch (Exception e) {
-            throw sneaky(e);
+            throw EngineRefusal.sneaky(e);
         }
-    }
-
-    private List<String> nameParts(String name) {
-        try {
-            return PlanWalker.strings(
-                session.sessionState().sqlParser().parseMultipartIdentifier(name));
-        } catch (Exception e) {
-            throw sneaky(e);
-        }
-    }
-
-    @SuppressWarnings("unchecked")
-    private static <E extends Throwable> RuntimeException sneaky(Throwable e) throws E {
-        throw (E) e;  // rethrow Spark's own (Scala: undeclared checked) exception unchanged
     }
 
     private static final class Statement {
@@ -399,59 +387,8 @@ public final class LockPlanner {
         return new ArrayList<>(names);
     }
 
-    /** Refuse a statement with unknown commands, or (policy "lock") take X on every table and
-     *  database it names. */
-    private Plan conservative(List<PlanWalker.Node> census, List<String> unknown) {
-        String rules = String.join(", ", unknown);
-        if (!Protocol.Choice.UNKNOWN_STATEMENTS_LOCK.equals(unknownStatements)) {
-            throw LockAnswer.unsupported("zklock has no lock rule for " + rules + ", so the"
-                + " statement was not run; SET zklock.unknown.statements=lock"
-                + " (spark.zklock.unknown.statements) to lock every table it names in X"
-                + " instead");
-        }
-        List<Target> specs = new ArrayList<>();
-        for (PlanWalker.Node n : census) {
-            if (n.parts == null || n.parts.isEmpty()) {
-                continue;
-            }
-            Target t = n.name.equals("UnresolvedNamespace")
-                ? Target.database(CatalogTargets.last(n.parts), Mode.EXCLUSIVE)
-                : names.tableTarget(n.parts, Mode.EXCLUSIVE);
-            if (t != null) {
-                specs.add(t);
-            }
-        }
-        List<String> notes = new ArrayList<>();
-        notes.add("no lock rule for " + rules + ": X on every object it names"
-            + " (unknown_statements=lock)");
-        return Plan.command(specs, notes);
-    }
-
-    /** S on every table a plan names and on each of its existing partitions: the reads of a
-     *  statement that cannot be analyzed before it runs (locks more, never less). */
+    /** S on every table a plan names and on each of its existing partitions (NamedTargets). */
     List<Target> namedReads(List<PlanWalker.Node> census) {
-        List<Target> out = new ArrayList<>();
-        for (PlanWalker.Node n : census) {
-            if (!n.name.equals("UnresolvedRelation") || n.parts == null || n.parts.isEmpty()) {
-                continue;
-            }
-            Target table = names.tableTarget(n.parts, Mode.SHARED);
-            if (table == null) {
-                continue;
-            }
-            out.add(table);
-            CatalogTable meta = names.metadataOrNull(table);
-            if (meta == null) {
-                continue;  // no such table (yet): the table-level lock is all there is
-            }
-            List<String[]> columns = PlanWalker.partitionColumns(meta);
-            if (!columns.isEmpty()) {
-                for (List<String[]> spec : walker.partitionsToLock(meta, columns,
-                        new HashMap<>())) {
-                    out.add(new Target(table.db, table.table, spec, Mode.SHARED));
-                }
-            }
-        }
-        return out;
+        return named.reads(census);
     }
 }
