@@ -25,6 +25,7 @@ import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.execution.datasources.CreateTable;
 import org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand;
+import org.apache.spark.sql.execution.datasources.SaveIntoDataSourceCommand;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 
 import scala.collection.Iterator;
@@ -46,44 +47,52 @@ final class DataWrites {
     /** What the parsed statement {@code parsed} writes, when it is a write of rows; empty
      *  when it is a statement of another kind. */
     Optional<List<Target>> of(String name, LogicalPlan parsed) {
+        Optional<List<Target>> sql = ofSql(parsed);
+        return sql.isPresent() ? sql : ofWriter(name, parsed);
+    }
+
+    /** What a write statement of SQL's writes: INSERT, DELETE, UPDATE, MERGE, INSERT
+     *  OVERWRITE DIRECTORY; empty for another. */
+    private Optional<List<Target>> ofSql(LogicalPlan parsed) {
         if (parsed instanceof InsertIntoStatement) {
-            InsertIntoStatement ins =
-                (InsertIntoStatement) parsed;
-            Target table = names.namedTable(ins.table(), Mode.EXCLUSIVE);
-            if (table == null) {
-                return Optional.of(new ArrayList<>());
-            }
-            Map<String, String> spec = new LinkedHashMap<>();
-            Iterator<scala.Tuple2<String, scala.Option<String>>> it =
-                ins.partitionSpec().iterator();
-            while (it.hasNext()) {
-                scala.Tuple2<String, scala.Option<String>> kv = it.next();
-                spec.put(kv._1(), kv._2().isDefined() ? String.valueOf(kv._2().get()) : null);
-            }
-            return Optional.of(CatalogTargets.one(names.staticPrefix(table, spec)));
+            return Optional.of(insert((InsertIntoStatement) parsed));
         }
         if (parsed instanceof DeleteFromTable) {
-            return Optional.of(names.onTable(
-                ((DeleteFromTable) parsed).table(),
-                Mode.EXCLUSIVE));
+            return Optional.of(names.onTable(((DeleteFromTable) parsed).table(), Mode.EXCLUSIVE));
         }
         if (parsed instanceof UpdateTable) {
-            return Optional.of(names.onTable(
-                ((UpdateTable) parsed).table(),
-                Mode.EXCLUSIVE));
+            return Optional.of(names.onTable(((UpdateTable) parsed).table(), Mode.EXCLUSIVE));
         }
         if (parsed instanceof MergeIntoTable) {
-            return Optional.of(names.onTable(
-                ((MergeIntoTable) parsed)
-                .targetTable(), Mode.EXCLUSIVE));
+            return Optional.of(names.onTable(((MergeIntoTable) parsed).targetTable(),
+                Mode.EXCLUSIVE));
         }
         if (parsed instanceof InsertIntoDir) {
-            scala.Option<URI> location =
-                ((InsertIntoDir) parsed)
-                .storage().locationUri();
+            scala.Option<URI> location = ((InsertIntoDir) parsed).storage().locationUri();
             return Optional.of(location.isDefined() ? names.tablesAt(location.get().toString())
                 : new ArrayList<>());
         }
+        return Optional.empty();
+    }
+
+    /** X on an INSERT's table, or on its static partition prefix. */
+    private List<Target> insert(InsertIntoStatement ins) {
+        Target table = names.namedTable(ins.table(), Mode.EXCLUSIVE);
+        if (table == null) {
+            return new ArrayList<>();
+        }
+        Map<String, String> spec = new LinkedHashMap<>();
+        Iterator<scala.Tuple2<String, scala.Option<String>>> it = ins.partitionSpec().iterator();
+        while (it.hasNext()) {
+            scala.Tuple2<String, scala.Option<String>> kv = it.next();
+            spec.put(kv._1(), kv._2().isDefined() ? String.valueOf(kv._2().get()) : null);
+        }
+        return CatalogTargets.one(names.staticPrefix(table, spec));
+    }
+
+    /** What a DataFrameWriter's command writes (saveAsTable, save of files or to a data
+     *  source, a V2 write); empty for another. */
+    private Optional<List<Target>> ofWriter(String name, LogicalPlan parsed) {
         SavedTable saved = savedTable(parsed);
         if (saved != null) {
             return Optional.of(saveAsTable(saved));
@@ -100,16 +109,13 @@ final class DataWrites {
                 : CatalogTargets.one(names.staticPrefix(table,
                     CatalogTargets.mapping(cmd.staticPartitions()))));
         }
-        if (parsed instanceof org.apache.spark.sql.execution.datasources
-                .SaveIntoDataSourceCommand) {
+        if (parsed instanceof SaveIntoDataSourceCommand) {
             // DataFrameWriter.save to a data source: the catalog tables stored at its path
-            scala.Option<String> path = ((org.apache.spark.sql.execution.datasources
-                .SaveIntoDataSourceCommand) parsed).options().get("path");
+            scala.Option<String> path = ((SaveIntoDataSourceCommand) parsed).options().get("path");
             return Optional.of(path.isDefined() ? names.tablesAt(path.get()) : new ArrayList<>());
         }
         if (parsed instanceof V2WriteCommand) {
-            return Optional.of(v2Write(name, (LogicalPlan) ((org.apache.spark.sql.catalyst
-                .plans.logical.V2WriteCommand) parsed).table()));
+            return Optional.of(v2Write(name, (LogicalPlan) ((V2WriteCommand) parsed).table()));
         }
         return Optional.empty();
     }

@@ -11,6 +11,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 import org.apache.spark.sql.catalyst.plans.logical.AddPartitions;
 import org.apache.spark.sql.catalyst.plans.logical.AnalyzeColumn;
@@ -55,48 +56,51 @@ final class DdlWrites {
             return CatalogTargets.one(Target.database(CatalogTargets.namedDatabase(parts, parsed),
                 existingCreate(parsed) ? Mode.SHARED : Mode.EXCLUSIVE));
         }
+        return onPartitions(parsed).orElseGet(() -> onTables(name, kind, parsed));
+    }
+
+    /** What a command on a table's partitions (or on one, where its spec names it) locks:
+     *  X on each partition, or S where Hive's lock table says so; empty for another. */
+    private Optional<List<Target>> onPartitions(LogicalPlan parsed) {
+        if (parsed instanceof AddPartitions) {
+            return Optional.of(names.onPartitions(parsed, list(((AddPartitions) parsed).parts()),
+                Mode.EXCLUSIVE));
+        }
+        if (parsed instanceof DropPartitions) {
+            return Optional.of(names.onPartitions(parsed,
+                list(((DropPartitions) parsed).parts()), Mode.EXCLUSIVE));
+        }
+        if (parsed instanceof RenamePartitions) {
+            RenamePartitions rp = (RenamePartitions) parsed;
+            return Optional.of(names.onPartitions(parsed, Arrays.asList(rp.from(), rp.to()),
+                Mode.EXCLUSIVE));
+        }
+        if (parsed instanceof TruncatePartition) {
+            return Optional.of(names.onPartitions(parsed,
+                Arrays.asList(((TruncatePartition) parsed).partitionSpec()), Mode.EXCLUSIVE));
+        }
+        if (parsed instanceof LoadData) {
+            return Optional.of(names.onSpec(parsed, ((LoadData) parsed).partition(),
+                Mode.EXCLUSIVE));
+        }
+        if (parsed instanceof SetTableLocation) {
+            return Optional.of(names.onSpec(parsed, ((SetTableLocation) parsed).partitionSpec(),
+                Mode.EXCLUSIVE));
+        }
+        if (parsed instanceof SetTableSerDeProperties) {  // Hive's lock table: S on T1
+            return Optional.of(names.onSpec(parsed,
+                ((SetTableSerDeProperties) parsed).partitionSpec(), Mode.SHARED));
+        }
+        return Optional.empty();
+    }
+
+    /** What any other DDL statement locks: its tables (or database), or nothing where it
+     *  only reads; refused without a rule. */
+    private List<Target> onTables(String name, Kind kind, LogicalPlan parsed) {
         if (parsed instanceof RenameTable) {
             return rename((RenameTable) parsed);
         }
-        if (parsed instanceof AddPartitions) {
-            return names.onPartitions(parsed, list(
-                ((AddPartitions) parsed).parts()),
-                Mode.EXCLUSIVE);
-        }
-        if (parsed instanceof DropPartitions) {
-            return names.onPartitions(parsed, list(
-                ((DropPartitions) parsed).parts()),
-                Mode.EXCLUSIVE);
-        }
-        if (parsed instanceof RenamePartitions) {
-            RenamePartitions rp =
-                (RenamePartitions) parsed;
-            return names.onPartitions(parsed, Arrays.asList(rp.from(), rp.to()), Mode.EXCLUSIVE);
-        }
-        if (parsed instanceof TruncatePartition) {
-            return names.onPartitions(parsed, Arrays.asList(
-                ((TruncatePartition) parsed)
-                .partitionSpec()), Mode.EXCLUSIVE);
-        }
-        if (parsed instanceof LoadData) {
-            return names.onSpec(parsed,
-                ((LoadData) parsed).partition(),
-                Mode.EXCLUSIVE);
-        }
-        if (parsed instanceof SetTableLocation) {
-            return names.onSpec(parsed,
-                ((SetTableLocation) parsed)
-                .partitionSpec(), Mode.EXCLUSIVE);
-        }
-        if (parsed instanceof
-                SetTableSerDeProperties) {
-            // Hive's lock table: S on T1
-            return names.onSpec(parsed,
-                ((SetTableSerDeProperties) parsed)
-                .partitionSpec(), Mode.SHARED);
-        }
-        if (parsed instanceof AnalyzeTable
-                || parsed instanceof AnalyzeColumn) {
+        if (parsed instanceof AnalyzeTable || parsed instanceof AnalyzeColumn) {
             return analyze(parsed);
         }
         if (parsed instanceof AnalyzeTables) {
@@ -105,14 +109,13 @@ final class DdlWrites {
                 Target.database(CatalogTargets.namedDatabase(parts, parsed), Mode.SHARED));
         }
         if (parsed instanceof CreateTableLikeCommand) {
-            return createLike(
-                (CreateTableLikeCommand) parsed);
+            return createLike((CreateTableLikeCommand) parsed);
         }
         if (parsed instanceof RepairTableCommand) {
             // ALTER TABLE RECOVER PARTITIONS and Catalog.recoverPartitions as Spark 3.5's first
             // resolution pass leaves them (4.0 on read RecoverPartitions, as parsed)
-            Target table = names.tableTarget(CatalogTargets.parts(((org.apache.spark.sql
-                .execution.command.RepairTableCommand) parsed).tableName()), Mode.EXCLUSIVE);
+            Target table = names.tableTarget(CatalogTargets.parts(
+                ((RepairTableCommand) parsed).tableName()), Mode.EXCLUSIVE);
             return table == null ? new ArrayList<>() : CatalogTargets.one(table);
         }
         if (kind == Kind.TABLE_X) {

@@ -255,20 +255,34 @@ public final class LockPlanner {
             if (strict) {
                 throw EngineRefusal.sneaky(e);
             }
-            List<Target> specs = new ArrayList<>();
-            for (Statement s : statements) {
-                specs.addAll(writes(s.name, s.node));
-                specs.addAll(ddlWrites.locationWrites(s.node));
-            }
-            specs.addAll(namedReads(census));
-            List<String> notes = new ArrayList<>();
-            notes.add("Spark's analyzer rejects this statement: " + LockAnswer.firstLine(e));
-            return Plan.command(specs, notes);
+            return unanalyzed(statements, census, e);
         }
         unknown = unknown(PlanWalker.census(analyzed), new ArrayList<>());
         if (!unknown.isEmpty()) {
             return named.conservative(census, unknown, unknownStatements);
         }
+        return analyzedPlan(name, parsed, analyzed, statements);
+    }
+
+    /** The plan of a statement Spark's analyzer rejects ({@code e}), where it is not strict:
+     *  its writes by their rules and S on everything it names (it may yet run: locks more). */
+    private Plan unanalyzed(List<Statement> statements, List<PlanWalker.Node> census,
+                            Exception e) {
+        List<Target> specs = new ArrayList<>();
+        for (Statement s : statements) {
+            specs.addAll(writes(s.name, s.node));
+            specs.addAll(ddlWrites.locationWrites(s.node));
+        }
+        specs.addAll(namedReads(census));
+        List<String> notes = new ArrayList<>();
+        notes.add("Spark's analyzer rejects this statement: " + LockAnswer.firstLine(e));
+        return Plan.command(specs, notes);
+    }
+
+    /** The plan of {@code parsed} ({@code name}), analyzed as {@code analyzed}: what its
+     *  {@code statements} write, and what it reads. */
+    private Plan analyzedPlan(String name, LogicalPlan parsed, LogicalPlan analyzed,
+                              List<Statement> statements) {
         boolean isCommand;
         if (!statements.isEmpty()) {
             isCommand = true;

@@ -225,10 +225,7 @@ final class PartitionPins {
             }
             values.add(normal);
         }
-        Set<String> prior = pins.get(col);
-        if (prior != null) {
-            values.retainAll(prior);
-        }
+        values.retainAll(pins.getOrDefault(col, values));  // an earlier pin of the column too
         pins.put(col, values);
     }
 

@@ -190,52 +190,13 @@ public final class PlanWalker {
 
     private void visit(LogicalPlan node, List<Expression> conds, List<LockAnswer.Target> out,
                        boolean partitions, boolean inner, boolean root) {
-        String name = node.nodeName();
-        if (node instanceof LogicalRelation) {
-            scala.Option<CatalogTable> t = ((LogicalRelation) node).catalogTable();
-            if (t.isDefined()) {  // a path, not a catalog table: nothing to lock
-                relation(t.get(), node.output(), conds, out, partitions);
-            }
-            return;
-        }
-        if (node instanceof HiveTableRelation) {
-            relation(((HiveTableRelation) node).tableMeta(), node.output(), conds, out, partitions);
-            return;
-        }
-        CatalogTable source = streamedTable(node);
-        if (source != null) {  // a stream's source: the table whose files it reads
-            out.add(table(source, Mode.SHARED));
-            return;
-        }
-        if (node instanceof DataSourceV2Relation) {
-            scala.Option<Identifier> id =
-                ((DataSourceV2Relation) node).identifier();
-            if (id.isDefined()) {
-                String[] ns = id.get().namespace();
-                out.add(new LockAnswer.Target(ns.length > 0 ? ns[ns.length - 1]
-                    : catalog.getCurrentDatabase(), id.get().name(), Collections.emptyList(),
-                    Mode.SHARED));
-            }
+        if (scanned(node, conds, out, partitions)) {
             return;
         }
         if (node instanceof View && !((View) node).isTempView()) {
             out.add(table(((View) node).desc(), Mode.SHARED));
         }
-        List<Expression> next;
-        if (node instanceof Filter) {
-            next = new ArrayList<>(conds);
-            next.add(((Filter) node).condition());
-        } else if (node instanceof Join && "Inner".equals(((Join) node).joinType().toString())) {
-            next = new ArrayList<>(conds);
-            scala.Option<Expression> c = ((Join) node).condition();
-            if (c.isDefined()) {
-                next.add(c.get());
-            }
-        } else if (FILTER_TRANSPARENT.contains(name)) {
-            next = conds;
-        } else {
-            next = new ArrayList<>();
-        }
+        List<Expression> next = conditionsBelow(node, conds);
         Seq<LogicalPlan> kids = node.children();
         for (int i = 0; i < kids.size(); i++) {
             visit(kids.apply(i), next, out, partitions, inner, false);
@@ -249,6 +210,60 @@ public final class PlanWalker {
                 }
             }
         }
+    }
+
+    /** Whether {@code node} is a scan of a table (a file relation, a Hive table, a stream's
+     *  source table, a DataSource V2 table): then its S (and its partitions', under
+     *  {@code conds}) is in {@code out}, and nothing below it is read. */
+    private boolean scanned(LogicalPlan node, List<Expression> conds,
+                            List<LockAnswer.Target> out, boolean partitions) {
+        if (node instanceof LogicalRelation) {
+            scala.Option<CatalogTable> t = ((LogicalRelation) node).catalogTable();
+            if (t.isDefined()) {  // a path, not a catalog table: nothing to lock
+                relation(t.get(), node.output(), conds, out, partitions);
+            }
+            return true;
+        }
+        if (node instanceof HiveTableRelation) {
+            relation(((HiveTableRelation) node).tableMeta(), node.output(), conds, out, partitions);
+            return true;
+        }
+        CatalogTable source = streamedTable(node);
+        if (source != null) {  // a stream's source: the table whose files it reads
+            out.add(table(source, Mode.SHARED));
+            return true;
+        }
+        if (!(node instanceof DataSourceV2Relation)) {
+            return false;
+        }
+        scala.Option<Identifier> id = ((DataSourceV2Relation) node).identifier();
+        if (id.isDefined()) {
+            String[] ns = id.get().namespace();
+            out.add(new LockAnswer.Target(ns.length > 0 ? ns[ns.length - 1]
+                : catalog.getCurrentDatabase(), id.get().name(), Collections.emptyList(),
+                Mode.SHARED));
+        }
+        return true;
+    }
+
+    /** The conditions that still constrain what the scans below {@code node} read: its own
+     *  filter's or inner join's added to {@code conds}, {@code conds} through a node that
+     *  does not change which rows reach it, none below any other. */
+    private static List<Expression> conditionsBelow(LogicalPlan node, List<Expression> conds) {
+        if (node instanceof Filter) {
+            List<Expression> next = new ArrayList<>(conds);
+            next.add(((Filter) node).condition());
+            return next;
+        }
+        if (node instanceof Join && "Inner".equals(((Join) node).joinType().toString())) {
+            List<Expression> next = new ArrayList<>(conds);
+            scala.Option<Expression> c = ((Join) node).condition();
+            if (c.isDefined()) {
+                next.add(c.get());
+            }
+            return next;
+        }
+        return FILTER_TRANSPARENT.contains(node.nodeName()) ? conds : new ArrayList<>();
     }
 
     /** The catalog table a streaming query reads as its source ({@code readStream.table}
