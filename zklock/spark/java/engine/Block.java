@@ -25,19 +25,18 @@ public final class Block {
     /** The union of the planner's {@code answers} (JSON), taken by {@code session}'s lock
      *  client as a statement's locks are (waiting, denied, refused as a statement is:
      *  EngineRefusal) under the name {@code statement}, and held on this thread until
-     *  {@link #close} or {@link #failed}. {@code fencedWrite}: its write, run next on this
-     *  thread, commits through zklock's fence (an INSERT into a table), which checks the
-     *  nodes again before anything is visible; its first statement then relies on the
+     *  {@link #close} or {@link #failed}. Its write runs next on this thread and commits
+     *  through zklock's fence (a table's job commit, a file sink's log entry), which checks
+     *  the nodes again before anything is visible: its first statement relies on the
      *  grant's read and reads the nodes no sooner (EnclosingLocks.runsNext). */
-    public static Block hold(SparkSession session, List<String> answers, String statement,
-                             boolean fencedWrite) {
+    public static Block hold(SparkSession session, List<String> answers, String statement) {
         JsonNode answer = null;
         for (String text : answers) {
             JsonNode next = StatementPlans.answer(text);
             answer = answer == null ? next : LockAnswer.union(answer, next);
         }
         EngineGuard guard = EngineEntry.enterBlock(session, answer, "the block", statement);
-        if (fencedWrite && guard.holds()) {  // the grant's read is its first check
+        if (guard.holds()) {  // the grant's read is its first check
             EnclosingLocks.runsNext(guard);
         }
         return new Block(guard, statement);

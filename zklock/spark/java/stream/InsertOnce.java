@@ -38,8 +38,7 @@ public final class InsertOnce {
             planner.planWrite(meta.identifier().quotedString(), null),
             planner.planDataFrame(rows));
         Block block = Block.hold(session, answers, "batch " + batch + " of writer " + writer
-            + " into " + meta.identifier().database().get() + "." + meta.identifier().table(),
-            true);
+            + " into " + meta.identifier().database().get() + "." + meta.identifier().table());
         TableBatches.Outcome outcome;
         try {
             outcome = new TableBatches(meta).write(writer, batch, rows);

@@ -27,31 +27,27 @@ public final class LockedSink implements Sink {
     private final MicroBatch batches;
     private final Write write;
     private final String target;
-    /** Whether a batch's write commits through zklock's fence (a table's INSERT), or
-     *  through Spark's file sink and its log. */
-    private final boolean fenced;
 
-    private LockedSink(MicroBatch batches, Write write, String target, boolean fenced) {
+    private LockedSink(MicroBatch batches, Write write, String target) {
         this.batches = batches;
         this.write = write;
         this.target = target;
-        this.fenced = fenced;
     }
 
     /** Each batch appended to {@code table} as an INSERT, once. */
     static LockedSink intoTable(MicroBatch batches, TableBatches table) {
         return new LockedSink(batches, (batch, data) -> table.write(batches.queryId(), batch,
-            zklock.adapters.Datasets.batchOf(data)), table.toString(), true);
+            zklock.adapters.Datasets.batchOf(data)), table.toString());
     }
 
     /** Each batch written by Spark's own file sink {@code spark}. */
     static LockedSink intoFiles(MicroBatch batches, Sink spark) {
-        return new LockedSink(batches, spark::addBatch, spark.toString(), false);
+        return new LockedSink(batches, spark::addBatch, spark.toString());
     }
 
     @Override
     public void addBatch(long batch, Dataset<Row> data) {
-        batches.run(batch, fenced, () -> write.run(batch, data));
+        batches.run(batch, () -> write.run(batch, data));
     }
 
     @Override

@@ -89,10 +89,10 @@ final class MicroBatch {
     }
 
     /** Run batch {@code batch}'s {@code write} under its locks (again, where its locks were
-     *  lost and the query may); {@code fenced}: the write commits through zklock's fence. */
-    void run(long batch, boolean fenced, Runnable write) {
+     *  lost and the query may). */
+    void run(long batch, Runnable write) {
         for (int attempt = 0; ; attempt++) {
-            Throwable lost = attempt(batch, fenced, write);
+            Throwable lost = attempt(batch, write);
             if (lost == null) {
                 return;
             }
@@ -107,13 +107,13 @@ final class MicroBatch {
 
     /** One run of the batch under its locks: null once written; the loss of its locks, where
      *  they were lost (nothing of it visible, or all of it); any other failure is thrown. */
-    private Throwable attempt(long batch, boolean fenced, Runnable write) {
+    private Throwable attempt(long batch, Runnable write) {
         SparkContext sc = session.sparkContext();
         sc.setLocalProperty(Protocol.Property.STREAM, name);  // its request names the query
         Block block;
         try {
             block = Block.hold(session, answers, "micro-batch " + batch + " of " + query
-                + " (id " + queryId() + ") into " + target, fenced);
+                + " (id " + queryId() + ") into " + target);
         } finally {
             sc.setLocalProperty(Protocol.Property.STREAM, null);
         }

@@ -1,15 +1,12 @@
 // A file sink's log directory (_spark_metadata), as zklock's checkpoint file manager
-// (adapters/LazySinkLogs.java) tells it apart: made with its first entry, never empty, and
-// each entry fenced as a commit is.
+// (adapters/LazySinkLogs.java) tells it apart: made with its first entry, never empty
+// (each entry fenced as a commit is: LazySinkLogs).
 package zklock.stream;
-
-import java.io.IOException;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 
 import zklock.Protocol;
-import zklock.commit.CommitFence;
 
 public final class SinkLogDir {
     /** The directory of Spark's file-sink log, in the directory the sink writes. */
@@ -36,14 +33,6 @@ public final class SinkLogDir {
     /** Is {@code path} an entry of the log directory? */
     public boolean holds(Path path) {
         return dir != null && dir.equals(path.getParent());
-    }
-
-    /** Refuse (an IOException starting with CommitFence.REFUSED) a log entry whose batch's
-     *  locks are gone: a file sink at a path commits a batch by its log's entry, as zklock's
-     *  committers commit a table's job, and is fenced as they are (CommitFence). Outside a
-     *  locked batch nothing is checked. */
-    public static void fence() throws IOException {
-        CommitFence.check();
     }
 
     /** {@code conf} without zklock's manager: Spark's default then serves. */

@@ -20,6 +20,7 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.PathFilter;
 import org.apache.spark.sql.execution.streaming.CheckpointFileManager;
 
+import zklock.commit.CommitFence;
 import zklock.stream.SinkLogDir;
 
 public final class LazySinkLogs implements CheckpointFileManager {
@@ -44,7 +45,7 @@ public final class LazySinkLogs implements CheckpointFileManager {
     }
 
     /** A log entry, put in place as it closes only where the batch's locks still hold
-     *  (SinkLogDir.fence): a file sink's batch is visible once its entry is. */
+     *  (CommitFence): a file sink's batch is visible once its entry is. */
     private static final class FencedEntry
             extends CheckpointFileManager.CancellableFSDataOutputStream {
         private final CheckpointFileManager.CancellableFSDataOutputStream entry;
@@ -62,7 +63,7 @@ public final class LazySinkLogs implements CheckpointFileManager {
         @Override
         public void close() throws IOException {
             try {
-                SinkLogDir.fence();
+                CommitFence.check();  // the batch's locks, as a job commit's
             } catch (IOException e) {
                 entry.cancel();
                 throw e;
