@@ -25,6 +25,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.function.Supplier;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.SparkSession;
@@ -84,30 +85,18 @@ public final class LockPlanner {
 
     /** The answer for {@code sql}: EXPLAIN LOCKS, and Spark Connect's plugin. */
     public String planSql(String sql, boolean strict) {
-        try {
-            return answer(planParsed(parse(sql), strict, null));
-        } catch (Refusal r) {
-            return LockAnswer.refused(r).toJson();
-        }
+        return answered(() -> planParsed(parse(sql), strict, null).answer());
     }
 
     /** The answer for a plan not analyzed yet: the plan Spark Connect builds from a relation. */
     public String planPlan(LogicalPlan plan, boolean strict) {
-        try {
-            return answer(planParsed(plan, strict, null));
-        } catch (Refusal r) {
-            return LockAnswer.refused(r).toJson();
-        }
+        return answered(() -> planParsed(plan, strict, null).answer());
     }
 
     /** The answer for a command Spark is about to execute (zklock's engine extension): its
      *  parsed form and the analysis Spark made of it, so that it is not analyzed twice. */
     public String planCommand(LogicalPlan parsed, LogicalPlan analyzed) {
-        try {
-            return answer(planParsed(parsed, true, analyzed));
-        } catch (Refusal r) {
-            return LockAnswer.refused(r).toJson();
-        }
+        return answered(() -> planParsed(parsed, true, analyzed).answer());
     }
 
     /** S on what an action on {@code ds} reads (Spark caches its analyzed plan). */
@@ -118,12 +107,8 @@ public final class LockPlanner {
     /** S on what a query reads, from its analyzed plan (views expanded, subqueries and CTEs
      *  visible): what zklock's engine takes before Spark executes it. */
     public String planQuery(LogicalPlan analyzed) {
-        try {
-            return LockAnswer.locks(false, walker.reads(analyzed, true, false), Collections.emptyList(), false)
-                .toJson();
-        } catch (Refusal r) {
-            return LockAnswer.refused(r).toJson();
-        }
+        return answered(() -> LockAnswer.locks(false, walker.reads(analyzed, true, false),
+            Collections.emptyList(), false));
     }
 
     /**
@@ -132,16 +117,14 @@ public final class LockPlanner {
      * statements (LOCK TABLE, leases) name their objects with it.
      */
     public String planWrite(String table, Map<String, String> partition) {
-        try {
+        return answered(() -> {
             List<Target> specs = new ArrayList<>();
             Target target = names.tableTarget(table, Mode.EXCLUSIVE);
             if (target != null) {
                 specs.add(names.staticPrefix(target, partition == null ? new HashMap<>() : partition));
             }
-            return LockAnswer.locks(true, specs, new ArrayList<>(), false).toJson();
-        } catch (Refusal r) {
-            return LockAnswer.refused(r).toJson();
-        }
+            return LockAnswer.locks(true, specs, new ArrayList<>(), false);
+        });
     }
 
     /** The lock a session's LOCK TABLE or LOCK DATABASE names (engine/SessionLocks.java), in
@@ -150,7 +133,7 @@ public final class LockPlanner {
      *  view, which no lock covers. */
     public String planExplicit(String table, Map<String, String> partition, String database,
                                String mode) {
-        try {
+        return answered(() -> {
             Target target;
             if (database != null) {
                 target = Target.database(database, mode);
@@ -163,25 +146,21 @@ public final class LockPlanner {
                 target = names.staticPrefix(target, partition == null ? new HashMap<>() : partition);
             }
             return LockAnswer.locks(true, Collections.singletonList(target), new ArrayList<>(),
-                false).toJson();
-        } catch (Refusal r) {
-            return LockAnswer.refused(r).toJson();
-        }
+                false);
+        });
     }
 
     /** X on every catalog table stored at, above or below each of {@code paths}: a write
      *  there writes those tables (Spark 4.0's saveAsTable with a path option, locked whole by
      *  its LockingSession). */
     public String planPaths(List<String> paths) {
-        try {
+        return answered(() -> {
             List<Target> specs = new ArrayList<>();
             for (String path : paths) {
                 specs.addAll(names.tablesAt(path));
             }
-            return LockAnswer.locks(true, specs, new ArrayList<>(), false).toJson();
-        } catch (Refusal r) {
-            return LockAnswer.refused(r).toJson();
-        }
+            return LockAnswer.locks(true, specs, new ArrayList<>(), false);
+        });
     }
 
     /** Spark's ParseException when {@code sql} does not parse. */
@@ -189,8 +168,13 @@ public final class LockPlanner {
         parse(sql);
     }
 
-    private static String answer(Plan plan) {
-        return plan.answer().toJson();
+    /** The answer {@code planning} comes to, or the refusal it raised, as JSON. */
+    private static String answered(Supplier<LockAnswer> planning) {
+        try {
+            return planning.get().toJson();
+        } catch (Refusal r) {
+            return LockAnswer.refused(r).toJson();
+        }
     }
 
     // ---- one statement ----------------------------------------------------------------------
