@@ -25,6 +25,7 @@ from .app import (
     locking_session,
     with_spark_options,
 )
+from .render import brief
 
 
 @cli.command()
@@ -50,11 +51,13 @@ def show(obj: Context, target: Optional[str], extended: bool, as_json: bool, wat
         rows = [r.to_dict(extended=extended or as_json) for r in records]
         cols = ["object", "mode"]
         if extended:
-            cols += ["kind", "user", "host", "pid", "app", "query_id", "acquired_at",
+            cols += ["kind", "user", "host", "pid", "app", "query_id", "query", "acquired_at",
                      "fencing_token"]
             for r in rows:
                 if r.get("kind") in ("foreign", "unknown"):
                     r["user"] = r["user"] or "(unknown)"
+                if not as_json:  # what it runs: a micro-batch names its stream and batch
+                    r["query"] = brief(r.get("query") or "")
         emit(rows, as_json, cols)
         odd = [r for r in records if r.origin in ("foreign", "unknown")]
         if odd and not as_json:
@@ -148,12 +151,13 @@ def waits(obj: Context, as_json: bool) -> None:
         if not as_json:
             row = {"queue": f"#{position}" if w.intents else "-",
                    "waiter": f"{w.job} ({w.user}@{w.host} pid {w.pid})",
-                   "query_id": w.query_id, "wants": wants, "blocked_by": blockers,
+                   "query_id": w.query_id, "query": brief(w.query), "wants": wants,
+                   "blocked_by": blockers,
                    "waiting": f"{max(0, time.time() * 1000 - w.since_ms) / 1000:.1f}s",
                    "attempt": w.attempt}
         rows.append(row)
-    emit(rows, as_json, ["queue", "waiter", "query_id", "wants", "blocked_by", "waiting",
-                         "attempt"])
+    emit(rows, as_json, ["queue", "waiter", "query_id", "query", "wants", "blocked_by",
+                         "waiting", "attempt"])
 
 
 def _blocker(b: dict) -> str:
@@ -528,6 +532,7 @@ def completion(shell: str) -> None:
     click.echo(cls(cli, {}, "zklock", "_ZKLOCK_COMPLETE").source())
 
 
+from . import doctor as _doctor  # noqa: E402, F401  (adds its commands to the group)
 from . import metastore as _metastore  # noqa: E402, F401  (adds its commands to the group)
 from . import monitoring as _monitoring  # noqa: E402, F401  (adds its commands to the group)
 from . import schedule as _schedule  # noqa: E402, F401  (adds its commands to the group)

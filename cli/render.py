@@ -16,6 +16,16 @@ def cell(value: Any) -> str:
     return text.replace("\n", " ").replace("\t", " ")
 
 
+#: How much of a statement's text a table shows (--json gives all of it).
+QUERY_WIDTH = 100
+
+
+def brief(text: str, width: int = QUERY_WIDTH) -> str:
+    """``text`` on one line, cut to ``width`` characters (an ellipsis where it was cut)."""
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[:width - 1] + "\u2026"
+
+
 def table(rows: Sequence[dict], columns: Sequence[str]) -> str:
     """Left-aligned columns under an upper-case header."""
     body = [[cell(r.get(c)) for c in columns] for r in rows]

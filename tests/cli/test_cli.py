@@ -19,7 +19,9 @@ def run(*args: str, env: dict | None = None):
 
 def test_show_table_and_json(make_manager, zk_hosts, root):
     a = make_manager()
-    with a.acquire([("sales.orders/ds=2024-01-01", "X")], query_id="q-9"):
+    statement = ("INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01')\n  SELECT * FROM"
+                 " staging.orders WHERE ds = '2024-01-01' AND region IN ('eu', 'us')")
+    with a.acquire([("sales.orders/ds=2024-01-01", "X")], query_id="q-9", query=statement):
         out = run("--zk", zk_hosts, "--root", root, "show")
         assert out.exit_code == 0
         lines = out.output.splitlines()
@@ -31,8 +33,13 @@ def test_show_table_and_json(make_manager, zk_hosts, root):
         for r in rows:
             assert {"object", "mode", "user", "query_id", "acquired_at"} <= set(r)
             assert r["query_id"] == "q-9"
+        assert {r["query"] for r in rows} == {statement}  # --json: the whole text
         out = run("--zk", zk_hosts, "--root", root, "show", "--extended")
         assert "QUERY_ID" in out.output and "q-9" in out.output
+        # what the holder runs, on one line, cut to the table's width
+        assert " QUERY " in out.output.splitlines()[0]
+        assert "INSERT OVERWRITE sales.orders PARTITION (ds='2024-01-01') SELECT" in out.output
+        assert "region IN" not in out.output and "\u2026" in out.output
     out = run("--zk", zk_hosts, "--root", root, "show")
     assert out.output.strip() == "(none)"
 

@@ -65,7 +65,8 @@ def test_waits_shows_who_blocks_whom(make_manager, zk_hosts, root):
     held = a.acquire([("sales.orders/ds=1", "X")], query_id="q-backfill")
     got = []
     t = threading.Thread(target=lambda: got.append(
-        b.acquire([("sales.orders/ds=1", "S")], query_id="q-report")))
+        b.acquire([("sales.orders/ds=1", "S")], query_id="q-report",
+                  query="SELECT sum(total) FROM sales.orders WHERE ds = '1'")))
     t.start()
     try:
         assert wait_for(lambda: len(a.waits.list()) == 1, timeout=10)
@@ -74,6 +75,7 @@ def test_waits_shows_who_blocks_whom(make_manager, zk_hosts, root):
         assert w.blockers[0]["job"] == "backfill" and "q-backfill" in w.blockers[0]["holder"]
         out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "waits"])
         assert out.exit_code == 0 and "report" in out.output and "q-backfill" in out.output
+        assert "SELECT sum(total) FROM sales.orders WHERE ds = '1'" in out.output  # its why
         rows = json.loads(CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, "waits",
                                                    "--json"]).output)
         assert rows[0]["wants"] == [["sales", "S"], ["sales.orders", "S"],
