@@ -1,7 +1,11 @@
 // A file sink's log directory (_spark_metadata), as zklock's checkpoint file manager
 // (adapters/LazySinkLogs.java) tells it apart: made with its first entry, never empty
-// (each entry fenced as a commit is: LazySinkLogs).
+// (each entry fenced as a commit is: LazySinkLogs); and a checkpoint's directory as it names
+// it, not made before the query is.
 package zklock.stream;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
@@ -33,6 +37,16 @@ public final class SinkLogDir {
     /** Is {@code path} an entry of the log directory? */
     public boolean holds(Path path) {
         return dir != null && dir.equals(path.getParent());
+    }
+
+    /** {@code path} qualified by its file system (as Spark's managers name a checkpoint), or
+     *  Hadoop's error, unchecked. */
+    public static Path qualified(Path path, Configuration conf) {
+        try {
+            return path.getFileSystem(conf).makeQualified(path);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     /** {@code conf} without zklock's manager: Spark's default then serves. */

@@ -26,10 +26,14 @@ import zklock.stream.SinkLogDir;
 public final class LazySinkLogs implements CheckpointFileManager {
     private final CheckpointFileManager spark;
     private final SinkLogDir log;
+    private final Path path;
+    private final Configuration conf;
 
     public LazySinkLogs(Path path, Configuration conf) {
         this.spark = CheckpointFileManager.create(path, SinkLogDir.withoutLazyLogs(conf));
         this.log = SinkLogDir.of(path);
+        this.path = path;
+        this.conf = conf;
     }
 
     @Override
@@ -104,9 +108,13 @@ public final class LazySinkLogs implements CheckpointFileManager {
         return spark.isLocal();
     }
 
+    /** A stream's checkpoint directory, named and not made: Spark makes it as it resolves a
+     *  stream's checkpoint, before zklock's rule may refuse the stream, and here it is made
+     *  with the first of its files (the query's metadata, its logs), as the query is made:
+     *  a refused start leaves no checkpoint. */
     @Override
     public Path createCheckpointDirectory() {
-        return spark.createCheckpointDirectory();
+        return SinkLogDir.qualified(path, conf);
     }
 
     @Override
