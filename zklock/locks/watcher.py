@@ -170,13 +170,25 @@ class SessionWatcher:
                 log.debug("could not check held lock nodes: %s", exc)
                 continue
             for s in sets:
-                gone = [h.node_path for h in s.held
-                        if h.node_path.rsplit("/", 1)[1] not in (listing.get(h.object_path)
-                                                                 or ())]
-                if gone and s.state is State.HELD:  # a set released meanwhile let them go
-                    s.mark_lost(f"lock node {gone[0]} was deleted by another client (an"
-                                " operator, an admin's force-drop, or Hive's clean-up of extra"
-                                " nodes)")
+                self._lost_if_gone(s, [h.node_path for h in s.held
+                                       if h.node_path.rsplit("/", 1)[1]
+                                       not in (listing.get(h.object_path) or ())])
+
+    def confirm(self, lockset: LockSet) -> bool:
+        """Is ``lockset`` still held, every node of it there now? One read, for a caller that
+        must not wait for the periodic check (NODE_CHECK_S) to learn of a node deleted a
+        moment ago: a failed statement's end, which may have failed for that very reason.
+        A set with a node gone is marked lost at once."""
+        if lockset.state is State.HELD and lockset.node_paths:
+            stats = self.ops.exists_many(lockset.node_paths)
+            self._lost_if_gone(lockset, [p for p, stat in stats.items() if not stat])
+        return lockset.is_valid
+
+    @staticmethod
+    def _lost_if_gone(lockset: LockSet, gone: list[str]) -> None:
+        if gone and lockset.state is State.HELD:  # a set released meanwhile let them go
+            lockset.mark_lost(f"lock node {gone[0]} was deleted by another client (an operator,"
+                              " an admin's force-drop, or Hive's clean-up of extra nodes)")
 
     # ---- SetOwner: what a set asks of us -----------------------------------------
     @property

@@ -271,8 +271,14 @@ class EngineLockClient:
             stream = self._streams.pop(handle, None)
         if lockset is None:
             return _answer(Outcome.RELEASED)
+        if failed:  # its statement failed, perhaps for a node another client deleted a moment
+            # ago: the answer (and a stream's count of lost batches) says so, not only the JVM
+            try:
+                self.manager.watcher.confirm(lockset)
+            except Exception:  # noqa: BLE001 (ZooKeeper out of reach: the session's watch judges)
+                log.debug("could not confirm a failed statement's locks", exc_info=True)
         lost = not lockset.is_valid
-        reason = lockset.lost_reason or "session lost"
+        reason = lockset.lost_reason or protocol.Message.UNKNOWN_LOSS
         lockset.release(wait=False)
         if lost and stream is not None:
             metrics.STREAM_BATCHES_LOST.labels(stream).inc()
