@@ -363,3 +363,58 @@ def test_a_dead_python_lock_client_hands_over_to_the_child(spark, tmp_path, zk_h
     assert f"locked in {zk_hosts.split('/')[0]}{root}" in seen["refused"], seen
     assert [r for r in seen["rows"] if r < 10] == [1], seen
     assert "stopped answering" in out.stderr
+
+
+STREAM_APP = """
+import json, sys
+from pyspark.sql import SparkSession
+from zklock import LockManager
+
+hosts, root, source, checkpoint = sys.argv[1:5]
+spark = SparkSession.builder.getOrCreate()  # zklock comes from spark-submit's conf only
+spark.sql("CREATE TABLE ev (id INT) USING parquet")
+
+
+def start():
+    return (spark.readStream.schema("id INT").option("maxFilesPerTrigger", 1).json(source)
+            .writeStream.option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).toTable("ev"))
+
+
+holder = LockManager(hosts=hosts, root=root)  # another holder, with a session of its own
+with holder.acquire([("default.ev", "X")], query_id="backfill-3"):
+    query = start()
+    try:
+        query.awaitTermination()
+        print("RAN")
+    except Exception as exc:
+        print("DENIED", str(exc).strip().splitlines()[0][:400])
+holder.close()
+query = start()  # again, from the checkpoint, with the table free
+query.awaitTermination()
+print(json.dumps({"rows": sorted(r.id for r in spark.table("ev").collect())}))
+"""
+
+
+def test_a_submitted_stream_is_locked_per_batch_by_the_child_lock_client(
+        spark, tmp_path, zk_hosts, root) -> None:
+    """spark-submit of a streaming app that knows nothing of zklock: each micro-batch takes
+    its locks through the child lock client (a holder's X on the table denies the first
+    batch, which writes nothing), and restarted from its checkpoint the query writes every
+    row once, through zklock's sink (its records, no Spark log)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for f in range(3):
+        (source / f"f{f}.json").write_text("".join(
+            json.dumps({"id": f * 10 + r}) + "\n" for r in range(10)))
+    out = spark_submit(tmp_path, zk_hosts, root, STREAM_APP, zk_hosts, root, str(source),
+                       str(tmp_path / "checkpoint"), retries=20)
+    assert out.returncode == 0, out.stderr[-3000:]
+    denied = [line for line in out.stdout.splitlines() if line.startswith("DENIED")]
+    assert denied and "default.ev (X requested) is held in X" in denied[0], out.stdout
+    assert "micro-batch 0 of stream" in out.stderr, out.stderr[-3000:]  # it said it waited
+    rows = json.loads(out.stdout.splitlines()[-1])["rows"]
+    assert rows == list(range(30))
+    table = tmp_path / "wh" / "ev"
+    assert not (table / "_spark_metadata").exists()
+    assert list((table / "_zklock" / "batches").iterdir())

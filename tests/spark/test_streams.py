@@ -103,8 +103,40 @@ def test_each_micro_batch_lands_once_with_no_spark_log(streaming, db, tmp_path, 
     assert ids(spark, table) == sorted(kept + [100])
 
 
+def test_a_once_trigger_into_an_orc_table_writes_each_run_once(streaming, db, tmp_path):
+    """trigger(once=True), each run one locked batch of what has arrived, into an ORC
+    table: every row once over two runs of the query, and no Spark log in the table."""
+    spark = streaming
+    table = f"{db}.ev_orc"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING orc")
+    source = tmp_path / "source"
+    expected = add_files(source, 0, 3)
+    for run in range(2):
+        query = (stream_of(spark, source).writeStream.format("orc").queryName("once-orc")
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(once=True).toTable(table))
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+        assert ids(spark, table) == sorted(expected)
+        expected += add_files(source, 100 * (run + 1), 2)
+    place = location(spark, table)
+    assert not (place / "_spark_metadata").exists()
+    assert list(place.glob("part-*.orc"))
+
+
+def cli_output(zk_hosts: str, root: str, *args: str) -> str:
+    """What ``zklock <args>`` prints for the run's lock root, as an operator runs it."""
+    from click.testing import CliRunner
+    from zklock.cli.main import cli
+
+    out = CliRunner().invoke(cli, ["--zk", zk_hosts, "--root", root, *args])
+    assert out.exit_code == 0, out.output
+    return out.output
+
+
 def test_batches_wait_for_a_holder_and_readers_see_whole_batches(streaming, db, tmp_path,
-                                                                 make_manager, zk, root):
+                                                                 make_manager, zk, zk_hosts,
+                                                                 root):
     spark = streaming
     table = f"{db}.ev"
     spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
@@ -133,8 +165,11 @@ def test_batches_wait_for_a_holder_and_readers_see_whole_batches(streaming, db, 
         waits = f"{root}/.waits"
         assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=60)
         record = json.loads(zk.get(f"{waits}/{zk.get_children(waits)[0]}")[0])
-        assert f"micro-batch 0 of stream ingest (id {query.id}) into {table}" \
-            in record["query"], record
+        named = f"micro-batch 0 of stream ingest (id {query.id}) into {table}"
+        assert named in record["query"], record
+        # as `zklock waits` shows it to an operator, beside the holder it waits for
+        waits_view = cli_output(zk_hosts, root, "waits")
+        assert named in waits_view and "backfill-7" in waits_view, waits_view
         # nothing of it is in the table while X is held (a locked reader would wait)
         assert not list(location(spark, table).glob("part-*"))
         held.release()
@@ -234,17 +269,24 @@ def test_a_refused_start_leaves_the_table_as_it_was(streaming, db, tmp_path):
     add_files(source, 0, 1)
     stream = stream_of(spark, source).writeStream.trigger(availableNow=True)
     # files at a table's path: the table is written by name, never through Spark's log
+    before = sorted(p.name for p in place.iterdir())
     with raises_lock_error(UnsupportedStatement, match="a catalog table is stored there"):
         stream.format("parquet").option("checkpointLocation", str(tmp_path / "c1")) \
             .start(str(place))
-    assert not (place / "_spark_metadata").exists()
+    # nothing left: no log, no staging in the table, no checkpoint (not even its directory)
+    assert sorted(p.name for p in place.iterdir()) == before
+    assert not (tmp_path / "c1").exists()
+    # and the table reads as before: a later INSERT of 100 rows reads back as 100
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), 'x' FROM range(100)")
+    assert count(spark, table) == 100
+    spark.sql(f"TRUNCATE TABLE {table}")
     # a table that a stream without zklock wrote through Spark's log: refused, log kept
     log = place / "_spark_metadata"
     log.mkdir()
     (log / "0").write_text("v1\n")
     with raises_lock_error(UnsupportedStatement, match="file-sink log"):
         stream.option("checkpointLocation", str(tmp_path / "c2")).toTable(table)
-    assert (log / "0").exists()
+    assert (log / "0").exists() and not (tmp_path / "c2").exists()
     (log / "0").unlink()
     # an empty log (what a refused start of an earlier zklock left) hides the table's rows
     # from Spark's readers: the next stream's start removes it
@@ -523,7 +565,7 @@ def test_a_driver_killed_in_a_batch_restarts_without_losing_or_doubling(zk_hosts
 
 
 def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_path, zk,
-                                                            root):
+                                                            zk_hosts, root):
     """Another client deletes the batch's lock node while it runs: the fence refuses its
     commit, the query fails with the loss, nothing of the batch is in the table, and the
     query restarted from its checkpoint writes every row once."""
@@ -539,13 +581,18 @@ def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_p
                 .writeStream.option("checkpointLocation", str(checkpoint))
                 .trigger(availableNow=True).toTable(table))
 
+    lost = metrics.STREAM_BATCHES_LOST.labels(metrics.stream_label(""))
+    lost_before = lost._value.get()
     query = start()
     assert wait_for(latch.reached, timeout=120)
     node_dir = f"{root}/{db}/ev"
     nodes = [n for n in zk.get_children(node_dir) if n.startswith("write-")]
     assert len(nodes) == 1, nodes
     holder = json.loads(zk.get(f"{node_dir}/{nodes[0]}")[0])  # what zklock show names
-    assert holder["query"].startswith(f"micro-batch 0 of stream (id {query.id}) into {table}")
+    named = f"micro-batch 0 of stream (id {query.id}) into {table}"
+    assert holder["query"].startswith(named)
+    shown = cli_output(zk_hosts, root, "show", table, "--extended")
+    assert named in shown, shown
     zk.delete(f"{node_dir}/{nodes[0]}")
     latch.open()
     # the fence refuses its commit, or, where the lock client saw the loss first, its jobs
@@ -553,6 +600,8 @@ def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_p
     with pytest.raises(Exception, match="zklock: locks lost (before commit|while micro-batch 0)"):
         query.awaitTermination(180)
     assert count(spark, table) == 0
+    # counted once, by the query's name, whichever saw the loss first
+    assert lost._value.get() - lost_before == 1
     again = start()
     again.awaitTermination(180)
     assert again.exception() is None, again.exception()
