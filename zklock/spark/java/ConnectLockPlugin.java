@@ -140,18 +140,7 @@ public final class ConnectLockPlugin implements RelationPlugin {
         boolean strict = request.path(Field.STRICT).asBoolean(true);
         LogicalPlan relation = relation(request, planner);
         if (op.equals(Protocol.Op.WRITE)) {
-            Map<String, String> partition = null;
-            if (request.hasNonNull(Field.PARTITION)) {
-                partition = new LinkedHashMap<>();
-                for (Map.Entry<String, JsonNode> e : request.get(Field.PARTITION).properties()) {
-                    partition.put(e.getKey(), e.getValue().asText());
-                }
-            }
-            if (!request.hasNonNull(Field.TABLE)) {
-                return LockAnswer.refused(LockAnswer.invalidArguments("a zklock write request"
-                    + " needs a table")).toJson();
-            }
-            return locks.planWrite(request.get(Field.TABLE).asText(), partition);
+            return planWrite(request, locks);
         }
         if (!op.equals(Protocol.Op.PLAN)) {
             return LockAnswer.refused(LockAnswer.invalidArguments("unknown zklock request " + op))
@@ -165,6 +154,22 @@ public final class ConnectLockPlugin implements RelationPlugin {
         }
         return LockAnswer.refused(LockAnswer.invalidArguments("a zklock plan request needs sql"
             + " or a relation")).toJson();
+    }
+
+    /** The answer to a write request: X on its table, or its static partition prefix. */
+    private static String planWrite(JsonNode request, LockPlanner locks) {
+        Map<String, String> partition = null;
+        if (request.hasNonNull(Field.PARTITION)) {
+            partition = new LinkedHashMap<>();
+            for (Map.Entry<String, JsonNode> e : request.get(Field.PARTITION).properties()) {
+                partition.put(e.getKey(), e.getValue().asText());
+            }
+        }
+        if (!request.hasNonNull(Field.TABLE)) {
+            return LockAnswer.refused(LockAnswer.invalidArguments("a zklock write request"
+                + " needs a table")).toJson();
+        }
+        return locks.planWrite(request.get(Field.TABLE).asText(), partition);
     }
 
     /** Why this plugin cannot answer this client (another protocol, Spark or build); null

@@ -15,6 +15,7 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.SparkContext$;
 import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.data.Stat;
 
 import zklock.Protocol;
 
@@ -112,52 +113,71 @@ public final class CommitFence {
                 throw new IOException(REFUSED + " (" + node + ": " + why + ")");
             }
         }
-        List<String> gone = Collections.synchronizedList(new ArrayList<>());
-        AtomicReference<String> error = new AtomicReference<>();
-        CountDownLatch answered = new CountDownLatch(nodes.size() + (sync ? 1 : 0));
+        Answers answers = new Answers(nodes.size() + (sync ? 1 : 0));
         ZooKeeper zk = client(connect);
         if (sync) {
-            zk.sync(nodes.get(0), (rc, path, ctx) -> {
-                failed(rc, error);
-                answered.countDown();
-            }, null);
+            zk.sync(nodes.get(0), (rc, path, ctx) -> answers.synced(rc), null);
         }
         for (String node : nodes) {
-            zk.exists(node, false, (rc, path, ctx, stat) -> {
-                if (rc == KeeperException.Code.NONODE.intValue()
-                        || (rc == KeeperException.Code.OK.intValue() && stat == null)) {
-                    gone.add(path);
-                } else {
-                    failed(rc, error);
-                }
-                answered.countDown();
-            }, null);
+            zk.exists(node, false, (rc, path, ctx, stat) -> answers.exists(rc, path, stat), null);
         }
-        try {
-            long timeout = timeoutMs();
-            if (!answered.await(timeout, TimeUnit.MILLISECONDS)) {
-                forget(connect, zk);
-                throw new IOException(REFUSED + " (ZooKeeper at " + connect
-                        + " did not answer within " + timeout + " ms)");
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new InterruptedIOException(REFUSED + " (interrupted while checking)");
-        }
-        if (error.get() != null) {
-            forget(connect, zk);
-            throw new IOException(REFUSED + " (ZooKeeper at " + connect + ": " + error.get()
-                    + ")");
-        }
-        if (!gone.isEmpty()) {
-            throw new IOException(REFUSED + " (" + gone.size() + " of " + nodes.size()
-                    + " lock nodes gone, e.g. " + gone.get(0) + ")");
+        answers.await(connect, zk);
+        if (!answers.gone.isEmpty()) {
+            throw new IOException(REFUSED + " (" + answers.gone.size() + " of " + nodes.size()
+                    + " lock nodes gone, e.g. " + answers.gone.get(0) + ")");
         }
     }
 
-    private static void failed(int rc, AtomicReference<String> error) {
-        if (rc != KeeperException.Code.OK.intValue()) {
-            error.compareAndSet(null, KeeperException.Code.get(rc).name());
+    /** ZooKeeper's answers to one check's pipelined requests, as they come. */
+    private static final class Answers {
+        final List<String> gone = Collections.synchronizedList(new ArrayList<>());
+        final AtomicReference<String> error = new AtomicReference<>();
+        final CountDownLatch answered;
+
+        Answers(int requests) {
+            answered = new CountDownLatch(requests);
+        }
+
+        void synced(int rc) {
+            failed(rc);
+            answered.countDown();
+        }
+
+        void exists(int rc, String path, Stat stat) {
+            if (rc == KeeperException.Code.NONODE.intValue()
+                    || (rc == KeeperException.Code.OK.intValue() && stat == null)) {
+                gone.add(path);
+            } else {
+                failed(rc);
+            }
+            answered.countDown();
+        }
+
+        private void failed(int rc) {
+            if (rc != KeeperException.Code.OK.intValue()) {
+                error.compareAndSet(null, KeeperException.Code.get(rc).name());
+            }
+        }
+
+        /** Every answer, within the fence's timeout; else, or on ZooKeeper's error, the
+         *  check refused (and {@code zk}, the client for {@code connect}, forgotten). */
+        void await(String connect, ZooKeeper zk) throws IOException {
+            try {
+                long timeout = timeoutMs();
+                if (!answered.await(timeout, TimeUnit.MILLISECONDS)) {
+                    forget(connect, zk);
+                    throw new IOException(REFUSED + " (ZooKeeper at " + connect
+                            + " did not answer within " + timeout + " ms)");
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new InterruptedIOException(REFUSED + " (interrupted while checking)");
+            }
+            if (error.get() != null) {
+                forget(connect, zk);
+                throw new IOException(REFUSED + " (ZooKeeper at " + connect + ": " + error.get()
+                        + ")");
+            }
         }
     }
 

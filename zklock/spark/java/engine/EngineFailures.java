@@ -72,7 +72,7 @@ final class EngineFailures {
         if (!Outcome.LOST.equals(released.path(Field.OUTCOME).asText())) {
             return failure == null ? null : writeFailed(command, writes, failure, written);
         }
-        String reason = released.path(Field.MESSAGE).asText("session lost");
+        String reason = released.path(Field.MESSAGE).asText(Message.UNKNOWN_LOSS);
         if (failure == null && writes != null && written.committedThroughFence()) {
             // Every job committed after the fence found its locks in ZooKeeper: the write was
             // made under them, and its rows are in the table. Raising now would tell the

@@ -89,8 +89,8 @@ final class EngineGuard {
         figures.lost();
         return EngineRefusal.of(Protocol.Outcome.LOST, "zklock: " + whose + " on "
             + StatementPlans.describe(held.path(Field.TARGETS)) + " were lost while held ("
-            + (gone != null ? gone : answer.path(Field.MESSAGE).asText("session lost")) + ")",
-            null);
+            + (gone != null ? gone
+                : answer.path(Field.MESSAGE).asText(Protocol.Message.UNKNOWN_LOSS)) + ")", null);
     }
 
     /** Run also under its session's locks: their nodes in what its commits are fenced on,

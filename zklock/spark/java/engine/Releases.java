@@ -208,8 +208,9 @@ final class Releases {
                     JsonNode answer = JSON.readTree(client.release(p.handle, false));
                     if (Protocol.Outcome.LOST.equals(answer.path(Field.OUTCOME).asText())) {
                         // its statement returned: its nodes were there at its end
-                        System.err.println("zklock: a set lost after its statement completed"
-                            + " (" + answer.path(Field.MESSAGE).asText("session lost") + ")");
+                        System.err.println("zklock: a set lost after its statement completed ("
+                            + answer.path(Field.MESSAGE).asText(Protocol.Message.UNKNOWN_LOSS)
+                            + ")");
                     }
                 } catch (RuntimeException | IOException e) {
                     if (EngineFailures.callbackGone(e)) {

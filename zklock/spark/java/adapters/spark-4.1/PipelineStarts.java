@@ -54,45 +54,53 @@ public final class PipelineStarts implements ServerInterceptor {
     @Override
     public <Q, A> ServerCall.Listener<Q> interceptCall(ServerCall<Q, A> call, Metadata headers,
                                                        ServerCallHandler<Q, A> next) {
-        return new SimpleForwardingServerCallListener<Q>(next.startCall(call, headers)) {
-            private boolean withheld;  // the request was not passed on: nothing is to run
+        return new RunStarts<>(call, next.startCall(call, headers));
+    }
 
-            @Override
-            public void onMessage(Q message) {
-                if (!(message instanceof ExecutePlanRequest)) {
-                    super.onMessage(message);
-                    return;
-                }
-                ExecutePlanRequest request = (ExecutePlanRequest) message;
-                // the run's operation id names it (its end releases the run's locks): one
-                // Spark would make itself is made here, and sent on with the request
-                if (request.getOperationId().isEmpty()) {
-                    request = request.toBuilder()
-                        .setOperationId(UUID.randomUUID().toString()).build();
-                }
-                String operation = request.getOperationId();
-                String refusal = lockRun(request, operation);
-                // (the call's context, cancelled at once when its client leaves: the call's
-                // own flag is set only after this callback returns)
-                if (refusal == null && Context.current().isCancelled()) {
-                    PipelineRuns.ended(operation);  // never to start: nothing stays held
-                    withheld = true;
-                } else if (refusal == null) {
-                    super.onMessage(castBack(request));
-                } else {
-                    withheld = true;
-                    call.close(Status.FAILED_PRECONDITION.withDescription(refusal),
-                        new Metadata());
-                }
-            }
+    /** A call's requests, a run's start passed on only once its locks are held. */
+    private static final class RunStarts<Q, A> extends SimpleForwardingServerCallListener<Q> {
+        private final ServerCall<Q, A> call;
+        private boolean withheld;  // the request was not passed on: nothing is to run
 
-            @Override
-            public void onHalfClose() {
-                if (!withheld) {
-                    super.onHalfClose();
-                }
+        RunStarts(ServerCall<Q, A> call, ServerCall.Listener<Q> next) {
+            super(next);
+            this.call = call;
+        }
+
+        @Override
+        public void onMessage(Q message) {
+            if (!(message instanceof ExecutePlanRequest)) {
+                super.onMessage(message);
+                return;
             }
-        };
+            ExecutePlanRequest request = (ExecutePlanRequest) message;
+            // the run's operation id names it (its end releases the run's locks): one Spark
+            // would make itself is made here, and sent on with the request
+            if (request.getOperationId().isEmpty()) {
+                request = request.toBuilder().setOperationId(UUID.randomUUID().toString())
+                    .build();
+            }
+            String operation = request.getOperationId();
+            String refusal = lockRun(request, operation);
+            // (the call's context, cancelled at once when its client leaves: the call's own
+            // flag is set only after this callback returns)
+            if (refusal == null && Context.current().isCancelled()) {
+                PipelineRuns.ended(operation);  // never to start: nothing stays held
+                withheld = true;
+            } else if (refusal == null) {
+                super.onMessage(castBack(request));
+            } else {
+                withheld = true;
+                call.close(Status.FAILED_PRECONDITION.withDescription(refusal), new Metadata());
+            }
+        }
+
+        @Override
+        public void onHalfClose() {
+            if (!withheld) {
+                super.onHalfClose();
+            }
+        }
     }
 
     @SuppressWarnings("unchecked")
