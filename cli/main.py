@@ -57,7 +57,7 @@ def show(obj: Context, target: Optional[str], extended: bool, as_json: bool, wat
                 if r.get("kind") in ("foreign", "unknown"):
                     r["user"] = r["user"] or "(unknown)"
                 if not as_json:  # what it runs: a micro-batch names its stream and batch
-                    r["query"] = brief(r.get("query") or "")
+                    r["query"] = brief(r.get("query"))
         emit(rows, as_json, cols)
         odd = [r for r in records if r.origin in ("foreign", "unknown")]
         if odd and not as_json:

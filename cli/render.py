@@ -20,9 +20,10 @@ def cell(value: Any) -> str:
 QUERY_WIDTH = 100
 
 
-def brief(text: str, width: int = QUERY_WIDTH) -> str:
-    """``text`` on one line, cut to ``width`` characters (an ellipsis where it was cut)."""
-    one = " ".join(text.split())
+def brief(value: Any, width: int = QUERY_WIDTH) -> str:
+    """``value`` as :func:`cell` writes it, on one line, cut to ``width`` characters (an
+    ellipsis where it was cut): a node's data is another client's too, any JSON."""
+    one = " ".join(cell(value).split())
     return one if len(one) <= width else one[:width - 1] + "\u2026"
 
 

@@ -17,7 +17,8 @@ def run(*args: str):
 
 def location(spark, table: str) -> Path:
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
-    return Path(next(r.data_type for r in rows if r.col_name == "Location")
+    # the details' Location, after the columns (one of which may be named so)
+    return Path([r.data_type for r in rows if r.col_name == "Location"][-1]
                 .removeprefix("file:"))
 
 
@@ -44,17 +45,21 @@ def test_doctor_names_tables_read_through_a_sink_log_and_repairs_the_empty(
     out = run(*zk, "doctor", db)
     assert out.exit_code == 1, out.output
     lines = out.output.splitlines()
-    assert [line.split(":")[1].strip() for line in lines] == sorted([damaged, streamed])
+    assert sorted(line.split(":")[1].strip() for line in lines) == sorted([damaged, streamed])
     assert any(damaged in line and "empty file-sink log" in line and "--repair" in line
                for line in lines), lines
     assert any(streamed in line and "1 entries" in line for line in lines), lines
 
-    # the repair waits for the table's holders (X), as any writer of it
+    # the repair waits for the table's holders (X), as any writer of it: denied (at once,
+    # ZKLOCK_RETRIES=0), in one line of its own, and the other table still named
     holder = make_manager()
     with holder.acquire([(damaged, "S")], query_id="reader-5"):
         out = run(*zk, "doctor", "--repair", db)
-    assert out.exit_code == 3, out.output  # denied: ZKLOCK_RETRIES=0
-    assert "reader-5" in out.output and len(out.output.strip().splitlines()) == 1
+    assert out.exit_code == 3, out.output
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in out.output, lines
+    assert any(damaged in line and "not repaired" in line and "reader-5" in line
+               for line in lines), lines
     assert (location(spark, damaged) / "_spark_metadata").exists()
 
     out = run(*zk, "doctor", "--repair", "--json", db)
@@ -75,3 +80,15 @@ def test_doctor_names_an_unknown_database_in_one_line(spark, zk_hosts, root):
     out = run("--zk", zk_hosts, "--root", root, "doctor", "no_such_db_7")
     assert out.exit_code == 1
     assert out.output.strip() == "zklock: no database no_such_db_7 in the catalog"
+    out = run("--zk", zk_hosts, "--root", root, "doctor", "spark_catalog.sales")
+    assert out.exit_code == 1 and len(out.output.strip().splitlines()) == 1
+    assert "name a database of the session's catalog" in out.output
+
+
+def test_doctor_reads_the_location_after_the_columns(spark, db, zk_hosts, root):
+    """A column named Location is not the table's location (DESCRIBE lists columns first)."""
+    table = f"{db}.places"
+    spark.sql(f"CREATE TABLE {table} (id INT, Location STRING) USING parquet")
+    (location(spark, table) / "_spark_metadata").mkdir()
+    out = run("--zk", zk_hosts, "--root", root, "doctor", db)
+    assert out.exit_code == 1 and f"{table}: an empty file-sink log" in out.output

@@ -219,7 +219,7 @@ OPERATOR_COMMANDS = [
 ]
 #: The commands that run Spark: each says, in one line, what to install.
 SPARK_COMMANDS = [
-    ["sql", "SELECT 1"], ["explain", "SELECT 1"],
+    ["sql", "SELECT 1"], ["explain", "SELECT 1"], ["doctor"],
     ["spark", "connect-server", "start", "--port", "{port}"],
     ["spark", "thrift-server", "start", "--port", "{port}"],
     ["metastore", "start", "--port", "{port}"], ["spark", "jar"],

@@ -578,10 +578,11 @@ def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_p
 
     def start():
         return (stream_of(spark, source).selectExpr("zk_stream_latch(id) AS id", "ds")
-                .writeStream.option("checkpointLocation", str(checkpoint))
+                .writeStream.queryName("node-deleted")
+                .option("checkpointLocation", str(checkpoint))
                 .trigger(availableNow=True).toTable(table))
 
-    lost = metrics.STREAM_BATCHES_LOST.labels(metrics.stream_label(""))
+    lost = metrics.STREAM_BATCHES_LOST.labels(metrics.stream_label("node-deleted"))
     lost_before = lost._value.get()
     query = start()
     assert wait_for(latch.reached, timeout=120)
@@ -589,7 +590,7 @@ def test_a_batch_whose_lock_node_is_deleted_commits_nothing(streaming, db, tmp_p
     nodes = [n for n in zk.get_children(node_dir) if n.startswith("write-")]
     assert len(nodes) == 1, nodes
     holder = json.loads(zk.get(f"{node_dir}/{nodes[0]}")[0])  # what zklock show names
-    named = f"micro-batch 0 of stream (id {query.id}) into {table}"
+    named = f"micro-batch 0 of stream node-deleted (id {query.id}) into {table}"
     assert holder["query"].startswith(named)
     shown = cli_output(zk_hosts, root, "show", table, "--extended")
     assert named in shown, shown

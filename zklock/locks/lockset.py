@@ -110,6 +110,10 @@ class SetOwner(Protocol):
         the delete without waiting for its reply)."""
         ...
 
+    def confirm_set(self, lockset: LockSet) -> None:
+        """Read the set's nodes now, and mark it lost where one is gone."""
+        ...
+
 
 class LockSet:
     """Locks granted together; release them together (or use ``with``)."""
@@ -189,6 +193,15 @@ class LockSet:
     def is_valid(self) -> bool:
         """True only while the set is held and its session is connected."""
         return self._state is State.HELD
+
+    def confirm(self) -> bool:
+        """Is the set still held, every node of it there now? One read, for a caller that
+        must not wait for its owner's periodic check to learn of a node deleted a moment ago
+        (a failed statement's end, which may have failed for that very reason); a set with
+        a node gone is lost from then on."""
+        if self._state is State.HELD and self._owner is not None:
+            self._owner.confirm_set(self)
+        return self.is_valid
 
     def check(self) -> None:
         """Raise :class:`LockLost` unless the set is still held."""

@@ -174,15 +174,15 @@ class SessionWatcher:
                                        if h.node_path.rsplit("/", 1)[1]
                                        not in (listing.get(h.object_path) or ())])
 
-    def confirm(self, lockset: LockSet) -> bool:
-        """Is ``lockset`` still held, every node of it there now? One read, for a caller that
-        must not wait for the periodic check (NODE_CHECK_S) to learn of a node deleted a
-        moment ago: a failed statement's end, which may have failed for that very reason.
-        A set with a node gone is marked lost at once."""
-        if lockset.state is State.HELD and lockset.node_paths:
-            stats = self.ops.exists_many(lockset.node_paths)
-            self._lost_if_gone(lockset, [p for p, stat in stats.items() if not stat])
-        return lockset.is_valid
+    def confirm_set(self, lockset: LockSet) -> None:
+        """SetOwner: ``lockset``'s nodes read now (LockSet.confirm), on its own session only
+        and while connected: a changed or suspended session is the transitions' to judge."""
+        if (lockset.state is not State.HELD or not lockset.node_paths
+                or self.client.state != KazooState.CONNECTED
+                or self.session_id != lockset.session_id):
+            return
+        stats = self.ops.exists_many(lockset.node_paths)
+        self._lost_if_gone(lockset, [p for p, stat in stats.items() if not stat])
 
     @staticmethod
     def _lost_if_gone(lockset: LockSet, gone: list[str]) -> None:

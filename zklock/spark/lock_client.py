@@ -274,7 +274,7 @@ class EngineLockClient:
         if failed:  # its statement failed, perhaps for a node another client deleted a moment
             # ago: the answer (and a stream's count of lost batches) says so, not only the JVM
             try:
-                self.manager.watcher.confirm(lockset)
+                lockset.confirm()
             except Exception:  # noqa: BLE001 (ZooKeeper out of reach: the session's watch judges)
                 log.debug("could not confirm a failed statement's locks", exc_info=True)
         lost = not lockset.is_valid
