@@ -8,6 +8,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 import zklock.Protocol;
@@ -46,6 +47,40 @@ public final class SinkLogDir {
             return path.getFileSystem(conf).makeQualified(path);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The directory a checkpoint manager serves, made by the first file written in it
+     *  where it is not there yet (LazySinkLogs names a checkpoint's directory without making
+     *  it, and Spark 3.5's manager does not make a file's parent); once there, not asked
+     *  for again. */
+    public static final class Parents {
+        private final Path dir;
+        private final Configuration conf;
+        private volatile boolean made;
+
+        public Parents(Path dir, Configuration conf) {
+            this.dir = dir;
+            this.conf = conf;
+        }
+
+        /** Make {@code file}'s directory where it is not there yet. */
+        public void make(Path file) {
+            Path parent = file.getParent();
+            if (made && parent.equals(dir)) {
+                return;
+            }
+            try {
+                FileSystem fs = parent.getFileSystem(conf);
+                if (!fs.exists(parent)) {
+                    fs.mkdirs(parent);
+                }
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+            if (parent.equals(dir)) {
+                made = true;
+            }
         }
     }
 

@@ -28,21 +28,21 @@ public final class LazySinkLogs implements CheckpointFileManager {
     private final SinkLogDir log;
     private final Path path;
     private final Configuration conf;
-    /** The directory this manager serves is there (made, or found). */
-    private volatile boolean parentMade;
+    private final SinkLogDir.Parents parents;
 
     public LazySinkLogs(Path path, Configuration conf) {
         this.spark = CheckpointFileManager.create(path, SinkLogDir.withoutLazyLogs(conf));
         this.log = SinkLogDir.of(path);
         this.path = path;
         this.conf = conf;
+        this.parents = new SinkLogDir.Parents(path, conf);
     }
 
     @Override
     public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(
             Path path, boolean overwriteIfPossible) {
         if (!log.holds(path)) {
-            madeParent(path);
+            parents.make(path);
             return spark.createAtomic(path, overwriteIfPossible);
         }
         if (!spark.exists(path.getParent())) {
@@ -109,23 +109,6 @@ public final class LazySinkLogs implements CheckpointFileManager {
     @Override
     public boolean isLocal() {
         return spark.isLocal();
-    }
-
-    /** Make the directory {@code path} is written in, where it is not there yet: the
-     *  checkpoint's own, which {@link #createCheckpointDirectory} leaves to its first file
-     *  (Spark 3.5's manager does not make a file's parent). Once known there, the directory
-     *  this manager serves is not asked for again. */
-    private void madeParent(Path path) {
-        Path parent = path.getParent();
-        if (parentMade && parent.equals(this.path)) {
-            return;
-        }
-        if (!spark.exists(parent)) {
-            spark.mkdirs(parent);
-        }
-        if (parent.equals(this.path)) {
-            parentMade = true;
-        }
     }
 
     /** A stream's checkpoint directory, named and not made: Spark makes it as it resolves a
