@@ -103,6 +103,34 @@ def test_each_micro_batch_lands_once_with_no_spark_log(streaming, db, tmp_path, 
     assert ids(spark, table) == sorted(kept + [100])
 
 
+def test_a_backfill_of_an_old_partition_completes_while_the_stream_runs(streaming, db,
+                                                                       tmp_path):
+    """A processingTime stream appends to a partitioned table while a backfill rewrites an
+    old partition: the backfill returns with the stream running, its rows are visible at
+    once, and every streamed row is in the table once."""
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet PARTITIONED BY (ds)")
+    spark.sql(f"INSERT INTO {table} VALUES (-1, 'old'), (-2, 'old')")
+    source = tmp_path / "source"
+    expected = add_files(source, 0, 1)  # partitions d0, d1, d2: never 'old'
+    query = (stream_of(spark, source).writeStream.queryName("ingest-backfilled")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="100 milliseconds").toTable(table))
+    try:
+        assert wait_for(lambda: count(spark, table) == 2 + len(expected), timeout=60)
+        expected += add_files(source, 100, 2)  # batches under way while the backfill runs
+        spark.sql(f"INSERT OVERWRITE {table} PARTITION (ds='old') VALUES (-10)")
+        assert query.isActive, query.exception()
+        old = spark.sql(f"SELECT id FROM {table} WHERE ds = 'old'").collect()
+        assert [r.id for r in old] == [-10]  # visible at once, no log hides it
+        expected += add_files(source, 200, 1)
+        assert wait_for(lambda: count(spark, table) == len(expected) + 1, timeout=60)
+    finally:
+        query.stop()
+    assert ids(spark, table) == sorted(expected + [-10])
+
+
 def test_a_once_trigger_into_an_orc_table_writes_each_run_once(streaming, db, tmp_path):
     """trigger(once=True), each run one locked batch of what has arrived, into an ORC
     table: every row once over two runs of the query, and no Spark log in the table."""
