@@ -92,3 +92,18 @@ def test_server_start_status_stop(tmp_path):
     assert out.output.strip() == "stopped"
     out = run("--state-dir", state, "server", "status")
     assert out.exit_code == 1 and "not running" in out.output
+
+
+def test_show_extended_takes_any_json_in_a_nodes_query(make_manager, zk, zk_hosts, root):
+    """A lock node's data is another client's too: a query that is no text (a number, null)
+    is shown as text, never a traceback."""
+    a = make_manager()
+    with a.acquire([("sales.orders", "X")], query_id="q-odd", query="INSERT ..."):
+        node = next(r.node for r in a.show("sales.orders", extended=True)
+                    if r.object == "sales.orders")
+        for odd in (42, None, ["a", "b"]):
+            data = json.loads(zk.get(node)[0])
+            data["query"] = odd
+            zk.set(node, json.dumps(data).encode())
+            out = run("--zk", zk_hosts, "--root", root, "show", "sales.orders", "--extended")
+            assert out.exit_code == 0 and "q-odd" in out.output, out.output
