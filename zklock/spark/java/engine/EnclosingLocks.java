@@ -35,9 +35,10 @@ final class EnclosingLocks {
      *  locks), by handle: the statements a block runs are covered only by what it holds. */
     private static final Map<String, EngineGuard> BLOCKS = new ConcurrentHashMap<>();
     /** The blocks whose first statement runs right after their grant, on the grant's thread
-     *  (Block.hold: a micro-batch's write, an insert_once batch), by handle: that statement's check that the nodes still exist is the grant's
-     *  own (the nodes were created and the set read a moment before), as a statement's own
-     *  grant is; its commit's fence checks them again. */
+     *  (Block.hold: a micro-batch's write, an insert_once batch), by handle: that statement's
+     *  check that the nodes still exist is the grant's own (the nodes were created and the
+     *  set read a moment before), as a statement's own grant is; its commit's fence checks
+     *  them again. */
     private static final Set<String> JUST_GRANTED = ConcurrentHashMap.newKeySet();
 
     private EnclosingLocks() {

@@ -40,32 +40,33 @@ public final class SinkLogDir {
         return dir != null && dir.equals(path.getParent());
     }
 
-    /** {@code path} qualified by its file system (as Spark's managers name a checkpoint), or
-     *  Hadoop's error, unchecked. */
-    public static Path qualified(Path path, Configuration conf) {
-        try {
-            return path.getFileSystem(conf).makeQualified(path);
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
-    /** The directory a checkpoint manager serves, made by the first file written in it
-     *  where it is not there yet (LazySinkLogs names a checkpoint's directory without making
-     *  it, and Spark 3.5's manager does not make a file's parent); once there, not asked
-     *  for again. */
-    public static final class Parents {
+    /** The directory a checkpoint manager serves (a checkpoint's, one of its logs', a file
+     *  sink's log), made by the first file written in it where it is not there yet:
+     *  LazySinkLogs names a checkpoint's directory without making it, makes a sink's log with
+     *  its first entry, and Spark 3.5's manager does not make a file's parent. Once there,
+     *  it is not asked for again. */
+    public static final class ServedDir {
         private final Path dir;
         private final Configuration conf;
         private volatile boolean made;
 
-        public Parents(Path dir, Configuration conf) {
+        public ServedDir(Path dir, Configuration conf) {
             this.dir = dir;
             this.conf = conf;
         }
 
+        /** The directory, qualified by its file system (as Spark's managers name a
+         *  checkpoint), not made. */
+        public Path qualified() {
+            try {
+                return dir.getFileSystem(conf).makeQualified(dir);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+
         /** Make {@code file}'s directory where it is not there yet. */
-        public void make(Path file) {
+        public void makeFor(Path file) {
             Path parent = file.getParent();
             if (made && parent.equals(dir)) {
                 return;

@@ -26,27 +26,20 @@ import zklock.stream.SinkLogDir;
 public final class LazySinkLogs implements CheckpointFileManager {
     private final CheckpointFileManager spark;
     private final SinkLogDir log;
-    private final Path path;
-    private final Configuration conf;
-    private final SinkLogDir.Parents parents;
+    private final SinkLogDir.ServedDir served;
 
     public LazySinkLogs(Path path, Configuration conf) {
         this.spark = CheckpointFileManager.create(path, SinkLogDir.withoutLazyLogs(conf));
         this.log = SinkLogDir.of(path);
-        this.path = path;
-        this.conf = conf;
-        this.parents = new SinkLogDir.Parents(path, conf);
+        this.served = new SinkLogDir.ServedDir(path, conf);
     }
 
     @Override
     public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(
             Path path, boolean overwriteIfPossible) {
+        served.makeFor(path);
         if (!log.holds(path)) {
-            parents.make(path);
             return spark.createAtomic(path, overwriteIfPossible);
-        }
-        if (!spark.exists(path.getParent())) {
-            spark.mkdirs(path.getParent());
         }
         return new FencedEntry(spark.createAtomic(path, overwriteIfPossible));
     }
@@ -117,6 +110,6 @@ public final class LazySinkLogs implements CheckpointFileManager {
      *  a refused start leaves no checkpoint. */
     @Override
     public Path createCheckpointDirectory() {
-        return SinkLogDir.qualified(path, conf);
+        return served.qualified();
     }
 }
