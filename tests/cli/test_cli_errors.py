@@ -11,8 +11,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zklock.cli.main import cli
 
+from zklock.locks.mode import Mode
+
 junk = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                min_size=1, max_size=20)
+
+
+def _is_mode(text: str) -> bool:
+    try:
+        Mode.parse(text)
+        return True
+    except ValueError:
+        return False
+
+
+#: Junk where a lock mode goes: never one Mode.parse accepts ("S", " x", "shared"), which
+#: would make a well-formed lease grab that succeeds.
+bad_modes = junk.filter(lambda w: not _is_mode(w))
 bad_hosts = st.sampled_from(["127.0.0.1:abc", "h:0", ":2181", "a:1,,b", "h:99999"])
 bad_durations = st.sampled_from(["-5m", "0s", "soon", "5 parsecs", "1e400s", ""])
 bad_objects = st.sampled_from(["a.b.c.d", "db.t/=1", "db.t/k=", "read-x", "x" * 300, "a..b",
@@ -36,14 +51,15 @@ def test_malformed_hosts(hosts, command):
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(obj=bad_objects, duration=bad_durations, word=junk, which=st.integers(0, 6))
-def test_malformed_arguments(zk_hosts, root, obj, duration, word, which):
+@given(obj=bad_objects, duration=bad_durations, word=junk, mode=bad_modes,
+       which=st.integers(0, 6))
+def test_malformed_arguments(zk_hosts, root, obj, duration, word, mode, which):
     base = ["--zk", zk_hosts, "--root", root]
     args = [
         ["show", obj],
         ["lease", "grab", f"{obj}:X", "--duration", "5m"],
         ["lease", "grab", "db.t:X", "--duration", duration],
-        ["lease", "grab", f"db.t:{word}", "--duration", "5m"],
+        ["lease", "grab", f"db.t:{mode}", "--duration", "5m"],
         ["lease", "extend", word],
         ["timeline", "--events", f"/nonexistent/{abs(hash(word))}.jsonl"],
         ["lease", "force-drop", obj],
