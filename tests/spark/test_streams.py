@@ -702,3 +702,59 @@ def test_a_query_stopped_in_a_batch_stops_cleanly_and_releases_it(streaming, db,
                                  if "/write-" in n], timeout=30)
     latch.open()
     assert count(spark, table) == 0
+
+
+def test_a_query_stopped_while_its_batch_waits_stops_at_once_and_keeps_no_lock(
+        streaming, db, tmp_path, make_manager, zk, root):
+    """A batch asks for its locks as Spark writes its offsets, ahead of its sink
+    (GrantAhead). Stopped while that request waits for a holder, the query stops at once
+    (its request still waiting), and the grant that comes once the holder leaves is
+    released: the stopped query holds nothing, and nothing of the batch is written."""
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    source = tmp_path / "source"
+    add_files(source, 0, 1)
+    held = make_manager().acquire([(LockObject.parse(table), Mode.EXCLUSIVE)])
+    try:
+        query = (stream_of(spark, source).writeStream
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(processingTime="100 milliseconds").toTable(table))
+        waits = f"{root}/.waits"
+        assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=60)
+        query.stop()
+        assert query.exception() is None
+        # it stopped while its request waited: the holder still holds X
+        assert zk.get_children(waits)
+    finally:
+        held.release()
+    # the request, granted once the holder left, is released: no node stays
+    assert wait_for(lambda: not zk.get_children(waits), timeout=60)
+    assert wait_for(lambda: not lock_nodes(zk, f"{root}/{db}/ev"), timeout=30)
+    assert count(spark, table) == 0
+
+
+def test_a_query_failing_before_its_sink_keeps_no_lock(streaming, db, tmp_path, zk, root):
+    """A batch's locks are asked for as Spark writes its offsets; a query that fails after
+    that, before its sink (here its plan: a cast ANSI refuses, folded as Spark optimizes
+    the batch), never claims them, and they are released: nothing stays held, nothing is
+    written, and the table takes an INSERT as before."""
+    spark = streaming
+    table = f"{db}.ev"
+    spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
+    source = tmp_path / "source"
+    add_files(source, 0, 1)
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        query = (stream_of(spark, source).selectExpr("id + CAST('x' AS INT) AS id", "ds")
+                 .writeStream.option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).toTable(table))
+        with pytest.raises(Exception, match="(?i)cast|invalid|number"):
+            query.awaitTermination(120)
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    # the offsets of its batch were written (its request sent), its sink never called
+    assert (tmp_path / "checkpoint" / "offsets" / "0").exists()
+    assert wait_for(lambda: not lock_nodes(zk, f"{root}/{db}/ev"), timeout=30)
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'd1')")
+    assert count(spark, table) == 1

@@ -29,17 +29,37 @@ public final class Block {
      *  through zklock's fence (a table's job commit, a file sink's log entry), which checks
      *  the nodes again before anything is visible: its first statement relies on the
      *  grant's read and reads the nodes no sooner (EnclosingLocks.runsNext). */
-    public static Block hold(SparkSession session, List<String> answers, String statement) {
+    public static Block hold(SparkSession session, List<String> answers, String statement,
+                             GrantAhead ahead) {
+        EngineGuard guard = EngineEntry.enterBlock(session, union(answers), NAME, statement,
+            ahead);
+        if (guard.holds()) {  // the grant's read is its first check
+            EnclosingLocks.runsNext(guard);
+        }
+        return new Block(guard, statement);
+    }
+
+    /** The grant {@link #hold} will take for the same {@code answers} and {@code statement},
+     *  asked for now, ahead of the block that this thread runs next (GrantAhead): its
+     *  round trips overlap what the thread does until then. NONE where the block would not
+     *  ask for it as it is; never a refusal (the block meets its own). */
+    public static GrantAhead ahead(SparkSession session, List<String> answers,
+                                   String statement) {
+        JsonNode answer = union(answers);
+        return GrantAhead.ask(session, answer, NAME,
+            StatementPlans.describe(answer.path(zklock.Protocol.Field.TARGETS)), statement);
+    }
+
+    /** What a block is called in its refusals. */
+    private static final String NAME = "the block";
+
+    private static JsonNode union(List<String> answers) {
         JsonNode answer = null;
         for (String text : answers) {
             JsonNode next = StatementPlans.answer(text);
             answer = answer == null ? next : LockAnswer.union(answer, next);
         }
-        EngineGuard guard = EngineEntry.enterBlock(session, answer, "the block", statement);
-        if (guard.holds()) {  // the grant's read is its first check
-            EnclosingLocks.runsNext(guard);
-        }
-        return new Block(guard, statement);
+        return answer;
     }
 
     /** Refuse (EngineRefusal) where the planner refused any of {@code answers}: what a

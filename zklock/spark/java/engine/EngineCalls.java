@@ -110,8 +110,8 @@ public final class EngineCalls {
                 StatementPlans.answer(planner.planPaths(paths))),
             StatementPlans.answer(planner.planDataFrame(ds)));
         String statement = "saveAsTable " + table;
-        return new Held(EngineEntry.enterBlock(session, answer, "saveAsTable", statement),
-            "saveAsTable");
+        return new Held(EngineEntry.enterBlock(session, answer, "saveAsTable", statement,
+            GrantAhead.NONE), "saveAsTable");
     }
 
     /** A block zklock's Python holds in a classic session (LockingSession.holding, a SQL
@@ -122,7 +122,7 @@ public final class EngineCalls {
      *  Refused, denied or lost as any statement is (EngineRefusal). */
     public static Held hold(SparkSession session, String answer, String statement) {
         return new Held(EngineEntry.enterBlock(session, StatementPlans.answer(answer),
-            "the block", statement), statement);
+            "the block", statement, GrantAhead.NONE), statement);
     }
 
     /** The {@code path} option set on a DataFrameWriter ({@code option("path", p)}): its

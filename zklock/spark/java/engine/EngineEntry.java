@@ -51,7 +51,7 @@ final class EngineEntry {
                 + " call zklock.spark.enforce(spark) first, or send it through zklock's Spark"
                 + " Connect server");
         }, what -> StatementPlans.text(ParsedForms.parsed(session, command), name, what),
-            () -> StatementPlans.commandNow(session, command), true);
+            () -> StatementPlans.commandNow(session, command), true, GrantAhead.NONE);
     }
 
     /** The S locks a query needs (planned from its {@code analyzed} plan), held from now
@@ -62,22 +62,23 @@ final class EngineEntry {
             what -> EngineReads.unlocked(session, what), what -> {
                 scala.Option<String> text = analyzed.origin().sqlText();
                 return text.isDefined() ? text.get() : "query reading " + what;
-            }, null, true);
+            }, null, true, GrantAhead.NONE);
     }
 
     /** The locks of a call the engine holds for its caller (a missing table's wait):
      *  {@code answer}'s, held from now until {@link EngineGuard#exit}, as a command's are. */
     static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
                                  String statement) {
-        return enterCall(session, answer, name, statement, true);
+        return enterCall(session, answer, name, statement, true, GrantAhead.NONE);
     }
 
     private static EngineGuard enterCall(SparkSession session, JsonNode answer, String name,
-                                         String statement, boolean sessionCover) {
+                                         String statement, boolean sessionCover,
+                                         GrantAhead ahead) {
         return enter(session, () -> answer, name, what -> {
             throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": it"
                 + " needs locks and no lock client runs in this process");
-        }, what -> statement, null, sessionCover);
+        }, what -> statement, null, sessionCover, ahead);
     }
 
     /** A block held through the engine: one of zklock's Python (LockingSession.holding, a
@@ -86,10 +87,16 @@ final class EngineEntry {
      *  (stream/MicroBatch.java): {@code answer}'s locks, held from now until
      *  {@link EngineGuard#exit}, as a command's are. Unlike a command's nested executions, a
      *  statement the block runs is covered only where the block's locks cover it (a block
-     *  holding S on a table does not cover a write to it): else it is refused. */
+     *  holding S on a table does not cover a write to it): else it is refused. Its grant
+     *  may have been asked for {@code ahead} (GrantAhead); unclaimed here, it is dropped. */
     static EngineGuard enterBlock(SparkSession session, JsonNode answer, String name,
-                                  String statement) {
-        EngineGuard guard = enterCall(session, answer, name, statement);
+                                  String statement, GrantAhead ahead) {
+        EngineGuard guard;
+        try {
+            guard = enterCall(session, answer, name, statement, true, ahead);
+        } finally {
+            ahead.drop();
+        }
         if (guard.holds()) {
             EnclosingLocks.asBlock(guard);
         }
@@ -101,7 +108,8 @@ final class EngineEntry {
      *  the session rather than this thread, whose local properties are left as they were. */
     static EngineGuard enterForSession(SparkSession session, JsonNode answer, String name,
                                        String statement) {
-        EngineGuard guard = enterCall(session, answer, name, statement, false);
+        EngineGuard guard = enterCall(session, answer, name, statement, false,
+            GrantAhead.NONE);
         if (guard.holds()) {
             guard.heldForSession();
         }
@@ -143,11 +151,13 @@ final class EngineEntry {
     /** What every entry shares: covered inside a locked statement, nothing to do without
      *  targets, {@code withoutClient} (refuse, or let it run) where no lock client runs, the
      *  session's own locks where they cover it, else the client's grant; {@code replan}
-     *  (commands) plans again from the catalog as it is now. */
+     *  (commands) plans again from the catalog as it is now; {@code ahead}: its grant,
+     *  where it was asked for ahead (GrantAhead.NONE: asked here). */
     private static EngineGuard enter(SparkSession session, Supplier<JsonNode> planned,
                                      String name, Consumer<String> withoutClient,
                                      Function<String, String> statement,
-                                     Supplier<JsonNode> replan, boolean sessionCover) {
+                                     Supplier<JsonNode> replan, boolean sessionCover,
+                                     GrantAhead ahead) {
         EngineGuard.removeLeftTags(session.sparkContext());
         if (EnclosingLocks.cover(session, planned)) {
             return EngineGuard.COVERED;
@@ -166,9 +176,7 @@ final class EngineEntry {
             withoutClient.accept(what);
             return EngineGuard.COVERED;
         }
-        if (!LockClients.bound(session)
-                && Protocol.Choice.ENGINE_MODE_REFUSE.equals(LockClients.setting(session,
-                    Protocol.ENGINE_MODE))) {
+        if (refusesUnbound(session)) {
             throw EngineRefusal.refused("zklock: refused " + name + " on " + what + ": "
                 + Protocol.ENGINE_MODE.key + "=refuse runs only what a LockingSession runs");
         }
@@ -181,7 +189,28 @@ final class EngineEntry {
                 return underSession(session, own);
             }
         }
-        return new GrantRequest(session, client, own, name, what, statement.apply(what))
-            .grant(answer, replan);
+        return new GrantRequest(session, client, own, name, what, statement.apply(what),
+            ahead).grant(answer, replan);
+    }
+
+    /** The lock client {@link #enter} would ask, on this thread, for {@code answer}'s locks
+     *  as they are (a block's, GrantAhead); null where it would ask none or change them:
+     *  inside a locked statement, in a Connect client's block, with nothing to lock, without
+     *  a lock client, refused by the engine's mode, or under its session's own locks. */
+    static EngineLockClient asking(SparkSession session, JsonNode answer) {
+        if (EnclosingLocks.inside(session.sparkContext()) || ConnectBlocks.around(session) != null
+                || answer.path(Field.TARGETS).size() == 0) {
+            return null;
+        }
+        EngineLockClient client = LockClients.client(session);
+        return client == null || refusesUnbound(session) || SessionLocks.held(session) != null
+            ? null : client;
+    }
+
+    /** Whether the engine's mode refuses what no LockingSession runs, and {@code session}
+     *  has none bound (spark.zklock.engine.mode=refuse). */
+    private static boolean refusesUnbound(SparkSession session) {
+        return !LockClients.bound(session) && Protocol.Choice.ENGINE_MODE_REFUSE.equals(
+            LockClients.setting(session, Protocol.ENGINE_MODE));
     }
 }

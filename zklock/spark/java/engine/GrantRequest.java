@@ -3,9 +3,7 @@
 // again, and asked again for both plans where the first's locks do not cover the second.
 package zklock.engine;
 
-import java.util.ArrayList;
 import java.util.Collections;
-import java.util.List;
 import java.util.UUID;
 import java.util.function.Supplier;
 
@@ -31,15 +29,18 @@ final class GrantRequest {
     private final String name;
     private final String what;
     private final String statement;
+    /** Its first request, where it was sent ahead of the statement (GrantAhead). */
+    private final GrantAhead ahead;
 
     GrantRequest(SparkSession session, EngineLockClient client, SessionLocks.Held own,
-                 String name, String what, String statement) {
+                 String name, String what, String statement, GrantAhead ahead) {
         this.session = session;
         this.client = client;
         this.own = own;
         this.name = name;
         this.what = what;
         this.statement = statement;
+        this.ahead = ahead;
     }
 
     /** The guard holding {@code answer}'s locks. Granted only after waiting, or planned
@@ -81,11 +82,9 @@ final class GrantRequest {
      *  them, or COVERED where its LockingSession turned locking off (as Hive's
      *  hive.support.concurrency=false does); else its refusal, raised. */
     private EngineGuard take(JsonNode answer) {
-        String handle = UUID.randomUUID().toString();
-        String request = LockRequests.acquire(session, client, handle, answer, name, what,
-            statement);
-        long asked = System.nanoTime();
-        JsonNode grant = ask(handle, request);
+        long needed = System.nanoTime();
+        GrantAhead.Asked asked = ahead.claim(client, answer).orElseGet(() -> askNow(answer));
+        JsonNode grant = asked.grant;
         String outcome = grant.path(Field.OUTCOME).asText();
         if (Protocol.Outcome.UNLOCKED.equals(outcome)) {
             return EngineGuard.COVERED;
@@ -95,12 +94,23 @@ final class GrantRequest {
                 .asText("zklock: " + name + " on " + what + ": the lock client refused it"),
                 null));
         }
-        return granted(handle, grant, answer, asked);
+        // its wait: from when it needed the locks, or was sent if later (asked ahead, a
+        // grant that came before the statement did not keep it waiting)
+        return granted(asked, answer, needed - asked.sent > 0 ? needed : asked.sent);
     }
 
-    /** The lock client's answer to {@code request}; where the call failed (the grant may
+    /** {@code answer}'s locks asked for now, on this thread. */
+    private GrantAhead.Asked askNow(JsonNode answer) {
+        String handle = UUID.randomUUID().toString();
+        String request = LockRequests.acquire(session, client, handle, answer, name, what,
+            statement);
+        long sent = System.nanoTime();
+        return new GrantAhead.Asked(handle, sent, ask(client, handle, request));
+    }
+
+    /** {@code client}'s answer to {@code request}; where the call failed (the grant may
      *  have happened), the set released, if any, and the failure raised. */
-    private JsonNode ask(String handle, String request) {
+    static JsonNode ask(EngineLockClient client, String handle, String request) {
         try {
             return Documents.lockAnswer(client.acquire(request));
         } catch (RuntimeException e) {
@@ -121,18 +131,16 @@ final class GrantRequest {
 
     /** The guard of a grant: this thread's jobs tagged with its set (cancelled when it
      *  is lost), and its nodes seen by nested executions and committers. */
-    private EngineGuard granted(String handle, JsonNode grant, JsonNode answer,
-                                long asked) {
+    private EngineGuard granted(GrantAhead.Asked asked, JsonNode answer, long waitedFrom) {
         SparkContext sc = session.sparkContext();
-        List<String> nodes = new ArrayList<>();
-        grant.path(Field.NODES).forEach(n -> nodes.add(n.asText()));
+        JsonNode grant = asked.grant;
         String jobTag = grant.path(Field.QUERY_ID).asText();
-        EngineGuard guard = new EngineGuard(client, handle, jobTag, sc, nodes,
+        EngineGuard guard = new EngineGuard(client, asked.handle, jobTag, sc, asked.nodes(),
             grant.path(Field.ZOOKEEPER).asText(), grant.path(Field.TOKEN).asText(), answer);
         sc.addJobTag(jobTag);
         EnclosingLocks.enter(sc, guard);
         WriteOutcome.begin();
-        guard.figures().granted(asked, grant.path(Field.ATTEMPTS).asInt(1),
+        guard.figures().granted(waitedFrom, grant.path(Field.ATTEMPTS).asInt(1),
             grant.path(Field.WAITED_FOR).asText(""));
         guard.soleIn(FreshListings.versions(grant.path(Field.SOLE), guard.zookeeper()));
         return guard;

@@ -12,6 +12,7 @@ import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import zklock.EngineRefusal;
 import zklock.commit.BatchLog;
 import zklock.engine.Block;
+import zklock.engine.GrantAhead;
 import zklock.planner.LockPlanner;
 
 /**
@@ -38,7 +39,8 @@ public final class InsertOnce {
             planner.planWrite(meta.identifier().quotedString(), null),
             planner.planDataFrame(rows));
         Block block = Block.hold(session, answers, "batch " + batch + " of writer " + writer
-            + " into " + meta.identifier().database().get() + "." + meta.identifier().table());
+            + " into " + meta.identifier().database().get() + "." + meta.identifier().table(),
+            GrantAhead.NONE);
         TableBatches.Outcome outcome;
         try {
             outcome = new TableBatches(meta).write(writer, batch, rows);

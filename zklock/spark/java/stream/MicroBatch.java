@@ -4,6 +4,8 @@ import java.io.InterruptedIOException;
 import java.nio.channels.ClosedByInterruptException;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkException;
@@ -16,6 +18,7 @@ import scala.collection.Iterator;
 import zklock.EngineRefusal;
 import zklock.Protocol;
 import zklock.engine.Block;
+import zklock.engine.GrantAhead;
 import zklock.planner.NodeKinds;
 import zklock.planner.PlanWalker;
 
@@ -31,6 +34,10 @@ import zklock.planner.PlanWalker;
  * written again at once (the sinks write a batch once however often they are run:
  * TableBatches' record, Spark's file-sink log). A stateful query's batch is not run again
  * in the same run: its state would be updated twice.
+ *
+ * A batch's locks are asked for as Spark writes its offsets (OffsetLogs), ahead of its sink:
+ * the grant's round trips overlap Spark's own work before the sink (its offset log, the
+ * batch's input and planning), and the sink claims it (GrantAhead).
  */
 final class MicroBatch {
     /** Spark's local property naming the streaming query its thread runs (StreamExecution). */
@@ -55,6 +62,19 @@ final class MicroBatch {
     private final String target;
     /** How often a batch whose locks were lost is run again (0: the query fails). */
     private final int retries;
+    /** The grant asked for ahead of the next batch's sink, if any. */
+    private final AtomicReference<Ahead> ahead = new AtomicReference<>();
+
+    /** A batch's grant asked for ahead of its sink. */
+    private static final class Ahead {
+        final long batch;
+        final GrantAhead grant;
+
+        Ahead(long batch, GrantAhead grant) {
+            this.batch = batch;
+            this.grant = grant;
+        }
+    }
 
     /** {@code answers}: the planner's, for every batch, of the query {@code write} starts;
      *  {@code target}: what it writes, as a person names it. */
@@ -88,11 +108,52 @@ final class MicroBatch {
         return session.sparkContext().getLocalProperty(QUERY_ID);
     }
 
+    /** Batch {@code batch} is next (Spark writes its offsets on this thread, the query's):
+     *  its locks asked for now, for its sink to claim. */
+    void next(long batch) {
+        GrantAhead grant = named(() -> Block.ahead(session, answers, statement(batch)));
+        Ahead before = ahead.getAndSet(new Ahead(batch, grant));
+        if (before != null) {  // (a batch that never reached its sink)
+            before.grant.drop();
+        }
+    }
+
+    /** The grant asked for batch {@code batch} ahead of its sink; else asked for now, the
+     *  same way, so that a query stopped while its batch waits for a holder stops at once
+     *  (a batch Spark runs again from offsets already written, a batch written again). */
+    private GrantAhead claim(long batch) {
+        Ahead asked = ahead.getAndSet(null);
+        if (asked != null && asked.batch == batch) {
+            return asked.grant;
+        }
+        if (asked != null) {
+            asked.grant.drop();
+        }
+        return named(() -> Block.ahead(session, answers, statement(batch)));
+    }
+
+    /** What {@code batch}'s request names (the batch, its query and target). */
+    private String statement(long batch) {
+        return "micro-batch " + batch + " of " + query + " (id " + queryId() + ") into "
+            + target;
+    }
+
+    /** {@code ask}'s grant, its request naming the query (LockRequests). */
+    private <T> T named(Supplier<T> ask) {
+        SparkContext sc = session.sparkContext();
+        sc.setLocalProperty(Protocol.Property.STREAM, name);
+        try {
+            return ask.get();
+        } finally {
+            sc.setLocalProperty(Protocol.Property.STREAM, null);
+        }
+    }
+
     /** Run batch {@code batch}'s {@code write} under its locks (again, where its locks were
      *  lost and the query may). */
     void run(long batch, Runnable write) {
         for (int attempt = 0; ; attempt++) {
-            Throwable lost = attempt(batch, write);
+            Throwable lost = attempt(batch, write, claim(batch));
             if (lost == null) {
                 return;
             }
@@ -107,16 +168,9 @@ final class MicroBatch {
 
     /** One run of the batch under its locks: null once written; the loss of its locks, where
      *  they were lost (nothing of it visible, or all of it); any other failure is thrown. */
-    private Throwable attempt(long batch, Runnable write) {
+    private Throwable attempt(long batch, Runnable write, GrantAhead asked) {
         SparkContext sc = session.sparkContext();
-        sc.setLocalProperty(Protocol.Property.STREAM, name);  // its request names the query
-        Block block;
-        try {
-            block = Block.hold(session, answers, "micro-batch " + batch + " of " + query
-                + " (id " + queryId() + ") into " + target);
-        } finally {
-            sc.setLocalProperty(Protocol.Property.STREAM, null);
-        }
+        Block block = named(() -> Block.hold(session, answers, statement(batch), asked));
         try {
             write.run();
         } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java

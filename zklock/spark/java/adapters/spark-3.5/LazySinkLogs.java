@@ -21,6 +21,7 @@ import org.apache.hadoop.fs.PathFilter;
 import org.apache.spark.sql.execution.streaming.CheckpointFileManager;
 
 import zklock.commit.CommitFence;
+import zklock.stream.OffsetLogs;
 import zklock.stream.SinkLogDir;
 
 public final class LazySinkLogs implements CheckpointFileManager {
@@ -37,6 +38,7 @@ public final class LazySinkLogs implements CheckpointFileManager {
     @Override
     public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(
             Path path, boolean overwriteIfPossible) {
+        OffsetLogs.writing(path);  // a batch's offsets: its locks asked for now
         served.makeFor(path);
         if (!log.holds(path)) {
             return spark.createAtomic(path, overwriteIfPossible);
