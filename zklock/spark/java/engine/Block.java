@@ -33,7 +33,7 @@ public final class Block {
                              GrantAhead ahead) {
         EngineGuard guard = EngineEntry.enterBlock(session, union(answers), NAME, statement,
             ahead);
-        if (guard.holds()) {  // the grant's read is its first check
+        if (guard.readJustNow()) {  // the grant's read is its first check
             EnclosingLocks.runsNext(guard);
         }
         return new Block(guard, statement);

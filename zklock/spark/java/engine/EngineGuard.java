@@ -56,6 +56,9 @@ final class EngineGuard {
     private String enclosing = "the session's locks (LOCK TABLE)";
     /** The tables where its node was alone when granted (FreshListings.Version). */
     private Map<String, FreshListings.Version> sole = Collections.emptyMap();
+    /** Whether its grant was asked for ahead of its statement (GrantAhead): its read of the
+     *  nodes is older than the statement. */
+    private boolean askedAhead;
 
     /** The guard of {@code client}'s grant under {@code handle}: {@code held}'s locks, the
      *  lock nodes {@code nodes} in {@code zookeeper} fenced with {@code token}, its jobs
@@ -156,6 +159,17 @@ final class EngineGuard {
     /** Whether this guard holds locks of its own (false: covered, or nothing to lock). */
     boolean holds() {
         return client != null;
+    }
+
+    /** Its grant was asked for ahead of its statement (GrantAhead). */
+    void askedAhead() {
+        askedAhead = true;
+    }
+
+    /** Was its grant's read of its nodes made just now, for this statement: not asked
+     *  ahead, so that its first statement may rely on it (EnclosingLocks.runsNext)? */
+    boolean readJustNow() {
+        return holds() && !askedAhead;
     }
 
     /** Its figures: waits, attempts, objects, times. */

@@ -5,12 +5,13 @@
 // system), so the grant is ready when the sink needs it.
 //
 // The locks are the block's, unchanged: asked for by the same request the block's entry
-// would send (GrantRequest), claimed by that entry, which checks and holds them as any grant.
-// A grant never claimed is released: where the block does not come (its query stopped or
-// failed before the sink), by DROP_AFTER_MS, or at once when the thread that asked has ended,
-// whichever is first; a grant that arrives after its claimer gave up is released as it
-// arrives. Hive's Driver takes a query's locks after compiling it, on the query's thread;
-// asking ahead only moves the request earlier, never the release later than the block's end.
+// would send (GrantRequest), claimed by that entry, which holds them as any grant; its first
+// statement reads the nodes again (a grant asked ahead is older than the statement). A grant
+// never claimed is released, as it arrives where it was dropped before: where the block does
+// not come (its query stopped or failed before the sink), at once when the thread that asked
+// has ended or asks for another, else DROP_AFTER_MS after it came. Hive's Driver takes a
+// query's locks after compiling it, on the query's thread; asking ahead only moves the
+// request earlier, never the release later than the block's end.
 package zklock.engine;
 
 import java.util.ArrayList;
@@ -41,11 +42,11 @@ public final class GrantAhead {
     static final long DROP_AFTER_MS = 10_000;
     /** How often an unclaimed grant looks whether its block came or its asker ended. */
     private static final long WATCH_NS = TimeUnit.MILLISECONDS.toNanos(20);
-    private static final ExecutorService ASKING = Executors.newCachedThreadPool(task -> {
-        Thread thread = new Thread(task, "zklock-grant-ahead");
-        thread.setDaemon(true);
-        return thread;
-    });
+    private static final ExecutorService ASKING = Executors.newCachedThreadPool(
+        task -> PythonCalls.daemon(task, "zklock-grant-ahead"));
+    /** The grant this thread asked for ahead and has not claimed: dropped when it asks for
+     *  another (a grant asked for a batch whose sink never came, or for another query's). */
+    private static final ThreadLocal<GrantAhead> OUTSTANDING = new ThreadLocal<>();
 
     private enum State { ASKED, CLAIMED, DROPPED }
 
@@ -92,6 +93,11 @@ public final class GrantAhead {
      *  {@code session}'s lock client for them as they are (EngineEntry.asking). */
     static GrantAhead ask(SparkSession session, JsonNode answer, String name, String what,
                           String statement) {
+        GrantAhead before = OUTSTANDING.get();
+        if (before != null) {
+            OUTSTANDING.remove();
+            before.drop();
+        }
         EngineLockClient client = EngineEntry.asking(session, answer);
         if (client == null) {
             return NONE;
@@ -102,6 +108,7 @@ public final class GrantAhead {
         CompletableFuture<Asked> asked = new CompletableFuture<>();
         GrantAhead ahead = new GrantAhead(client, answer, Thread.currentThread(), asked);
         ASKING.execute(() -> ahead.run(handle, request));
+        OUTSTANDING.set(ahead);
         return ahead;
     }
 
@@ -136,11 +143,16 @@ public final class GrantAhead {
     /** The answer asked ahead for {@code answer}'s locks from {@code by}, now the caller's
      *  to hold or release (waiting for it where it is on its way); empty where nothing was
      *  asked for them, or the grant was released meanwhile: the caller asks itself. A
-     *  failed ask is thrown as the caller's own would be; the caller's interruption while
-     *  it waits is thrown (InterruptedException), its grant released when it comes. */
+     *  failed ask is thrown as the caller's own would be. The wait goes on whatever
+     *  interrupts this thread, as a request asked on it would (PythonCalls: a grant
+     *  abandoned half-way would be held by no statement, and its request would go on
+     *  waiting, shown by `zklock waits`, after the query had stopped). */
     Optional<Asked> claim(EngineLockClient by, JsonNode answer) {
         if (this == NONE) {
             return Optional.empty();
+        }
+        if (OUTSTANDING.get() == this) {
+            OUTSTANDING.remove();
         }
         if (by != client || !this.answer.equals(answer)) {
             drop();
@@ -149,18 +161,21 @@ public final class GrantAhead {
         if (!state.compareAndSet(State.ASKED, State.CLAIMED)) {
             return Optional.empty();
         }
+        boolean interrupted = false;
         try {
-            return Optional.of(asked.get());
-        } catch (InterruptedException e) {
-            asked.thenAccept(late -> {
-                if (late.granted()) {
-                    Releases.later(client, late.handle, late.nodes());
+            while (true) {
+                try {
+                    return Optional.of(asked.get());
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                } catch (ExecutionException e) {
+                    throw EngineRefusal.<RuntimeException>sneaky(e.getCause());
                 }
-            });
-            Thread.currentThread().interrupt();
-            throw EngineRefusal.sneaky(e);
-        } catch (ExecutionException e) {
-            throw EngineRefusal.sneaky(e.getCause());
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 package zklock.engine;
 
 import java.util.Collections;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.function.Supplier;
 
@@ -83,7 +84,8 @@ final class GrantRequest {
      *  hive.support.concurrency=false does); else its refusal, raised. */
     private EngineGuard take(JsonNode answer) {
         long needed = System.nanoTime();
-        GrantAhead.Asked asked = ahead.claim(client, answer).orElseGet(() -> askNow(answer));
+        Optional<GrantAhead.Asked> claimed = ahead.claim(client, answer);
+        GrantAhead.Asked asked = claimed.orElseGet(() -> askNow(answer));
         JsonNode grant = asked.grant;
         String outcome = grant.path(Field.OUTCOME).asText();
         if (Protocol.Outcome.UNLOCKED.equals(outcome)) {
@@ -96,7 +98,17 @@ final class GrantRequest {
         }
         // its wait: from when it needed the locks, or was sent if later (asked ahead, a
         // grant that came before the statement did not keep it waiting)
-        return granted(asked, answer, needed - asked.sent > 0 ? needed : asked.sent);
+        EngineGuard guard;
+        try {
+            guard = granted(asked, answer, needed - asked.sent > 0 ? needed : asked.sent);
+        } catch (RuntimeException e) {  // held by no statement: released
+            client.release(asked.handle, true);
+            throw e;
+        }
+        if (claimed.isPresent()) {
+            guard.askedAhead();
+        }
+        return guard;
     }
 
     /** {@code answer}'s locks asked for now, on this thread. */

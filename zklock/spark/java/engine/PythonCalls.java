@@ -34,17 +34,21 @@ final class PythonCalls {
     /** The caller threads: one always, more while more calls are in flight at once (a call
      *  may wait for its locks as long as the lock client's timeout says). */
     private static final ThreadPoolExecutor CALLERS = new ThreadPoolExecutor(
-        1, Integer.MAX_VALUE, IDLE_SECONDS, TimeUnit.SECONDS, new SynchronousQueue<>(), work -> {
-            // made on a statement's thread, it inherits that thread's Spark state: drop what
-            // would keep a Spark Connect session and its class loader for the thread's life
-            Thread caller = new Thread(() -> {
-                SparkSession.clearActiveSession();
-                work.run();
-            }, "zklock-python-caller-" + NAMED.incrementAndGet());
-            caller.setContextClassLoader(PythonCalls.class.getClassLoader());
-            caller.setDaemon(true);
-            return caller;
-        });
+        1, Integer.MAX_VALUE, IDLE_SECONDS, TimeUnit.SECONDS, new SynchronousQueue<>(),
+        work -> daemon(work, "zklock-python-caller-" + NAMED.incrementAndGet()));
+
+    /** A daemon thread of zklock's engine running {@code work}. Made on a statement's
+     *  thread, it inherits that thread's Spark state: what would keep a Spark Connect session
+     *  and its class loader for the thread's life is dropped. */
+    static Thread daemon(Runnable work, String name) {
+        Thread thread = new Thread(() -> {
+            SparkSession.clearActiveSession();
+            work.run();
+        }, name);
+        thread.setContextClassLoader(PythonCalls.class.getClassLoader());
+        thread.setDaemon(true);
+        return thread;
+    }
 
     /** py4j's connections to Python, one per thread; null where py4j shares a pool of
      *  connections among threads (PYSPARK_PIN_THREAD=false), and any thread may call. */

@@ -60,6 +60,8 @@ final class MicroBatch {
     private final String name;
     private final String query;
     private final String target;
+    /** Its checkpoint, where Spark writes its offsets (OffsetLogs). */
+    private final String checkpoint;
     /** How often a batch whose locks were lost is run again (0: the query fails). */
     private final int retries;
     /** The grant asked for ahead of the next batch's sink, if any. */
@@ -85,6 +87,8 @@ final class MicroBatch {
         this.name = named == null ? "" : named;
         this.query = this.name.isEmpty() ? "stream" : "stream " + this.name;
         this.target = target;
+        this.checkpoint = write.resolvedCheckpointLocation();
+        OffsetLogs.register(checkpoint, this);
         this.retries = Protocol.Choice.STREAM_LOCK_LOST_RETRY.equals(
             Block.setting(session, Protocol.STREAM_LOCK_LOST))
             && stateless(write.inputQuery()) ? RETRIES : 0;
@@ -152,6 +156,7 @@ final class MicroBatch {
     /** Run batch {@code batch}'s {@code write} under its locks (again, where its locks were
      *  lost and the query may). */
     void run(long batch, Runnable write) {
+        OffsetLogs.register(checkpoint, this);
         for (int attempt = 0; ; attempt++) {
             Throwable lost = attempt(batch, write, claim(batch));
             if (lost == null) {

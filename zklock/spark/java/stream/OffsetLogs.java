@@ -12,8 +12,11 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.hadoop.fs.Path;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 public final class OffsetLogs {
+    private static final Logger LOG = LoggerFactory.getLogger(OffsetLogs.class);
     /** Spark's name for a checkpoint's offset log (StreamExecution.checkpointFile). */
     private static final String NAME = "offsets";
     /** The queries by their offset log's directory; a query's entry goes with the query
@@ -25,10 +28,17 @@ public final class OffsetLogs {
     }
 
     /** {@code batches} writes its offsets under {@code checkpoint} (the query's resolved
-     *  checkpoint location). */
+     *  checkpoint location): as its query starts, and again as each batch runs (a start on
+     *  the checkpoint of a running query, refused by Spark after its analysis registered
+     *  it, is replaced by the running one at its next batch). */
     static void register(String checkpoint, MicroBatch batches) {
+        Path dir = new Path(new Path(checkpoint), NAME);
+        WeakReference<MicroBatch> known = QUERIES.get(dir);
+        if (known != null && known.get() == batches) {
+            return;
+        }
         QUERIES.values().removeIf(query -> query.get() == null);
-        QUERIES.put(new Path(new Path(checkpoint), NAME), new WeakReference<>(batches));
+        QUERIES.put(dir, new WeakReference<>(batches));
     }
 
     /** Spark is about to write {@code file}, through zklock's checkpoint manager: where it is
@@ -49,6 +59,10 @@ public final class OffsetLogs {
         } catch (NumberFormatException e) {  // not a batch's offsets
             return;
         }
-        batches.next(batch);
+        try {
+            batches.next(batch);
+        } catch (Exception e) {  // (EngineRefusal: checked to Java) its sink asks, as without
+            LOG.debug("zklock: the locks of batch {} not asked ahead", batch, e);
+        }
     }
 }

@@ -108,7 +108,8 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
                 planner.planWrite(table.identifier().quotedString(), null),
                 planner.planQuery(write.inputQuery()));
             Block.check(answers);
-            return LockedSink.intoTable(batches(answers, write, name), new TableBatches(table));
+            return LockedSink.intoTable(new MicroBatch(session, answers, write, name),
+                new TableBatches(table));
         } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
             removeIfEmpty(log);  // a refused start leaves nothing
             throw EngineRefusal.sneaky(refused);
@@ -143,19 +144,11 @@ public final class StreamingWrites extends Rule<LogicalPlan> {
             List<String> answers =
                 Collections.singletonList(planner.planQuery(write.inputQuery()));
             Block.check(answers);
-            return LockedSink.intoFiles(batches(answers, write, path), spark);
+            return LockedSink.intoFiles(new MicroBatch(session, answers, write, path), spark);
         } catch (Throwable refused) {  // EngineRefusal is a checked exception to Java
             removeIfEmpty(new Path(path, SinkLogDir.NAME));  // a refused start leaves nothing
             throw EngineRefusal.sneaky(refused);
         }
-    }
-
-    /** The batches of {@code write}, locked by {@code answers}, asking for their locks as
-     *  Spark writes their offsets (OffsetLogs). */
-    private MicroBatch batches(List<String> answers, WriteToStream write, String target) {
-        MicroBatch batches = new MicroBatch(session, answers, write, target);
-        OffsetLogs.register(write.resolvedCheckpointLocation(), batches);
-        return batches;
     }
 
     /** {@code write} with {@code sink} in place of Spark's. */
