@@ -3,16 +3,21 @@ stream in a bare Spark application, in one run.
 
 Run: ``.venv/bin/python bench/streams.py`` (``--rounds``, ``--batches``, ``--out``). It starts
 its own ZooKeeper (fsync on) unless ZKLOCK_ZK is set, measures a ZooKeeper write round trip
-(bench/common.py: the median of 200 sets of a node), then runs, alternately,
-``--rounds`` times each, two applications of their own (one local SparkSession each, never
-two at once: the machine's cores are the applications'):
+(bench/common.py: the median of 200 sets of a node), then runs ``--rounds`` rounds of three
+applications, each kind first in turn (one local SparkSession each, never two at once: the
+machine's cores are the applications'):
 
 - **bare**: Spark as it ships, each stream into a Parquet table with ``toTable`` (Spark's
   file sink and its ``_spark_metadata`` log);
 - **zklock**: the same application built with ``zklock.spark.configure`` and ``enforce``,
   its lock client on the run's ZooKeeper: each batch locked (X on the table, S on the
   database), committed through the fence and recorded once (docs/spark.md, "Streams and
-  pipelines").
+  pipelines");
+- **unlocked**: the zklock application with locking off (``support_concurrency=false``, as
+  Hive's ``hive.support.concurrency``): zklock's sink, each batch an INSERT recorded once,
+  but no lock taken, no ZooKeeper asked. zklock against it is what the locks cost; it
+  against bare, what writing each batch as an INSERT rather than through Spark's file sink
+  costs (the price of a table shared with batch writers).
 
 Each application runs two streams into a table of its own: a processingTime stream of small
 batches (the rate source, 10 rows a second, a batch every 200 ms, ``--batches`` of them), and
@@ -51,6 +56,9 @@ from common import report, start_zookeeper, write_round_trip  # noqa: E402
 #: works (the batch's locks, its INSERT, its fence and records); the rest of a batch is
 #: Spark's own (its offsets and commit logs), the same in both applications.
 PARTS = ("triggerExecution", "addBatch")
+
+#: The applications compared, each run once a round.
+KINDS = ("bare", "zklock", "unlocked")
 
 #: The first batches of each stream, left out: while the JIT compiles the batch's path, a
 #: batch takes up to twice its settled time (zklock's longer path settles later), which the
@@ -103,14 +111,15 @@ def application(kind: str, hosts: str, work: Path, batches: int) -> dict[str, li
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2"))
-    if kind == "zklock":
+    if kind in ("zklock", "unlocked"):
         from zklock import LockManager
         from zklock.config import Settings
         from zklock.spark import configure, enforce
 
         spark = configure(builder.config("spark.zklock.lockClient", "none")).getOrCreate()
         enforce(spark, LockManager(settings=Settings.resolve(dict(
-            hosts=hosts, root="/bench-streams", retries=100, retry_interval=0.05))))
+            hosts=hosts, root="/bench-streams", retries=100, retry_interval=0.05,
+            support_concurrency=kind == "zklock"))))
     else:
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -162,11 +171,11 @@ def main() -> int:
         (base / "files" / f"f{f:03d}.json").write_text(
             "".join(json.dumps({"id": f * 10 + r, "ds": "f"}) + "\n" for r in range(10)))
     # each application's figures, by kind, in the order run: round i's pair is [i] of each
-    runs: dict[str, list[dict[str, list[float]]]] = {"bare": [], "zklock": []}
+    runs: dict[str, list[dict[str, list[float]]]] = {kind: [] for kind in KINDS}
     try:
         rtt = write_round_trip(hosts)
         for i in range(args.rounds):
-            for kind in ("bare", "zklock") if i % 2 == 0 else ("zklock", "bare"):
+            for kind in KINDS[i % 3:] + KINDS[:i % 3]:  # each kind first in turn
                 out = subprocess.run(
                     [sys.executable, __file__, "--batches", str(args.batches), "--child",
                      kind, hosts, str(base / f"{kind}-{i}")],
@@ -184,36 +193,47 @@ def pooled(runs: list[dict[str, list[float]]], key: str) -> list[float]:
     return [ms for run in runs for ms in run[key]]
 
 
-def table(runs: dict[str, list[dict[str, list[float]]]], rtt: float) -> list[str]:
-    """The Markdown report of the applications' figures ``runs``, ``rtt`` the idle round
-    trip (ms)."""
-    loaded = statistics.median(pooled(runs["bare"] + runs["zklock"], "loaded round trip"))
+def compare(runs: dict[str, list[dict[str, list[float]]]], base: str, kind: str,
+            rtt: float, loaded: float) -> list[str]:
+    """The table's rows of ``kind`` against ``base``: per stream and figure, the medians
+    and the median of the rounds' own differences, with their range."""
     rows = []
     for name in ("processingTime", "availableNow"):
         for part in PARTS:
             key = f"{name} {part}"
-            bare = statistics.median(pooled(runs["bare"], key))
-            mine = statistics.median(pooled(runs["zklock"], key))
-            pairs = [statistics.median(z[key]) - statistics.median(b[key])
-                     for b, z in zip(runs["bare"], runs["zklock"])]
+            was = statistics.median(pooled(runs[base], key))
+            now = statistics.median(pooled(runs[kind], key))
+            pairs = [statistics.median(k[key]) - statistics.median(b[key])
+                     for b, k in zip(runs[base], runs[kind])]
             added = statistics.median(pairs)
             rows.append(
-                f"| {name} | {part} | {len(pooled(runs['bare'], key))} /"
-                f" {len(pooled(runs['zklock'], key))} | {bare:.1f} | {mine:.1f}"
+                f"| {kind} vs {base} | {name} | {part} | {len(pooled(runs[base], key))} /"
+                f" {len(pooled(runs[kind], key))} | {was:.1f} | {now:.1f}"
                 f" | {added:+.1f} ({min(pairs):+.1f} to {max(pairs):+.1f})"
                 f" | {added / rtt:+.1f} | {added / loaded:+.1f}"
                 f" | {2 * rtt + 1:.1f} / {2 * loaded + 1:.1f} |")
+    return rows
+
+
+def table(runs: dict[str, list[dict[str, list[float]]]], rtt: float) -> list[str]:
+    """The Markdown report of the applications' figures ``runs``, ``rtt`` the idle round
+    trip (ms): zklock against bare (the issue's figure), and its two parts: the locks
+    (zklock against unlocked) and the sink (unlocked against bare)."""
+    every = [run for kind in KINDS for run in runs[kind]]
+    loaded = statistics.median(pooled(every, "loaded round trip"))
     return [
         f"A ZooKeeper write round trip in this run: {rtt:.2f} ms idle (median of 200 sets,"
         f" fsync on); {loaded:.2f} ms while the applications' streams ran (median of"
-        f" {len(pooled(runs['bare'] + runs['zklock'], 'loaded round trip'))} sets).",
+        f" {len(pooled(every, 'loaded round trip'))} sets).",
         "",
-        "| stream | Spark's figure | batches (bare / zklock) | bare ms a batch"
-        " | zklock ms a batch | added ms: median of the rounds' (range)"
+        "| compared | stream | Spark's figure | batches | first ms a batch"
+        " | second ms a batch | added ms: median of the rounds' (range)"
         " | in idle round trips | in loaded round trips"
         " | target ms (2 RTT + 1 ms): idle / loaded |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-        *rows,
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        *compare(runs, "bare", "zklock", rtt, loaded),
+        *compare(runs, "unlocked", "zklock", rtt, loaded),
+        *compare(runs, "bare", "unlocked", rtt, loaded),
     ]
 
 
