@@ -39,7 +39,7 @@ public final class GrantAhead {
     public static final GrantAhead NONE = new GrantAhead(null, null, null, null);
     /** How long a grant waits for its block before it is released (the block then asks
      *  again, as it would have without it). */
-    static final long DROP_AFTER_MS = 10_000;
+    private static final long DROP_AFTER_MS = 10_000;
     /** How often an unclaimed grant looks whether its block came or its asker ended. */
     private static final long WATCH_NS = TimeUnit.MILLISECONDS.toNanos(20);
     private static final ExecutorService ASKING = Executors.newCachedThreadPool(
