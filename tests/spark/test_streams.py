@@ -707,9 +707,10 @@ def test_a_query_stopped_in_a_batch_stops_cleanly_and_releases_it(streaming, db,
 def test_a_query_stopped_while_its_batch_waits_stops_once_granted_and_keeps_no_lock(
         streaming, db, tmp_path, make_manager, zk, root):
     """A batch asks for its locks as Spark writes its offsets, ahead of its sink
-    (GrantAhead). Stopped while that request waits for a holder, the query stops once the
-    wait ends, as a statement's request is never abandoned half-way: it stops cleanly,
-    holds nothing, and its batch is in the table whole or not at all."""
+    (GrantAhead). Stopped while that request waits for a holder, the query stops cleanly:
+    at once where Spark had not yet called its sink (the request, never abandoned
+    half-way, is released as its grant arrives), else once the wait ends. Nothing stays
+    held or waiting, and its batch is in the table whole or not at all."""
     spark = streaming
     table = f"{db}.ev"
     spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
@@ -729,7 +730,7 @@ def test_a_query_stopped_while_its_batch_waits_stops_once_granted_and_keeps_no_l
     stopping.join(120)
     assert not stopping.is_alive()
     assert query.exception() is None
-    assert not zk.get_children(waits)
+    assert wait_for(lambda: not zk.get_children(waits), timeout=30)
     assert wait_for(lambda: not lock_nodes(zk, f"{root}/{db}/ev"), timeout=30)
     assert count(spark, table) in (0, 5)
 

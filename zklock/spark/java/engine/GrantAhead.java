@@ -50,16 +50,18 @@ public final class GrantAhead {
 
     private enum State { ASKED, CLAIMED, DROPPED }
 
-    /** A request sent and its answer: the handle the JVM named it by, when it was sent
-     *  (System.nanoTime), and the lock client's answer. */
+    /** A request sent and its answer: the handle the JVM named it by, when it was sent and
+     *  when its answer came (System.nanoTime), and the lock client's answer. */
     static final class Asked {
         final String handle;
         final long sent;
+        final long answered;
         final JsonNode grant;
 
         Asked(String handle, long sent, JsonNode grant) {
             this.handle = handle;
             this.sent = sent;
+            this.answered = System.nanoTime();
             this.grant = grant;
         }
 

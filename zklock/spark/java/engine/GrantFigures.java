@@ -26,10 +26,13 @@ final class GrantFigures {
         this.held = held;
     }
 
-    /** Granted now, asked at {@code askedAt} (System.nanoTime), after {@code attempts}
-     *  attempts, last denied by {@code waitedFor}. */
-    void granted(long askedAt, int attempts, String waitedFor) {
-        grantedAt = System.nanoTime();
+    /** Asked at {@code askedAt} and granted at {@code grantedAt} (System.nanoTime), after
+     *  {@code attempts} attempts, last denied by {@code waitedFor}. The wait is the
+     *  request's, as the event log's grant records it: a grant asked ahead of its statement
+     *  (GrantAhead) shows what its request waited for the holders, even where Spark's own
+     *  work before the statement overlapped that wait. */
+    void granted(long askedAt, long grantedAt, int attempts, String waitedFor) {
+        this.grantedAt = grantedAt;
         waitNanos = grantedAt - askedAt;
         this.attempts = attempts;
         this.waitedFor = waitedFor;

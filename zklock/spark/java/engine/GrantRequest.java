@@ -83,7 +83,6 @@ final class GrantRequest {
      *  them, or COVERED where its LockingSession turned locking off (as Hive's
      *  hive.support.concurrency=false does); else its refusal, raised. */
     private EngineGuard take(JsonNode answer) {
-        long needed = System.nanoTime();
         Optional<GrantAhead.Asked> claimed = ahead.claim(client, answer);
         GrantAhead.Asked asked = claimed.orElseGet(() -> askNow(answer));
         JsonNode grant = asked.grant;
@@ -96,11 +95,9 @@ final class GrantRequest {
                 .asText("zklock: " + name + " on " + what + ": the lock client refused it"),
                 null));
         }
-        // its wait: from when it needed the locks, or was sent if later (asked ahead, a
-        // grant that came before the statement did not keep it waiting)
         EngineGuard guard;
         try {
-            guard = granted(asked, answer, needed - asked.sent > 0 ? needed : asked.sent);
+            guard = granted(asked, answer);
         } catch (RuntimeException e) {  // held by no statement: released
             client.release(asked.handle, true);
             throw e;
@@ -143,7 +140,7 @@ final class GrantRequest {
 
     /** The guard of a grant: this thread's jobs tagged with its set (cancelled when it
      *  is lost), and its nodes seen by nested executions and committers. */
-    private EngineGuard granted(GrantAhead.Asked asked, JsonNode answer, long waitedFrom) {
+    private EngineGuard granted(GrantAhead.Asked asked, JsonNode answer) {
         SparkContext sc = session.sparkContext();
         JsonNode grant = asked.grant;
         String jobTag = grant.path(Field.QUERY_ID).asText();
@@ -152,7 +149,8 @@ final class GrantRequest {
         sc.addJobTag(jobTag);
         EnclosingLocks.enter(sc, guard);
         WriteOutcome.begin();
-        guard.figures().granted(waitedFrom, grant.path(Field.ATTEMPTS).asInt(1),
+        guard.figures().granted(asked.sent, asked.answered,
+            grant.path(Field.ATTEMPTS).asInt(1),
             grant.path(Field.WAITED_FOR).asText(""));
         guard.soleIn(FreshListings.versions(grant.path(Field.SOLE), guard.zookeeper()));
         return guard;
