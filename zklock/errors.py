@@ -39,6 +39,11 @@ class LockNotAcquired(ZkLockError):
         super().__init__(message)
 
 
+class LockRequestCancelled(LockNotAcquired):
+    """A waiting lock request given up because its caller cancelled it (a streaming query
+    stopped while its batch waited for a holder): it holds nothing and waits no more."""
+
+
 class LeaseAlreadyExists(LockNotAcquired):
     """A lease could not be granted because a conflicting lock or lease is held."""
 

@@ -35,6 +35,7 @@ import os
 import random
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional, Union
@@ -50,7 +51,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from .config import Settings
-from .errors import LockNotAcquired, ZooKeeperUnavailable
+from .errors import LockNotAcquired, LockRequestCancelled, ZooKeeperUnavailable
 from .handler import PollingHandler
 from .leases.lease import Lease, Leases, process_holder
 from .locks import pending
@@ -251,7 +252,8 @@ class LockManager:
                 query: Optional[str] = None, retries: Optional[int] = None,
                 retry_interval: Optional[float] = None,
                 timeout: Optional[float] = None,
-                settings: Optional[Settings] = None) -> LockSet:
+                settings: Optional[Settings] = None,
+                cancelled: Optional[threading.Event] = None) -> LockSet:
         """Take every lock of the request or none; raise :class:`LockNotAcquired` if denied.
 
         A denied attempt deletes what it created, sleeps and retries the whole set:
@@ -260,6 +262,8 @@ class LockManager:
         ``settings``: the caller's, layered over this manager's (a LockingSession's,
         :meth:`Settings.over`); the arguments of the call are stronger than both
         (:meth:`Settings.wait` says which of ``retries`` and ``timeout`` decides).
+        Setting ``cancelled`` (from another thread) gives the request up while it waits:
+        :class:`~zklock.errors.LockRequestCancelled`, nothing held.
         """
         settings = self.settings if settings is None else settings
         targets = normalize(locks)
@@ -270,18 +274,22 @@ class LockManager:
                               app=self.application)
         return self.acquire_targets(targets, data, explicit=False, retries=retries,
                                      retry_interval=retry_interval, query_id=query_id or "",
-                                     timeout=timeout, settings=settings)
+                                     timeout=timeout, settings=settings, cancelled=cancelled)
 
     def acquire_targets(self, targets: list[LockTarget], data: LockData, explicit: bool,
                          retries: Optional[int] = None, retry_interval: Optional[float] = None,
                          query_id: str = "", deadline: Optional[float] = None,
                          error: type[LockNotAcquired] = LockNotAcquired,
                          timeout: Optional[float] = None,
-                         settings: Optional[Settings] = None) -> LockSet:
+                         settings: Optional[Settings] = None,
+                         cancelled: Optional[threading.Event] = None) -> LockSet:
         """Acquire normalised ``targets`` with ``data`` in their nodes (``explicit``: a
         lease's persistent nodes), retrying ``retries`` times, or until ``deadline`` (a
         monotonic time), or as ``settings`` (default: this manager's) and the call's
-        ``retries``/``timeout`` say (:class:`~zklock.locks.retry.RetryPolicy`).
+        ``retries``/``timeout`` say (:class:`~zklock.locks.retry.RetryPolicy`). Set,
+        ``cancelled`` ends a waiting request before its next attempt, and at once when it
+        sleeps: LockRequestCancelled, nothing held (a JVM caller, as Hive's Driver, would
+        interrupt the waiting thread; a Python thread cannot be interrupted).
 
         Each try is one :meth:`_attempt`, which comes to Granted, Denied or Retry
         (zklock/locks/attempt.py says what the loop below does with each).
@@ -299,6 +307,11 @@ class LockManager:
         granted = False
         try:
             while True:
+                if cancelled is not None and cancelled.is_set():
+                    self.events.cancel(acquiring.wanted, query_id, acquiring.denied)
+                    raise LockRequestCancelled(
+                        f"lock request cancelled after {acquiring.denied} attempt(s)"
+                        + (f": {acquiring.waited_for}" if acquiring.waited_for else ""))
                 req.leave_intents = policy.will_retry(acquiring.denied) and settings.intents
                 match self._try(req, pre_read, acquiring.wanted):
                     case Granted(lockset):
@@ -313,7 +326,8 @@ class LockManager:
                         races.another()
                         pre_read = again_pre_read
                     case Denied(conflicts):
-                        self._wait_after(conflicts, req, policy, settings, acquiring, error)
+                        self._wait_after(conflicts, req, policy, settings, acquiring, error,
+                                         cancelled)
                         # a retry reads first: denies early, once it has a ticket
                         races, pre_read = _Races(), True
         finally:
@@ -364,10 +378,11 @@ class LockManager:
 
     def _wait_after(self, conflicts: list[Conflict], req: Request, policy: RetryPolicy,
                     settings: Settings, acquiring: _Acquiring,
-                    error: type[LockNotAcquired]) -> None:
+                    error: type[LockNotAcquired],
+                    cancelled: Optional[threading.Event]) -> None:
         """After a denial by ``conflicts``: ``error`` naming who holds them when
         ``policy`` gives up; else the wait published (zklock waits), its user told, and
-        the policy's pause slept."""
+        the policy's pause slept (until ``cancelled``, if set meanwhile)."""
         acquiring.denied += 1
         pause = policy.after(acquiring.denied)
         conflicts = acquiring.described(conflicts, self._describe, pause.exhausted)
@@ -385,7 +400,7 @@ class LockManager:
                                               started=acquiring.started)
             acquiring.notice.denied([(c.target.obj.name, c.target.mode.value)
                                      for c in conflicts], acquiring.waited_for)
-        policy.sleep(pause)
+        policy.sleep(pause, cancelled)
 
     def _sweep_intents(self, req: Request) -> None:
         """Delete every intent of ``req`` by its ticket, listed or not: a request that ends

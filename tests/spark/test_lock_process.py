@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, wait_for
+from conftest import PYTHON, lock_nodes, wait_for
 from zklock.cli.connect_server import pyspark_home
 
-from zklock import LockManager
+from zklock import LockManager, Mode
+from zklock.locks.lockrequest import normalize
+from zklock.spark import answer, lock_client
 from zklock.spark.jvm import module_jar
+from zklock.spark.protocol import Call, Event, Field, Outcome
 
 SLOW_INSERT = ("INSERT INTO t SELECT CAST(id + 0 * length(coalesce(java_method("
                "'java.lang.Thread', 'sleep', 300L), '')) AS INT) FROM range(10, 60, 1, 1)")
@@ -423,3 +428,78 @@ def test_a_submitted_stream_is_locked_per_batch_by_the_child_lock_client(
     table = tmp_path / "wh" / "ev"
     assert not (table / "_spark_metadata").exists()
     assert list((table / "_zklock" / "batches").iterdir())
+
+
+class ChildOnPipe:
+    """``python -m zklock.spark.lock_process`` spoken to as ChildLockClient.java speaks to
+    it: one JSON document a line each way, answers by id."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([PYTHON, "-m", "zklock.spark.lock_process"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[dict] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.send({Field.CONF: conf})
+        assert self.next(lambda m: m.get(Field.EVENT) == Event.READY)
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    def send(self, doc: dict) -> None:
+        self.proc.stdin.write(json.dumps({Field.VERSION: lock_client.VERSION, **doc}) + "\n")
+        self.proc.stdin.flush()
+
+    def next(self, wanted) -> dict:
+        """The next message ``wanted`` accepts (others, as a waiting line, passed over)."""
+        while True:
+            message = self.lines.get(timeout=60)
+            if wanted(message):
+                return message
+
+    def reply(self, ident: int) -> dict:
+        return self.next(lambda m: m.get(Field.ID) == ident)[Field.REPLY]
+
+    def close(self) -> int:
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=60)
+
+
+def test_the_child_lock_client_cancels_a_waiting_request_over_its_pipe(
+        make_manager, zk, zk_hosts, root) -> None:
+    """Over the child's pipe, a cancel (GrantAhead.java's, when a stream stops while its
+    batch waits) is answered at once, beside the waiting acquire it names, which answers
+    cancelled while the holder holds on; a cancel sent before its acquire is kept for it.
+    The child releases nothing it did not take."""
+    held = make_manager().acquire([("db.t", "X")])
+    child = ChildOnPipe({"spark.zklock.zookeeper.quorum": zk_hosts, "spark.zklock.root": root,
+                         "spark.zklock.lock.retries": "100000",
+                         "spark.zklock.lock.retryInterval": "0.5"})
+    try:
+        def acquire(ident: int, handle: str) -> None:
+            child.send({Field.ID: ident, Field.CALL: Call.ACQUIRE, Field.REQUEST: {
+                Field.VERSION: lock_client.VERSION, Field.HANDLE: handle,
+                Field.STATEMENT: "INSERT INTO db.t ...",
+                Field.ANSWER: json.loads(answer.write(normalize([("db.t", Mode.EXCLUSIVE)])))}})
+
+        def cancel(ident: int, handle: str) -> None:
+            child.send({Field.ID: ident, Field.CALL: Call.CANCEL, Field.HANDLE: handle})
+
+        acquire(1, "waits")
+        assert wait_for(lambda: zk.exists(f"{root}/.waits") and zk.get_children(f"{root}/.waits"))
+        cancel(2, "waits")
+        assert child.reply(2)[Field.OUTCOME] == Outcome.CANCELLED
+        waited = child.reply(1)
+        assert waited[Field.OUTCOME] == Outcome.CANCELLED, waited
+        assert "cancelled after" in waited[Field.MESSAGE] and "db.t" in waited[Field.MESSAGE]
+        assert held.is_valid and not zk.get_children(f"{root}/.waits")
+        cancel(3, "early")
+        assert child.reply(3)[Field.OUTCOME] == Outcome.CANCELLED
+        acquire(4, "early")
+        early = child.reply(4)
+        assert early[Field.OUTCOME] == Outcome.CANCELLED and "after 0 attempt" in early[
+            Field.MESSAGE], early
+        assert wait_for(lambda: sorted(lock_nodes(zk, f"{root}/db")) == sorted(held.node_paths))
+    finally:
+        assert child.close() == 0
+        held.release()

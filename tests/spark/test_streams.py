@@ -15,6 +15,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import diagnostics
 import pytest
 from conftest import PROJECT, PYTHON, Latch, lock_nodes, raises_lock_error, spark_line, wait_for
 
@@ -704,47 +705,69 @@ def test_a_query_stopped_in_a_batch_stops_cleanly_and_releases_it(streaming, db,
     assert count(spark, table) == 0
 
 
-def test_a_query_stopped_while_its_batch_waits_stops_once_granted_and_keeps_no_lock(
+def test_a_query_stopped_while_its_batch_waits_stops_at_once_and_keeps_nothing(
         streaming, db, tmp_path, make_manager, zk, root):
     """A batch asks for its locks as Spark writes its offsets, ahead of its sink
-    (GrantAhead). Stopped while that request waits for a holder, the query stops cleanly:
-    at once where Spark had not yet called its sink (the request, never abandoned
-    half-way, is released as its grant arrives), else once the wait ends. Nothing stays
-    held or waiting, and its batch is in the table whole or not at all."""
+    (GrantAhead); run again from its checkpoint, as its sink starts. Stopped while that
+    request waits for a holder, the query stops at once, the holder still holding: the
+    request is cancelled (EngineLockClient.cancel), nothing of the query stays held or
+    waiting, and nothing is written. Once the holder is gone, a restart writes the batch
+    exactly once."""
     spark = streaming
     table = f"{db}.ev"
     spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
     source = tmp_path / "source"
-    add_files(source, 0, 1)
+    add_files(source, 0, 5)
+    files = location(spark, table)
     held = make_manager().acquire([(LockObject.parse(table), Mode.EXCLUSIVE)])
-    query = (stream_of(spark, source).writeStream
-             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(processingTime="100 milliseconds").toTable(table))
     waits = f"{root}/.waits"
+
+    def start():
+        return (stream_of(spark, source).writeStream
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(processingTime="100 milliseconds").toTable(table))
+
     try:
-        assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=60)
-        stopping = threading.Thread(target=query.stop)
-        stopping.start()
+        for _ in range(2):  # batch 0 asked ahead; then run again from its offsets
+            query = start()
+            assert wait_for(lambda: zk.exists(waits) and zk.get_children(waits), timeout=60)
+            stopping = threading.Thread(target=query.stop)
+            stopping.start()
+            stopping.join(60)
+            assert not stopping.is_alive()
+            assert query.exception() is None
+            assert held.is_valid
+            assert wait_for(lambda: not zk.get_children(waits), timeout=30)
+            assert sorted(lock_nodes(zk, f"{root}/{db}/ev")) == sorted(
+                n for n in held.node_paths if f"/{db}/ev/" in n)
+            assert not list(files.rglob("*.parquet"))  # (read without the table's locks)
     finally:
         held.release()
-    stopping.join(120)
-    assert not stopping.is_alive()
+    query = start()
+    try:
+        assert wait_for(lambda: count(spark, table) == 25, timeout=120)
+    finally:
+        query.stop()
     assert query.exception() is None
-    assert wait_for(lambda: not zk.get_children(waits), timeout=30)
-    assert wait_for(lambda: not lock_nodes(zk, f"{root}/{db}/ev"), timeout=30)
-    assert count(spark, table) in (0, 5)
+    assert ids(spark, table) == list(range(25))
 
 
-def test_a_query_failing_before_its_sink_keeps_no_lock(streaming, db, tmp_path, zk, root):
+@pytest.mark.parametrize("holder", [False, True], ids=["granted", "waiting"])
+def test_a_query_failing_before_its_sink_keeps_no_lock(streaming, db, tmp_path, zk, root,
+                                                       make_manager, holder):
     """A batch's locks are asked for as Spark writes its offsets; a query that fails after
     that, before its sink (here its plan: a cast ANSI refuses, folded as Spark optimizes
     the batch), never claims them, and they are released: nothing stays held, nothing is
-    written, and the table takes an INSERT as before."""
+    written, and the table takes an INSERT as before. Where the request still waits for a
+    holder, it is cancelled once the query's thread has ended: it waits no more, while the
+    holder holds on."""
     spark = streaming
     table = f"{db}.ev"
     spark.sql(f"CREATE TABLE {table} (id INT, ds STRING) USING parquet")
     source = tmp_path / "source"
     add_files(source, 0, 1)
+    held = make_manager().acquire([(LockObject.parse(table), Mode.EXCLUSIVE)]) if holder else None
+    started = diagnostics.now_ms()
     spark.conf.set("spark.sql.ansi.enabled", "true")
     try:
         query = (stream_of(spark, source).selectExpr("id + CAST('x' AS INT) AS id", "ds")
@@ -752,10 +775,19 @@ def test_a_query_failing_before_its_sink_keeps_no_lock(streaming, db, tmp_path, 
                  .trigger(availableNow=True).toTable(table))
         with pytest.raises(Exception, match="(?i)cast|invalid|number"):
             query.awaitTermination(120)
+        # the offsets of its batch were written (its request sent), its sink never called
+        assert (tmp_path / "checkpoint" / "offsets" / "0").exists()
+        assert wait_for(lambda: not zk.exists(f"{root}/.waits")
+                        or not zk.get_children(f"{root}/.waits"), timeout=30)
+        mine = sorted(n for n in held.node_paths if f"/{db}/ev/" in n) if held else []
+        assert wait_for(lambda: sorted(lock_nodes(zk, f"{root}/{db}/ev")) == mine, timeout=30)
+        assert held is None or held.is_valid
+        if held is not None:  # its request was cancelled, not answered by the holder's end
+            assert wait_for(lambda: '"event":"cancel"' in diagnostics.events_since(started),
+                            timeout=30)
     finally:
         spark.conf.unset("spark.sql.ansi.enabled")
-    # the offsets of its batch were written (its request sent), its sink never called
-    assert (tmp_path / "checkpoint" / "offsets" / "0").exists()
-    assert wait_for(lambda: not lock_nodes(zk, f"{root}/{db}/ev"), timeout=30)
+        if held is not None:
+            held.release()
     spark.sql(f"INSERT INTO {table} VALUES (1, 'd1')")
     assert count(spark, table) == 1

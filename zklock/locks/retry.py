@@ -14,6 +14,7 @@ Three ways, from how the request was made:
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -81,10 +82,14 @@ class RetryPolicy:
         pause = min(pause, self.deadline - time.monotonic())
         return Pause(pause, pause <= 0)
 
-    def sleep(self, pause: Pause) -> None:
+    def sleep(self, pause: Pause, cancelled: Optional[threading.Event] = None) -> None:
         """Sleep ``pause``, jittered by a quarter either way (so that waiters denied together
-        do not come back together), never past the deadline of a wait by time."""
+        do not come back together), never past the deadline of a wait by time; woken early
+        when ``cancelled`` is set."""
         seconds = pause.seconds * random.uniform(0.75, 1.25)
         if self.backoff:
             seconds = min(seconds, max(0.0, self.deadline - time.monotonic()))
-        time.sleep(seconds)
+        if cancelled is None:
+            time.sleep(seconds)
+        else:
+            cancelled.wait(seconds)

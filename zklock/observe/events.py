@@ -151,6 +151,11 @@ class LockEvents:
         if not final:
             self._emit("retry", locks=locks, query_id=query_id, attempt=attempt + 1)
 
+    def cancel(self, locks: list[list[str]], query_id: str, attempts: int) -> None:
+        """A waiting request its caller cancelled after ``attempts`` attempts: it ends
+        here, holding nothing (the last denial was not final)."""
+        self._emit("cancel", locks=locks, query_id=query_id, attempts=attempts)
+
     def release(self, set_id: str, locks: list[list[str]], query_id: str,
                 counted: bool = True) -> None:
         """``counted``: the set's locks are still in the held gauge (not after a loss)."""

@@ -23,6 +23,7 @@ condition names it (EngineRefusal.java); :func:`lock_error` gives zklock's excep
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import logging
@@ -43,6 +44,7 @@ from ..errors import (
     InvalidArguments,
     LockLost,
     LockNotAcquired,
+    LockRequestCancelled,
     UnsupportedStatement,
     WriteFailed,
     ZkLockError,
@@ -173,6 +175,8 @@ class EngineLockClient:
         self._settings = settings or (lambda: self.manager.settings)
         self._held: dict[str, LockSet] = {}  # by handle
         self._streams: dict[str, str] = {}  # a micro-batch's stream label, by handle
+        self._waiting: dict[str, threading.Event] = {}  # a request's cancel, by handle
+        self._cancelled: collections.deque[str] = collections.deque(maxlen=64)  # (early)
         self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False
@@ -201,8 +205,13 @@ class EngineLockClient:
             if doc.get(Field.USER):  # a Spark Connect client's user, not the server's
                 data = dataclasses.replace(data, user=str(doc[Field.USER]))
             asked = time.monotonic()
-            lockset = self.manager.acquire_targets(planned.targets, data, explicit=False,
-                                                   query_id=query_id, settings=settings)
+            try:
+                lockset = self.manager.acquire_targets(
+                    planned.targets, data, explicit=False, query_id=query_id,
+                    settings=settings, cancelled=self._cancellable(handle))
+            finally:
+                with self._lock:
+                    self._waiting.pop(handle, None)
             with self._lock:
                 self._held[handle] = lockset
             if Field.STREAM in doc:  # a streaming query's micro-batch (MicroBatch.java)
@@ -211,6 +220,8 @@ class EngineLockClient:
                 metrics.STREAM_BATCH_WAIT.labels(label).observe(time.monotonic() - asked)
                 with self._lock:
                     self._streams[handle] = label
+        except LockRequestCancelled as exc:
+            return _answer(Outcome.CANCELLED, message=f"zklock: {exc}")
         except LockNotAcquired as exc:
             return _answer(Outcome.DENIED, message=f"zklock: {exc}")
         except ZooKeeperUnavailable as exc:
@@ -228,6 +239,30 @@ class EngineLockClient:
             Field.ZOOKEEPER: lockset.connect_string or "", Field.NODES: lockset.node_paths,
             Field.SOLE: [[obj.db, obj.table, v.path, v.czxid, v.cversion]
                          for obj, v in lockset.sole.items()]})
+
+    def cancel(self, handle: str) -> str:
+        """Give up ``handle``'s request if it still waits (its streaming query stopped:
+        GrantAhead.java): it answers cancelled, holding nothing. One granted first answers
+        its grant, which the JVM releases; a cancel that comes before its request (another
+        thread sends that) is kept for it."""
+        with self._lock:
+            cancelled = self._waiting.get(handle)
+            if cancelled is None:
+                self._cancelled.append(handle)
+            else:
+                cancelled.set()
+        return _answer(Outcome.CANCELLED)
+
+    def _cancellable(self, handle: str) -> threading.Event:
+        """The event that cancels ``handle``'s request while it waits (set already where
+        its cancel came first)."""
+        cancelled = threading.Event()
+        with self._lock:
+            if handle in self._cancelled:
+                self._cancelled.remove(handle)
+                cancelled.set()
+            self._waiting[handle] = cancelled
+        return cancelled
 
     def parse(self, request: str) -> str:
         """A session's own statement, LOCK or UNLOCK TABLE (or DATABASE), read by zklock's

@@ -94,6 +94,8 @@ class LockProcess:
             elif call == Call.RELEASE:
                 reply = self.client.release(str(message[Field.HANDLE]),
                                             bool(message.get(Field.FAILED)))
+            elif call == Call.CANCEL:
+                reply = self.client.cancel(str(message[Field.HANDLE]))
             else:
                 reply = json.dumps({Field.VERSION: VERSION, Field.OUTCOME: Outcome.REFUSED,
                                     Field.MESSAGE: f"zklock: no such call {call!r}"})
@@ -107,7 +109,11 @@ class LockProcess:
         with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="zklock-call") as pool:
             for line in self.stdin:
                 if line.strip():
-                    pool.submit(self.answer, json.loads(line))
+                    message = json.loads(line)
+                    if message.get(Field.CALL) == Call.CANCEL:  # never behind the waits
+                        self.answer(message)
+                    else:
+                        pool.submit(self.answer, message)
         if self.manager is not None:
             self.manager.close()
 

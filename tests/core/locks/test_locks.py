@@ -10,7 +10,7 @@ import pytest
 from conftest import lock_nodes, wait_for
 
 from zklock import LockManager, LockNotAcquired, LockSet, Mode
-from zklock.errors import InvalidArguments, InvalidLockObject
+from zklock.errors import InvalidArguments, InvalidLockObject, LockRequestCancelled
 from zklock.locks.lockset import SoleVersion
 from zklock.locks.objects import LockObject
 
@@ -92,6 +92,37 @@ def test_a_grant_after_a_wait_names_whom_it_waited_for(make_manager, zk, root):
     got["set"].release()
     with a.acquire([("db.t", "X")]) as unhindered:
         assert unhindered.waited_for == ""
+
+
+def test_a_waiting_request_cancelled_ends_at_once_holding_nothing(make_manager, zk, root):
+    """A request waiting for a holder ends when its caller cancels it (the event it was
+    given, set from another thread): LockRequestCancelled while the holder holds on, no
+    node of it left, no record in `zklock waits`. One cancelled before it starts makes no
+    attempt, even where nothing holds the object."""
+    holder, waiter = make_manager(), make_manager()
+    cancelled = threading.Event()
+    ended: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            waiter.acquire([("db.t", "X")], retries=100_000, retry_interval=0.5,
+                           cancelled=cancelled)
+        except LockRequestCancelled as exc:
+            ended.append(exc)
+
+    with holder.acquire([("db.t", "X")]) as held:
+        asking = threading.Thread(target=wait)
+        asking.start()
+        assert wait_for(lambda: zk.exists(f"{root}/.waits") and zk.get_children(f"{root}/.waits"))
+        cancelled.set()
+        asking.join(30)
+        assert not asking.is_alive() and held.is_valid
+        assert "cancelled after" in str(ended[0]) and "db.t" in str(ended[0])
+        assert not zk.get_children(f"{root}/.waits")
+        assert wait_for(lambda: sorted(lock_nodes(zk, f"{root}/db")) == sorted(held.node_paths))
+    with pytest.raises(LockRequestCancelled, match="after 0 attempt"):
+        waiter.acquire([("db.t", "X")], cancelled=cancelled)
+    assert not lock_nodes(zk, f"{root}/db")
 
 
 def test_retries_zero_is_one_attempt(make_manager):

@@ -233,6 +233,11 @@ final class ChildLockClient implements EngineLockClient {
         return call(Protocol.Call.PARSE, request, null, false).toString();
     }
 
+    @Override
+    public String cancel(String handle) {
+        return call(Protocol.Call.CANCEL, null, handle, false).toString();
+    }
+
     private JsonNode call(String name, String request, String handle, boolean failed) {
         long id = ids.incrementAndGet();
         CompletableFuture<JsonNode> reply = new CompletableFuture<>();
@@ -284,7 +289,7 @@ final class ChildLockClient implements EngineLockClient {
                 } else if (Protocol.Event.READY.equals(doc.path(Field.EVENT).asText())) {
                     ready.complete(doc);
                 } else if (Protocol.Event.LOST.equals(doc.path(Field.EVENT).asText())) {
-                    cancel(doc.path(Field.QUERY_ID).asText());
+                    cancelJobs(doc.path(Field.QUERY_ID).asText());
                 } else if (Protocol.Event.WAITING.equals(doc.path(Field.EVENT).asText())) {
                     System.err.println(doc.path(Field.MESSAGE).asText());
                 }
@@ -334,10 +339,10 @@ final class ChildLockClient implements EngineLockClient {
         }
         CommitFence.abandon(set.nodes, "the lock client " + command + " died");
         abandoned.addAll(set.nodes);
-        cancel(set.queryId);
+        cancelJobs(set.queryId);
     }
 
-    private void cancel(String queryId) {
+    private void cancelJobs(String queryId) {
         try {
             LostJobs.cancel(sc, queryId);
         } catch (RuntimeException e) {

@@ -22,6 +22,9 @@
 //      | {"version": 1, "outcome": "denied" | "refused" | "unavailable", "message": "..."}
 //   release("<handle>", failed) -> {"version": 1, "outcome": "released", "objects": [...]}
 //                                | {"version": 1, "outcome": "lost", "message", "objects"}
+//   cancel("<handle>") -> {"version": 1, "outcome": "cancelled"}  (its acquire, if it still
+//                          waits, answers {"outcome": "cancelled", "message": "..."}, holding
+//                          nothing: GrantAhead.java)
 //   parse({"version": 1, "statement": "LOCK TABLE ..."})   (SessionLocks.java)
 //     -> {"version": 1, "outcome": "parsed", "kind": "lock" | "unlock",
 //         "table": "`db`.`t`" | null, "database": "db" | null, "partition": {"k": "v"},
@@ -41,4 +44,10 @@ public interface EngineLockClient {
 
     /** A session's own statement (LOCK or UNLOCK TABLE), read by zklock's one parser. */
     String parse(String request);
+
+    /** Give up {@link #acquire}'s request for {@code handle} if it still waits for a holder
+     *  (its caller stopped): it answers cancelled, holding nothing. A request granted
+     *  first answers its grant, the caller's to release; a cancel that comes before its
+     *  request is kept for it. */
+    String cancel(String handle);
 }

@@ -9,9 +9,12 @@
 // statement reads the nodes again (a grant asked ahead is older than the statement). A grant
 // never claimed is released, as it arrives where it was dropped before: where the block does
 // not come (its query stopped or failed before the sink), at once when the thread that asked
-// has ended or asks for another, else DROP_AFTER_MS after it came. Hive's Driver takes a
-// query's locks after compiling it, on the query's thread; asking ahead only moves the
-// request earlier, never the release later than the block's end.
+// has ended or asks for another, else DROP_AFTER_MS after it came. A request still waiting
+// for a holder when it is dropped, or when its claimer is interrupted (the query stopped), is
+// cancelled: it waits no more, and the query stops at once. Hive's Driver takes a query's
+// locks after compiling it, on the query's thread, and stops waiting when that thread is
+// interrupted; asking ahead only moves the request earlier, never the release later than the
+// block's end.
 package zklock.engine;
 
 import java.util.ArrayList;
@@ -22,13 +25,16 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.locks.LockSupport;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.spark.sql.SparkSession;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
@@ -40,10 +46,16 @@ public final class GrantAhead {
     /** How long a grant waits for its block before it is released (the block then asks
      *  again, as it would have without it). */
     private static final long DROP_AFTER_MS = 10_000;
-    /** How often an unclaimed grant looks whether its block came or its asker ended. */
-    private static final long WATCH_NS = TimeUnit.MILLISECONDS.toNanos(20);
+    /** How often a grant not yet claimed is looked at: whether its block came, its asker
+     *  ended or it was dropped. */
+    private static final long WATCH_MS = 20;
+    private static final Logger LOG = LoggerFactory.getLogger(GrantAhead.class);
     private static final ExecutorService ASKING = Executors.newCachedThreadPool(
         task -> PythonCalls.daemon(task, "zklock-grant-ahead"));
+    /** One thread watches every grant not yet claimed. */
+    private static final ScheduledExecutorService WATCHING =
+        Executors.newSingleThreadScheduledExecutor(
+            task -> PythonCalls.daemon(task, "zklock-grant-ahead-watch"));
     /** The grant this thread asked for ahead and has not claimed: dropped when it asks for
      *  another (a grant asked for a batch whose sink never came, or for another query's). */
     private static final ThreadLocal<GrantAhead> OUTSTANDING = new ThreadLocal<>();
@@ -78,16 +90,17 @@ public final class GrantAhead {
 
     private final EngineLockClient client;
     private final JsonNode answer;
+    private final String handle;
     private final Thread asker;
-    private final CompletableFuture<Asked> asked;
+    private final CompletableFuture<Asked> asked = new CompletableFuture<>();
     private final AtomicReference<State> state = new AtomicReference<>(State.ASKED);
+    private final AtomicBoolean cancelled = new AtomicBoolean();
 
-    private GrantAhead(EngineLockClient client, JsonNode answer, Thread asker,
-                       CompletableFuture<Asked> asked) {
+    private GrantAhead(EngineLockClient client, JsonNode answer, String handle, Thread asker) {
         this.client = client;
         this.answer = answer;
+        this.handle = handle;
         this.asker = asker;
-        this.asked = asked;
     }
 
     /** {@code answer}'s locks asked for now, for a block that {@code session} runs next on
@@ -107,48 +120,84 @@ public final class GrantAhead {
         String handle = UUID.randomUUID().toString();
         String request = LockRequests.acquire(session, client, handle, answer, name, what,
             statement);
-        CompletableFuture<Asked> asked = new CompletableFuture<>();
-        GrantAhead ahead = new GrantAhead(client, answer, Thread.currentThread(), asked);
-        ASKING.execute(() -> ahead.run(handle, request));
+        GrantAhead ahead = new GrantAhead(client, answer, handle, Thread.currentThread());
+        ASKING.execute(() -> ahead.run(request));
+        ahead.watchLater();
         OUTSTANDING.set(ahead);
         return ahead;
     }
 
-    /** The lock client's answer, asked for on {@code ASKING}'s thread; then, granted, the
-     *  grant kept for its block until claimed, or released. */
-    private void run(String handle, String request) {
+    /** The lock client's answer, asked for on {@code ASKING}'s thread. */
+    private void run(String request) {
         long sent = System.nanoTime();
-        Asked answered;
         try {
-            answered = new Asked(handle, sent, GrantRequest.ask(client, handle, request));
+            asked.complete(new Asked(handle, sent, GrantRequest.ask(client, handle, request)));
         } catch (Throwable failed) {  // the claimer meets it as its own ask's failure
             asked.completeExceptionally(failed);
-            return;
         }
-        asked.complete(answered);
-        if (!answered.granted()) {
-            return;
-        }
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(DROP_AFTER_MS);
-        while (state.get() == State.ASKED) {
-            if (!asker.isAlive() || System.nanoTime() - deadline > 0) {
+    }
+
+    private void watchLater() {
+        WATCHING.schedule(this::watch, WATCH_MS, TimeUnit.MILLISECONDS);
+    }
+
+    /** Until it is claimed or released, on WATCHING's thread: a grant whose block will not
+     *  come (its asker ended, it was dropped, or it waited DROP_AFTER_MS) is released as it
+     *  arrives, and its request, while it waits for a holder, cancelled. */
+    private void watch() {
+        try {
+            if (state.get() == State.ASKED && (!asker.isAlive() || unclaimedTooLong())) {
                 state.compareAndSet(State.ASKED, State.DROPPED);
-            } else {
-                LockSupport.parkNanos(WATCH_NS);
             }
+            State now = state.get();
+            if (now == State.CLAIMED) {
+                return;
+            }
+            if (now == State.DROPPED && asked.isDone()) {
+                release();
+                return;
+            }
+            if (now == State.DROPPED) {
+                cancel();
+            }
+        } catch (RuntimeException e) {  // (looked at again: a grant is never left behind)
+            LOG.debug("zklock: a grant asked ahead could not be watched", e);
         }
-        if (state.get() == State.DROPPED) {
+        watchLater();
+    }
+
+    private boolean unclaimedTooLong() {
+        Asked answered = asked.isDone() && !asked.isCompletedExceptionally()
+            ? asked.join() : null;
+        return answered != null && System.nanoTime() - answered.answered
+            > TimeUnit.MILLISECONDS.toNanos(DROP_AFTER_MS);
+    }
+
+    /** A dropped grant's answer, released where it granted. */
+    private void release() {
+        Asked answered = asked.isCompletedExceptionally() ? null : asked.join();
+        if (answered != null && answered.granted()) {
             Releases.later(client, handle, answered.nodes());
+        }
+    }
+
+    /** Its request given up where it still waits (once). */
+    private void cancel() {
+        if (!asked.isDone() && cancelled.compareAndSet(false, true)) {
+            try {
+                client.cancel(handle);
+            } catch (RuntimeException e) {  // it waits on: released as it arrives
+                LOG.debug("zklock: a lock request could not be cancelled", e);
+            }
         }
     }
 
     /** The answer asked ahead for {@code answer}'s locks from {@code by}, now the caller's
      *  to hold or release (waiting for it where it is on its way); empty where nothing was
      *  asked for them, or the grant was released meanwhile: the caller asks itself. A
-     *  failed ask is thrown as the caller's own would be. The wait goes on whatever
-     *  interrupts this thread, as a request asked on it would (PythonCalls: a grant
-     *  abandoned half-way would be held by no statement, and its request would go on
-     *  waiting, shown by `zklock waits`, after the query had stopped). */
+     *  failed ask is thrown as the caller's own would be. An interruption of the wait (its
+     *  query stopped) cancels the request, and is thrown once it answered (a grant that
+     *  came first released): the query stops without waiting for the holder. */
     Optional<Asked> claim(EngineLockClient by, JsonNode answer) {
         if (this == NONE) {
             return Optional.empty();
@@ -163,25 +212,32 @@ public final class GrantAhead {
         if (!state.compareAndSet(State.ASKED, State.CLAIMED)) {
             return Optional.empty();
         }
-        boolean interrupted = false;
-        try {
-            while (true) {
-                try {
-                    return Optional.of(asked.get());
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                } catch (ExecutionException e) {
-                    throw EngineRefusal.<RuntimeException>sneaky(e.getCause());
+        InterruptedException interruption = null;
+        Asked answered;
+        while (true) {
+            try {
+                answered = asked.get();
+                break;
+            } catch (InterruptedException e) {
+                if (interruption == null) {
+                    interruption = e;
+                    cancel();
                 }
-            }
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
+            } catch (ExecutionException e) {
+                throw EngineRefusal.<RuntimeException>sneaky(
+                    interruption != null ? interruption : e.getCause());
             }
         }
+        if (interruption != null) {  // given up: a grant that came first is released
+            if (answered.granted()) {
+                Releases.later(client, handle, answered.nodes());
+            }
+            throw EngineRefusal.<RuntimeException>sneaky(interruption);
+        }
+        return Optional.of(answered);
     }
 
-    /** Release the grant unless claimed (now, or as it arrives). */
+    /** Release the grant unless claimed (as it arrives), its request cancelled meanwhile. */
     public void drop() {
         if (this != NONE) {
             state.compareAndSet(State.ASKED, State.DROPPED);

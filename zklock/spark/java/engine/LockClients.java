@@ -100,6 +100,11 @@ final class LockClients {
         public String parse(String request) {
             return calls.call(() -> client.parse(request));
         }
+
+        @Override
+        public String cancel(String handle) {
+            return calls.call(() -> client.cancel(handle));
+        }
     }
 
     /** The policy for a command without a lock rule for {@code session}'s statements

@@ -122,9 +122,9 @@ final class MicroBatch {
         }
     }
 
-    /** The grant asked for batch {@code batch} ahead of its sink; NONE where there is
-     *  none (a batch Spark runs again from offsets already written, a batch written again):
-     *  the sink asks on its own thread. */
+    /** The grant asked for batch {@code batch} ahead of its sink; where there is none (a
+     *  batch Spark runs again from offsets already written, a batch written again), asked
+     *  now, so that a stop cancels its wait as it would an ahead's. */
     private GrantAhead claim(long batch) {
         Ahead asked = ahead.getAndSet(null);
         if (asked != null && asked.batch == batch) {
@@ -133,7 +133,7 @@ final class MicroBatch {
         if (asked != null) {
             asked.grant.drop();
         }
-        return GrantAhead.NONE;
+        return named(() -> Block.ahead(session, answers, statement(batch)));
     }
 
     /** What {@code batch}'s request names (the batch, its query and target). */
