@@ -11,7 +11,8 @@
 //                  "application": "...",                                     (first, once)
 //                  "abandoned": [the lock nodes of the children that died before it]}
 //                 {"version": 1, "id": n, "call": "acquire" | "parse", "request": {...}}
-//                 {"version": 1, "id": n, "call": "release", "handle": "...", "failed": b}
+//                 {"version": 1, "id": n, "call": "release" | "cancel", "handle": "...",
+//                  "failed": b}                 (a cancel is answered at once, beside waits)
 //   child -> JVM: {"version": 1, "event": "ready", "pid": n,               (first, once)
 //                  "profile": {ClientProfile.java's document}}
 //                 {"version": 1, "id": n, "reply": {...}}                   (any order)
@@ -149,7 +150,7 @@ final class ChildLockClient implements EngineLockClient {
                 Thread.currentThread().interrupt();
             }
             throw EngineRefusal.refused("zklock: no lock client runs in this process and its"
-                + " child (" + command + ") did not start: " + why());
+                + " child (" + command + ") did not start: " + death());
         } catch (InterruptedException e) {
             close();
             Thread.currentThread().interrupt();
@@ -171,11 +172,6 @@ final class ChildLockClient implements EngineLockClient {
             Thread.currentThread().interrupt();
         }
         return new ArrayList<>(abandoned);
-    }
-
-    /** Why it died (its last words on stderr, else how its output ended). */
-    String death() {
-        return why();
     }
 
     boolean served() {
@@ -352,10 +348,11 @@ final class ChildLockClient implements EngineLockClient {
 
     private JsonNode unavailable() {
         return answer(Outcome.UNAVAILABLE, "zklock: the lock client " + command
-            + " is gone (" + why() + "); the statement did not run");
+            + " is gone (" + death() + "); the statement did not run");
     }
 
-    private String why() {
+    /** Why it died (its last words on stderr, else how its output ended). */
+    String death() {
         synchronized (stderr) {
             for (Iterator<String> it = stderr.descendingIterator(); it.hasNext();) {
                 String line = it.next().trim();
