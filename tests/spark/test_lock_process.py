@@ -438,6 +438,7 @@ class ChildOnPipe:
         self.proc = subprocess.Popen([PYTHON, "-m", "zklock.spark.lock_process"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.lines: queue.Queue[dict] = queue.Queue()
+        self.replies: dict[int, dict] = {}  # read before they were asked for
         threading.Thread(target=self._read, daemon=True).start()
         self.send({Field.CONF: conf})
         assert self.next(lambda m: m.get(Field.EVENT) == Event.READY)
@@ -451,14 +452,20 @@ class ChildOnPipe:
         self.proc.stdin.flush()
 
     def next(self, wanted) -> dict:
-        """The next message ``wanted`` accepts (others, as a waiting line, passed over)."""
+        """The next message ``wanted`` accepts; replies passed over are kept for
+        :meth:`reply`, other messages (a waiting line) dropped."""
         while True:
             message = self.lines.get(timeout=60)
             if wanted(message):
                 return message
+            if Field.ID in message:
+                self.replies[message[Field.ID]] = message
 
     def reply(self, ident: int) -> dict:
-        return self.next(lambda m: m.get(Field.ID) == ident)[Field.REPLY]
+        """The answer to call ``ident``, in whatever order the child answered."""
+        if ident not in self.replies:
+            self.replies[ident] = self.next(lambda m: m.get(Field.ID) == ident)
+        return self.replies.pop(ident)[Field.REPLY]
 
     def close(self) -> int:
         self.proc.stdin.close()
@@ -492,7 +499,8 @@ def test_the_child_lock_client_cancels_a_waiting_request_over_its_pipe(
         waited = child.reply(1)
         assert waited[Field.OUTCOME] == Outcome.CANCELLED, waited
         assert "cancelled after" in waited[Field.MESSAGE] and "db.t" in waited[Field.MESSAGE]
-        assert held.is_valid and not zk.get_children(f"{root}/.waits")
+        assert held.is_valid
+        assert wait_for(lambda: not zk.get_children(f"{root}/.waits"))  # (deleted async)
         cancel(3, "early")
         assert child.reply(3)[Field.OUTCOME] == Outcome.CANCELLED
         acquire(4, "early")

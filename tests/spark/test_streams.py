@@ -738,8 +738,8 @@ def test_a_query_stopped_while_its_batch_waits_stops_at_once_and_keeps_nothing(
             assert query.exception() is None
             assert held.is_valid
             assert wait_for(lambda: not zk.get_children(waits), timeout=30)
-            assert sorted(lock_nodes(zk, f"{root}/{db}/ev")) == sorted(
-                n for n in held.node_paths if f"/{db}/ev/" in n)
+            assert wait_for(lambda: sorted(lock_nodes(zk, f"{root}/{db}/ev")) == sorted(
+                n for n in held.node_paths if f"/{db}/ev/" in n), timeout=30)
             assert not list(files.rglob("*.parquet"))  # (read without the table's locks)
     finally:
         held.release()

@@ -176,7 +176,8 @@ class EngineLockClient:
         self._held: dict[str, LockSet] = {}  # by handle
         self._streams: dict[str, str] = {}  # a micro-batch's stream label, by handle
         self._waiting: dict[str, threading.Event] = {}  # a request's cancel, by handle
-        self._cancelled: collections.deque[str] = collections.deque(maxlen=64)  # (early)
+        # cancels that came before their request (kept for it; at most this many)
+        self._cancelled: collections.deque[str] = collections.deque(maxlen=1024)
         self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False

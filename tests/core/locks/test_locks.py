@@ -118,7 +118,7 @@ def test_a_waiting_request_cancelled_ends_at_once_holding_nothing(make_manager, 
         asking.join(30)
         assert not asking.is_alive() and held.is_valid
         assert "cancelled after" in str(ended[0]) and "db.t" in str(ended[0])
-        assert not zk.get_children(f"{root}/.waits")
+        assert wait_for(lambda: not zk.get_children(f"{root}/.waits"))  # (deleted async)
         assert wait_for(lambda: sorted(lock_nodes(zk, f"{root}/db")) == sorted(held.node_paths))
     with pytest.raises(LockRequestCancelled, match="after 0 attempt"):
         waiter.acquire([("db.t", "X")], cancelled=cancelled)

@@ -5,6 +5,7 @@
 package zklock.engine;
 
 import java.util.List;
+import java.util.function.BooleanSupplier;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
@@ -41,13 +42,15 @@ public final class Block {
 
     /** The grant {@link #hold} will take for the same {@code answers} and {@code statement},
      *  asked for now, ahead of the block that this thread runs next (GrantAhead): its
-     *  round trips overlap what the thread does until then. NONE where the block would not
-     *  ask for it as it is; never a refusal (the block meets its own). */
+     *  round trips overlap what the thread does until then; its wait ends, cancelled, once
+     *  {@code stopped} says the block will not come. NONE where the block would not ask for
+     *  it as it is; never a refusal (the block meets its own). */
     public static GrantAhead ahead(SparkSession session, List<String> answers,
-                                   String statement) {
+                                   String statement, BooleanSupplier stopped) {
         JsonNode answer = union(answers);
         return GrantAhead.ask(session, answer, NAME,
-            StatementPlans.describe(answer.path(zklock.Protocol.Field.TARGETS)), statement);
+            StatementPlans.describe(answer.path(zklock.Protocol.Field.TARGETS)), statement,
+            stopped);
     }
 
     /** What a block is called in its refusals. */

@@ -21,12 +21,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.function.BooleanSupplier;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -42,7 +44,7 @@ import zklock.Protocol.Field;
 
 public final class GrantAhead {
     /** Nothing asked ahead: the block asks for its locks as it starts. */
-    public static final GrantAhead NONE = new GrantAhead(null, null, null, null);
+    public static final GrantAhead NONE = new GrantAhead(null, null, null, null, null);
     /** How long a grant waits for its block before it is released (the block then asks
      *  again, as it would have without it). */
     private static final long DROP_AFTER_MS = 10_000;
@@ -92,22 +94,27 @@ public final class GrantAhead {
     private final JsonNode answer;
     private final String handle;
     private final Thread asker;
+    /** Whether the block will not come after all (its query was stopped). */
+    private final BooleanSupplier stopped;
     private final CompletableFuture<Asked> asked = new CompletableFuture<>();
     private final AtomicReference<State> state = new AtomicReference<>(State.ASKED);
     private final AtomicBoolean cancelled = new AtomicBoolean();
 
-    private GrantAhead(EngineLockClient client, JsonNode answer, String handle, Thread asker) {
+    private GrantAhead(EngineLockClient client, JsonNode answer, String handle, Thread asker,
+                       BooleanSupplier stopped) {
         this.client = client;
         this.answer = answer;
         this.handle = handle;
         this.asker = asker;
+        this.stopped = stopped;
     }
 
     /** {@code answer}'s locks asked for now, for a block that {@code session} runs next on
-     *  this thread under the name {@code statement}: NONE where its entry would not ask
-     *  {@code session}'s lock client for them as they are (EngineEntry.asking). */
+     *  this thread under the name {@code statement}, unless {@code stopped} says it will not
+     *  come after all: NONE where its entry would not ask {@code session}'s lock client for
+     *  them as they are (EngineEntry.asking). */
     static GrantAhead ask(SparkSession session, JsonNode answer, String name, String what,
-                          String statement) {
+                          String statement, BooleanSupplier stopped) {
         GrantAhead before = OUTSTANDING.get();
         if (before != null) {
             OUTSTANDING.remove();
@@ -120,7 +127,8 @@ public final class GrantAhead {
         String handle = UUID.randomUUID().toString();
         String request = LockRequests.acquire(session, client, handle, answer, name, what,
             statement);
-        GrantAhead ahead = new GrantAhead(client, answer, handle, Thread.currentThread());
+        GrantAhead ahead = new GrantAhead(client, answer, handle, Thread.currentThread(),
+            stopped);
         ASKING.execute(() -> ahead.run(request));
         ahead.watchLater();
         OUTSTANDING.set(ahead);
@@ -142,28 +150,36 @@ public final class GrantAhead {
     }
 
     /** Until it is claimed or released, on WATCHING's thread: a grant whose block will not
-     *  come (its asker ended, it was dropped, or it waited DROP_AFTER_MS) is released as it
-     *  arrives, and its request, while it waits for a holder, cancelled. */
+     *  come (its asker ended, it was dropped or stopped, or it waited DROP_AFTER_MS) is
+     *  released as it arrives, and its request, while it waits for a holder, cancelled. */
     private void watch() {
+        boolean settled = false;
         try {
-            if (state.get() == State.ASKED && (!asker.isAlive() || unclaimedTooLong())) {
-                state.compareAndSet(State.ASKED, State.DROPPED);
+            settled = settle();
+        } catch (Throwable e) {  // looked at again: a grant is never left behind
+            LOG.warn("zklock: a grant asked ahead could not be watched", e);
+        } finally {
+            if (!settled) {
+                watchLater();
             }
-            State now = state.get();
-            if (now == State.CLAIMED) {
-                return;
-            }
-            if (now == State.DROPPED && asked.isDone()) {
-                release();
-                return;
-            }
-            if (now == State.DROPPED) {
-                cancel();
-            }
-        } catch (RuntimeException e) {  // (looked at again: a grant is never left behind)
-            LOG.debug("zklock: a grant asked ahead could not be watched", e);
         }
-        watchLater();
+    }
+
+    /** One look: true once it is claimed, or released where it was dropped. */
+    private boolean settle() {
+        if (state.get() == State.ASKED
+                && (!asker.isAlive() || stopped.getAsBoolean() || unclaimedTooLong())) {
+            state.compareAndSet(State.ASKED, State.DROPPED);
+        }
+        State now = state.get();
+        if (now == State.DROPPED && asked.isDone()) {
+            release();
+            return true;
+        }
+        if (now == State.DROPPED) {
+            cancel();
+        }
+        return now == State.CLAIMED;
     }
 
     private boolean unclaimedTooLong() {
@@ -181,29 +197,39 @@ public final class GrantAhead {
         }
     }
 
-    /** Its request given up where it still waits (once). */
+    /** Its request given up where it still waits (once), on ASKING's thread: a call into
+     *  the lock client never holds up the watch of other grants. */
     private void cancel() {
         if (!asked.isDone() && cancelled.compareAndSet(false, true)) {
-            try {
-                client.cancel(handle);
-            } catch (RuntimeException e) {  // it waits on: released as it arrives
-                LOG.debug("zklock: a lock request could not be cancelled", e);
-            }
+            ASKING.execute(() -> {
+                try {
+                    client.cancel(handle);
+                } catch (RuntimeException e) {  // it waits on: released as it arrives
+                    LOG.debug("zklock: a lock request could not be cancelled", e);
+                }
+            });
         }
     }
 
     /** The answer asked ahead for {@code answer}'s locks from {@code by}, now the caller's
      *  to hold or release (waiting for it where it is on its way); empty where nothing was
      *  asked for them, or the grant was released meanwhile: the caller asks itself. A
-     *  failed ask is thrown as the caller's own would be. An interruption of the wait (its
-     *  query stopped) cancels the request, and is thrown once it answered (a grant that
-     *  came first released): the query stops without waiting for the holder. */
+     *  failed ask is thrown as the caller's own would be. An interruption of the wait, or
+     *  its block stopped (Spark marks a query stopped before it interrupts its thread, and
+     *  some of Spark's own waits swallow the interruption), cancels the request, and is
+     *  thrown once it answered (a grant that came first released): the query stops without
+     *  waiting for the holder. */
     Optional<Asked> claim(EngineLockClient by, JsonNode answer) {
         if (this == NONE) {
             return Optional.empty();
         }
         if (OUTSTANDING.get() == this) {
             OUTSTANDING.remove();
+        }
+        if (stopped.getAsBoolean()) {  // a request of its own would wait on uncancelled
+            drop();
+            throw EngineRefusal.<RuntimeException>sneaky(new InterruptedException(
+                "zklock: the query was stopped before its batch's sink"));
         }
         if (by != client || !this.answer.equals(answer)) {
             drop();
@@ -212,12 +238,24 @@ public final class GrantAhead {
         if (!state.compareAndSet(State.ASKED, State.CLAIMED)) {
             return Optional.empty();
         }
+        return Optional.of(answered());
+    }
+
+    /** The claimed request's answer, waited for until it comes; an interruption or a stop
+     *  meanwhile cancels the request, and is thrown once it answered. */
+    private Asked answered() {
         InterruptedException interruption = null;
         Asked answered;
         while (true) {
             try {
-                answered = asked.get();
+                answered = asked.get(WATCH_MS, TimeUnit.MILLISECONDS);
                 break;
+            } catch (TimeoutException e) {
+                if (interruption == null && stopped.getAsBoolean()) {
+                    interruption = new InterruptedException("zklock: the query was stopped"
+                        + " while its batch waited for its locks");
+                    cancel();
+                }
             } catch (InterruptedException e) {
                 if (interruption == null) {
                     interruption = e;
@@ -234,7 +272,7 @@ public final class GrantAhead {
             }
             throw EngineRefusal.<RuntimeException>sneaky(interruption);
         }
-        return Optional.of(answered);
+        return answered;
     }
 
     /** Release the grant unless claimed (as it arrives), its request cancelled meanwhile. */

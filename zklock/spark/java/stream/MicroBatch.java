@@ -5,6 +5,7 @@ import java.nio.channels.ClosedByInterruptException;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 
 import org.apache.spark.SparkContext;
@@ -12,6 +13,7 @@ import org.apache.spark.SparkException;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.streaming.WriteToStream;
+import org.apache.spark.sql.streaming.StreamingQuery;
 
 import scala.collection.Iterator;
 
@@ -115,7 +117,7 @@ final class MicroBatch {
     /** Batch {@code batch} is next (Spark writes its offsets on this thread, the query's):
      *  its locks asked for now, for its sink to claim. */
     void next(long batch) {
-        GrantAhead grant = named(() -> Block.ahead(session, answers, statement(batch)));
+        GrantAhead grant = named(() -> Block.ahead(session, answers, statement(batch), stopped()));
         Ahead before = ahead.getAndSet(new Ahead(batch, grant));
         if (before != null) {  // (a batch that never reached its sink)
             before.grant.drop();
@@ -133,7 +135,16 @@ final class MicroBatch {
         if (asked != null) {
             asked.grant.drop();
         }
-        return named(() -> Block.ahead(session, answers, statement(batch)));
+        return named(() -> Block.ahead(session, answers, statement(batch), stopped()));
+    }
+
+    /** Whether the query running on this thread has been stopped: Spark marks it so before
+     *  it interrupts the thread (StreamExecution.stop), and the interruption may be
+     *  swallowed on the way (a wait for the batch's locks then goes on to its end). */
+    private BooleanSupplier stopped() {
+        String id = queryId();
+        StreamingQuery running = id == null ? null : session.streams().get(id);
+        return running == null ? () -> false : () -> !running.isActive();
     }
 
     /** What {@code batch}'s request names (the batch, its query and target). */

@@ -3,8 +3,8 @@
 // batch's input, plans it and calls its sink, on the query's thread. zklock's checkpoint
 // manager (adapters/LazySinkLogs.java) tells MicroBatch here that a batch is next, and the
 // batch's locks are asked for then (GrantAhead). A query whose offsets go through another
-// manager, or a batch Spark runs again from offsets already written (a restart), asks at
-// its sink, as it would have without this.
+// manager, or a batch Spark runs again from offsets already written (a restart), asks as its
+// sink starts, through GrantAhead all the same, so that a stop cancels its wait.
 package zklock.stream;
 
 import java.lang.ref.WeakReference;
