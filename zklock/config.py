@@ -385,7 +385,7 @@ SETTINGS: list[Setting] = [
             " default: the user."),
     Setting("event_log", None, str, "ZKLOCK_EVENT_LOG", "spark.zklock.eventLog",
             "File to append lock events to, one JSON line each (grant, denial, retry,"
-            " release, loss, force-drop); unset: no log."),
+            " cancel, release, loss, force-drop); unset: no log."),
     Setting("metrics_port", 0, _int, "ZKLOCK_METRICS_PORT", "spark.zklock.metrics.port",
             "Serve Prometheus metrics on <metrics_bind>:<port>/metrics from this process (0:"
             " off). A port already taken is one warning line, not a failure."),
