@@ -173,7 +173,7 @@ public final class GrantAhead {
         }
         State now = state.get();
         if (now == State.DROPPED && asked.isDone()) {
-            release();
+            release(arrived());
             return true;
         }
         if (now == State.DROPPED) {
@@ -182,19 +182,21 @@ public final class GrantAhead {
         return now == State.CLAIMED;
     }
 
-    private boolean unclaimedTooLong() {
-        Asked answered = asked.isDone() && !asked.isCompletedExceptionally()
-            ? asked.join() : null;
-        return answered != null && System.nanoTime() - answered.answered
-            > TimeUnit.MILLISECONDS.toNanos(DROP_AFTER_MS);
+    /** Its answer, once come; empty while on its way, or where the ask failed. */
+    private Optional<Asked> arrived() {
+        return asked.isDone() && !asked.isCompletedExceptionally()
+            ? Optional.of(asked.join()) : Optional.empty();
     }
 
-    /** A dropped grant's answer, released where it granted. */
-    private void release() {
-        Asked answered = asked.isCompletedExceptionally() ? null : asked.join();
-        if (answered != null && answered.granted()) {
-            Releases.later(client, handle, answered.nodes());
-        }
+    private boolean unclaimedTooLong() {
+        return arrived().filter(a -> System.nanoTime() - a.answered
+            > TimeUnit.MILLISECONDS.toNanos(DROP_AFTER_MS)).isPresent();
+    }
+
+    /** An answer no block holds, released where it granted. */
+    private void release(Optional<Asked> answered) {
+        answered.filter(Asked::granted)
+            .ifPresent(a -> Releases.later(client, handle, a.nodes()));
     }
 
     /** Its request given up where it still waits (once), on ASKING's thread: a call into
@@ -267,9 +269,7 @@ public final class GrantAhead {
             }
         }
         if (interruption != null) {  // given up: a grant that came first is released
-            if (answered.granted()) {
-                Releases.later(client, handle, answered.nodes());
-            }
+            release(Optional.of(answered));
             throw EngineRefusal.<RuntimeException>sneaky(interruption);
         }
         return answered;
