@@ -1160,3 +1160,52 @@ def test_a_pipeline_run_whose_client_left_as_it_waited_holds_nothing(servers, cd
         assert not checker.catalog.tableExists(view)
     finally:
         close(checker)
+
+
+@pytest.mark.parametrize("lock_client", ["python", "child"])
+def test_an_interrupted_statement_stops_waiting_at_once_and_holds_nothing(
+        servers, cdb, zk, zk_hosts, make_manager, lock_client):
+    """A client's statement waiting for another holder's X, interrupted (Spark Connect's
+    interruptTag, as a notebook's stop button does): it ends at once, while the holder still
+    holds, with its wait withdrawn (`zklock waits`) and nothing taken or written; before,
+    it waited out its whole lock timeout. Through the server's lock client in its Python
+    and through the child lock client of a server Spark's way (GrantAhead.now)."""
+    import threading
+
+    port, root = ((servers["port"], SERVER_ROOT) if lock_client == "python"
+                  else (servers["plain_port"], PLAIN_ROOT))
+    client = connect(port)
+    table = f"{cdb}.dim" if lock_client == "python" else "default.interrupted_wait"
+    other = make_manager(root=root, retries=LINGER_RETRIES)
+    ended: list[BaseException] = []
+    try:
+        if lock_client == "child":
+            client.sql(f"CREATE TABLE IF NOT EXISTS {table} (id INT, name STRING)"
+                       " USING parquet")
+        before = client.table(table).count()
+        client.sql("SET spark.zklock.lock.retries=6000")  # 5 minutes of retries
+        insert = f"INSERT INTO {table} VALUES (77, 'interrupted')"
+
+        def run() -> None:
+            client.addTag("zklock-interrupted-wait")
+            try:
+                client.sql(insert)
+            except BaseException as e:  # the interruption: what the test waits for
+                ended.append(e)
+
+        with other.acquire([(table, "X")], query_id="holder-interrupt"):
+            waiting = threading.Thread(target=run)
+            waiting.start()
+            assert wait_for(lambda: any(insert in q for q in waiting_queries(zk, root)),
+                            timeout=120), "the INSERT never waited"
+            client.interruptTag("zklock-interrupted-wait")
+            waiting.join(60)
+            assert not waiting.is_alive() and ended, "the interrupted INSERT went on waiting"
+            assert wait_for(lambda: not any(insert in q for q in waiting_queries(zk, root)))
+            assert [h.data.query_id for h in other.show(table, extended=True)] == [
+                "holder-interrupt"]
+        other.acquire([(table, "X")], query_id="after-interrupt", retries=0).release()
+        client.sql("RESET spark.zklock.lock.retries")
+        assert client.table(table).count() == before
+    finally:
+        close(client)

@@ -14,7 +14,8 @@
 // cancelled: it waits no more, and the query stops at once. Hive's Driver takes a query's
 // locks after compiling it, on the query's thread, and stops waiting when that thread is
 // interrupted; asking ahead only moves the request earlier, never the release later than the
-// block's end.
+// block's end. A statement's request asked as it runs (now) is waited for the same way, so an
+// interrupted statement stops waiting too.
 package zklock.engine;
 
 import java.util.ArrayList;
@@ -133,6 +134,20 @@ public final class GrantAhead {
         ahead.watchLater();
         OUTSTANDING.set(ahead);
         return ahead;
+    }
+
+    /** {@code request}, for {@code answer}'s locks under {@code handle}, asked for now and
+     *  its answer waited for on this thread as a claimed grant's is: an interruption of the
+     *  wait (Spark Connect's interrupt of an operation, the Thrift server's cancel of a
+     *  statement) cancels the request, and is thrown once it answered, a grant that came
+     *  first released. The lock client's own call is never interrupted: a grant abandoned
+     *  half-way would be held by no statement. */
+    static Asked now(EngineLockClient client, JsonNode answer, String handle, String request) {
+        GrantAhead asking = new GrantAhead(client, answer, handle, Thread.currentThread(),
+            () -> false);
+        asking.state.set(State.CLAIMED);
+        ASKING.execute(() -> asking.run(request));
+        return asking.answered();
     }
 
     /** The lock client's answer, asked for on {@code ASKING}'s thread. */

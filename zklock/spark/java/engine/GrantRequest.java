@@ -108,13 +108,13 @@ final class GrantRequest {
         return guard;
     }
 
-    /** {@code answer}'s locks asked for now, on this thread. */
+    /** {@code answer}'s locks asked for now, waited for on this thread until they come or
+     *  it is interrupted (GrantAhead.now). */
     private GrantAhead.Asked askNow(JsonNode answer) {
         String handle = UUID.randomUUID().toString();
         String request = LockRequests.acquire(session, client, handle, answer, name, what,
             statement);
-        long sent = System.nanoTime();
-        return new GrantAhead.Asked(handle, sent, ask(client, handle, request));
+        return GrantAhead.now(client, answer, handle, request);
     }
 
     /** {@code client}'s answer to {@code request}; where the call failed (the grant may
