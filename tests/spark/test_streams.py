@@ -791,3 +791,66 @@ def test_a_query_failing_before_its_sink_keeps_no_lock(streaming, db, tmp_path, 
             held.release()
     spark.sql(f"INSERT INTO {table} VALUES (1, 'd1')")
     assert count(spark, table) == 1
+
+
+def test_a_hive_format_table_takes_each_batch_once(zk_hosts, root, tmp_path):
+    """A Hive-format table, which Spark refuses as a stream's target, streamed into through
+    foreachBatch and insert_once in a real Hive-enabled application (its own Derby
+    metastore): each batch lands once; one replayed (its end not in the checkpoint) is not
+    written again; one cut off while Hive's load moved its files in (its record pending,
+    part of its files in the table) has what it moved removed and is written again, once;
+    one whose load fails part-way raises and leaves none of its rows, and lands once when
+    run again."""
+    home, source = tmp_path / "home", tmp_path / "source"
+    home.mkdir()
+
+    def app(step: str) -> list[str]:
+        out = subprocess.run([PYTHON, str(PROJECT / "tests" / "spark" / "hive_batches_app.py"),
+                              zk_hosts, root, str(home), str(source), step],
+                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+        return [line for line in out.stdout.splitlines()
+                if line.split(" ")[0] in ("BATCH", "IDS", "FAILED", "CREATED")]
+
+    def table_ids(lines: list[str]) -> list[int]:
+        return json.loads(next(line for line in lines if line.startswith("IDS "))[4:])
+
+    def forget_commit(batch: int) -> None:  # the crash after the batch, before Spark's end
+        for name in (str(batch), f".{batch}.crc"):
+            (home / "checkpoint" / "commits" / name).unlink()
+
+    assert app("create") == ["CREATED"]
+    table = home / "warehouse" / "hv"
+    records = table / "_zklock" / "batches" / "hv-ingest"
+    expected = add_files(source, 0, 4)
+    lines = app("run")
+    assert lines[:-1] == ["BATCH 0 WRITTEN", "BATCH 1 WRITTEN"]
+    assert table_ids(lines) == sorted(expected)
+
+    forget_commit(1)  # replayed: the table holds it
+    lines = app("run")
+    assert lines[:-1] == ["BATCH 1 ALREADY_WRITTEN"] and table_ids(lines) == sorted(expected)
+
+    # cut off in Hive's load: its record pending, one of its files never moved in
+    forget_commit(1)
+    (records / "1.committed").rename(records / "1.pending")
+    files_id = (records / "1.pending").read_text().splitlines()[2]
+    moved = sorted(p for p in table.rglob(f"*{files_id}*") if not p.name.startswith("."))
+    assert len(moved) >= 2, moved
+    moved[0].unlink()
+    lines = app("run")
+    assert lines[:-1] == ["BATCH 1 REWRITTEN"] and table_ids(lines) == sorted(expected)
+    assert not list(table.rglob(f"*{files_id}*"))  # none of the cut-off write stays
+
+    # a load failing part-way: a file where the next batch's partition ds=d9 would go
+    more = add_files(source, 100, 2)
+    (source / "part-100-0.json").write_text("\n".join(
+        json.dumps({"id": n, "ds": "d9" if n == 104 else f"d{n % 3}"}) for n in more[:5])
+        + "\n")
+    (table / "ds=d9").write_text("not a partition")
+    lines = app("fail")
+    assert lines[0].startswith("FAILED") and "no failure" not in lines[0], lines
+    assert table_ids(lines) == sorted(expected)  # raised: none of its rows
+    (table / "ds=d9").unlink()
+    lines = app("run")
+    assert lines[:-1] == ["BATCH 2 WRITTEN"] and table_ids(lines) == sorted(expected + more)

@@ -4,7 +4,7 @@ batch once, however often Spark replays it after a crash.
 Spark runs ``foreachBatch`` at least once: a batch whose function returned, but whose end
 Spark had not recorded in the checkpoint when the driver died, runs again on restart. Delta
 makes such writes idempotent with the writer options ``txnAppId`` and ``txnVersion``.
-:func:`insert_once` does the same for zklock's plain tables (Parquet, ORC, ...)::
+:func:`insert_once` does the same for zklock's plain tables (Parquet, ORC, Hive format)::
 
     from zklock.spark.batches import insert_once
 
@@ -17,7 +17,8 @@ One locked statement (X on the table, S on what the rows read) reads the writer'
 beside the table's files, appends the rows by column name, and records the batch, as a
 streaming query's own batches into a table do (docs/spark.md, "Streams and pipelines";
 zklock/spark/java/stream/InsertOnce.java). Classic sessions (py4j); a Spark Connect client
-streams into the table by name (``toTable``), which is exactly once by itself.
+streams into the table by name (``toTable``), which is exactly once by itself. It is also
+the way to stream into a Hive-format table, which Spark refuses as a stream's target.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class BatchOutcome(enum.Enum):
     ALREADY_WRITTEN = "ALREADY_WRITTEN"
     #: Its append had been cut off while its files moved in: the rest were moved.
     FINISHED = "FINISHED"
+    #: Its append into a Hive-format table had been cut off while Hive's load moved its
+    #: files in: those moved were removed, and the batch written again.
+    REWRITTEN = "REWRITTEN"
 
 
 def insert_once(df: Any, table: str, *, writer: str, batch: int) -> BatchOutcome:

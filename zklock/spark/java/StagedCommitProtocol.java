@@ -12,6 +12,7 @@ import org.apache.parquet.hadoop.ParquetOutputCommitter;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
+import zklock.commit.BatchLog;
 import zklock.commit.Staging;
 import zklock.commit.WriteOutcome;
 
@@ -85,10 +86,13 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     }
 
     private final int attempt;
+    /** The id Spark names the job's files by ({@code part-00000-<id>...}). */
+    private final String jobId;
 
     public StagedCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
         this.attempt = attemptOf(jobId);
+        this.jobId = jobId;
     }
 
     /** The job's staging directory name: a positive int (Hadoop reads the attempt id as one)
@@ -148,6 +152,7 @@ public class StagedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
      *  that skipping the clean-up "can lead to unexpected behaviors" (docs/design.md). */
     private void stage(Configuration conf) {
         conf.setInt(ATTEMPT_ID, attempt);
+        conf.set(BatchLog.FILES_NAMED_BY, jobId);  // a recorded batch's (BatchLog.pending)
     }
 
     /** zklock's committer in place of Hadoop's FileOutputCommitter or Parquet's: the same,

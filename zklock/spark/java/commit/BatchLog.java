@@ -8,6 +8,7 @@ import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.regex.Pattern;
@@ -34,9 +35,11 @@ import org.apache.spark.SparkContext$;
  *
  * <p>Two records per batch, each one file: {@code <n>.pending}, written by the write's job
  * commit after its fence and before Hadoop moves a file (Staging.commitJob), naming the job's
- * staging; {@code <n>.committed}, written once the write returned (its partitions added to
- * the catalog too). A batch found pending was cut off while its files moved: what is still
- * staged is moved the same way ({@link #finish}), so the batch becomes whole, once. Written
+ * output, its staging and the id its files are named by; {@code <n>.committed}, written once
+ * the write returned (its partitions added to the catalog too). A batch found pending was cut
+ * off while its files moved: what is still staged is moved the same way ({@link #finish}),
+ * so the batch becomes whole, once; into a Hive-format table, whose files Hive's load moves,
+ * the files it moved are removed instead and it is written again ({@link #undo}). Written
  * and read under the batch's X lock on the table, so no other writer of it runs meanwhile.
  */
 public final class BatchLog {
@@ -50,11 +53,15 @@ public final class BatchLog {
         COMMITTED
     }
 
-    /** Where in a table's directory the records are kept. */
-    static final String DIR = "_zklock/batches";
+    /** The directory of a table's records, and where in it they are kept. */
+    private static final String RECORDS = "_zklock";
+    static final String DIR = RECORDS + "/batches";
     /** Local property: the records' directory and the batch whose write runs on this thread,
      *  tab-separated (Staging.commitJob records its commit there). */
     static final String RECORDING = "zklock.commit.batch";
+    /** Job conf: the id Spark names the job's files by (StagedCommitProtocol), kept in a
+     *  batch's pending record so that a batch whose files Hive's load moves can be undone. */
+    public static final String FILES_NAMED_BY = "zklock.commit.filesNamedBy";
     /** An application id, as it is written in a path. */
     private static final Pattern APP_ID = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
 
@@ -164,9 +171,21 @@ public final class BatchLog {
         String[] parts = recording.split("\t", 2);
         Path record = new Path(parts[0], parts[1] + PENDING);
         FileSystem fs = recordsOn(record.getFileSystem(job.getConfiguration()));
-        write(fs, record, (committer.getOutputPath() + "\n" + committer.getJobAttemptPath(job))
-            .getBytes(StandardCharsets.UTF_8));
+        write(fs, record, String.join("\n", committer.getOutputPath().toString(),
+            committer.getJobAttemptPath(job).toString(),
+            job.getConfiguration().get(FILES_NAMED_BY, "")).getBytes(StandardCharsets.UTF_8));
         return true;
+    }
+
+    /** A pending record's lines: the job's output, its staging and the id its files are
+     *  named by (empty in a record of an earlier version). */
+    private static String[] lines(FileSystem fs, Path record) throws IOException {
+        try (InputStream in = fs.open(record)) {
+            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+            IOUtils.copyBytes(in, bytes, 4096, false);
+            return Arrays.copyOf(new String(bytes.toByteArray(), StandardCharsets.UTF_8)
+                .split("\n", 3), 3);
+        }
     }
 
     /** Write {@code content} as the record {@code record} (replacing one of that name):
@@ -198,15 +217,8 @@ public final class BatchLog {
         String[] parts = recording.split("\t", 2);
         Path record = new Path(parts[0], parts[1] + PENDING);
         FileSystem fs = recordsOn(record.getFileSystem(job.getConfiguration()));
-        if (!fs.exists(record)) {
-            return false;
-        }
-        try (InputStream in = fs.open(record)) {
-            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-            IOUtils.copyBytes(in, bytes, 4096, false);
-            return new String(bytes.toByteArray(), StandardCharsets.UTF_8)
-                .endsWith("\n" + committer.getJobAttemptPath(job));
-        }
+        return fs.exists(record)
+            && committer.getJobAttemptPath(job).toString().equals(lines(fs, record)[1]);
     }
 
     /** Finish batch {@code batch}'s commit, cut off part-way: move what its job still has
@@ -214,13 +226,7 @@ public final class BatchLog {
      *  file once (a file moved before is no longer staged), after the same fence. The caller
      *  holds the batch's locks. Returns whether anything was still staged. */
     public boolean finish(long batch) throws IOException {
-        Path record = new Path(dir, batch + PENDING);
-        String[] paths;
-        try (InputStream in = fs.open(record)) {
-            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-            IOUtils.copyBytes(in, bytes, 4096, false);
-            paths = new String(bytes.toByteArray(), StandardCharsets.UTF_8).split("\n", 2);
-        }
+        String[] paths = lines(fs, new Path(dir, batch + PENDING));
         Path output = new Path(paths[0]);
         Path staged = new Path(paths[1]);
         if (!fs.exists(staged)) {
@@ -234,6 +240,43 @@ public final class BatchLog {
         }
         Staging.remove(staged, conf);
         return true;
+    }
+
+    /** Undo batch {@code batch}'s write, cut off part-way or failed, in the table at
+     *  {@code location}, whose files Hive's load moved in one by one, which zklock can
+     *  neither finish nor check: every file of its job (named by the job's id, wherever it
+     *  got to: the table, its partitions, Hive's and zklock's staging) is deleted, then
+     *  its pending record, so the batch is written again as new. The caller holds the
+     *  batch's locks. Returns whether the batch had a pending record. */
+    public boolean undo(long batch, Path location) throws IOException {
+        Path record = new Path(dir, batch + PENDING);
+        if (!fs.exists(record)) {
+            return false;
+        }
+        String id = lines(fs, record)[2];
+        if (id == null || id.isEmpty()) {
+            throw new IOException("zklock: batch " + batch + "'s record (" + record + ") does"
+                + " not name its files: remove what it wrote by hand, then the record");
+        }
+        CommitFence.check();
+        deleteFilesOf(id, location);
+        fs.delete(record, false);
+        return true;
+    }
+
+    /** Delete every file below {@code under} whose name carries {@code id}, the records
+     *  apart. */
+    private void deleteFilesOf(String id, Path under) throws IOException {
+        for (FileStatus entry : fs.listStatus(under)) {
+            Path path = entry.getPath();
+            if (entry.isDirectory()) {
+                if (!path.getName().equals(RECORDS)) {
+                    deleteFilesOf(id, path);
+                }
+            } else if (path.getName().contains(id) && !fs.delete(path, false)) {
+                throw new IOException("zklock: cannot delete " + path);
+            }
+        }
     }
 
     /** Hadoop's v1 merge of a committed task's directory into the output. */

@@ -31,7 +31,10 @@ public final class TableBatches {
         /** The table held it already (a batch replayed after a crash): nothing written. */
         ALREADY_WRITTEN,
         /** Its commit had been cut off part-way: what was still staged was moved in. */
-        FINISHED
+        FINISHED,
+        /** Its commit into a Hive-format table had been cut off part-way: what it had
+         *  moved in was removed, and it was written again. */
+        REWRITTEN
     }
 
     private final TableIdentifier table;
@@ -40,19 +43,15 @@ public final class TableBatches {
         this.table = table.identifier();
     }
 
-    /** Refuse (EngineRefusal) a table whose batches zklock could not commit once: one whose
-     *  final move is not its committers' (a Hive-format table: Hive's load moves the files),
-     *  or an application whose file writes do not commit through them (another commit
-     *  protocol, spark.zklock.isolateCommits=false, Hadoop's v2 algorithm, which publishes
-     *  each task's files at its commit). */
+    /** Refuse (EngineRefusal) an application whose file writes zklock could not commit
+     *  once, as they do not commit through its committers (another commit protocol,
+     *  spark.zklock.isolateCommits=false, Hadoop's v2 algorithm, which publishes each task's
+     *  files at its commit). */
     static void check(SparkSession session, CatalogTable table) {
         String name = table.identifier().unquotedString();
         String why = null;
-        scala.Option<String> provider = table.provider();
         SQLConf conf = session.sessionState().conf();
-        if (provider.isDefined() && provider.get().equalsIgnoreCase("hive")) {
-            why = "it is a Hive-format table, whose files Hive's load moves";
-        } else if (!Protocol.JvmClass.COMMIT_PROTOCOL.equals(
+        if (!Protocol.JvmClass.COMMIT_PROTOCOL.equals(
                 conf.getConfString(Protocol.Conf.COMMIT_PROTOCOL, ""))) {
             why = "the application's file writes commit through "
                 + conf.getConfString(Protocol.Conf.COMMIT_PROTOCOL, "Spark's protocol");
@@ -76,30 +75,61 @@ public final class TableBatches {
         SparkSession session = rows.sparkSession();
         CatalogTable meta = current(session);
         String name = meta.identifier().quotedString();
+        Path location = new Path(meta.location());
+        boolean hive = isHive(meta);
         try {
-            BatchLog log = BatchLog.of(new Path(meta.location()), writer,
-                session.sessionState().newHadoopConf());
+            BatchLog log = BatchLog.of(location, writer, session.sessionState().newHadoopConf());
             BatchLog.State state = log.state(batch);
             for (long cutOff : log.unfinished()) {
-                finish(session, meta, log, cutOff);
+                if (hive) {  // its writer went on without it: none of it stays
+                    log.undo(cutOff, location);
+                } else {
+                    finish(session, meta, log, cutOff);
+                }
             }
             Outcome outcome;
-            switch (state) {
-                case COMMITTED:
-                    return Outcome.ALREADY_WRITTEN;
-                case PENDING:  // cut off while its files moved: they all move now, once
-                    finish(session, meta, log, batch);
-                    outcome = Outcome.FINISHED;
-                    break;
-                default:
-                    log.recording(batch, () -> append(rows, meta));
-                    outcome = Outcome.WRITTEN;
+            if (state == BatchLog.State.COMMITTED) {
+                return Outcome.ALREADY_WRITTEN;
+            } else if (state == BatchLog.State.PENDING && !hive) {
+                finish(session, meta, log, batch);  // cut off while its files moved: all now
+                outcome = Outcome.FINISHED;
+            } else {
+                boolean undone = state == BatchLog.State.PENDING && log.undo(batch, location);
+                write(log, batch, rows, meta, hive);
+                outcome = undone ? Outcome.REWRITTEN : Outcome.WRITTEN;
             }
             log.committed(batch);
             return outcome;
         } catch (IOException e) {
             throw new UncheckedIOException("zklock: batch " + batch + " of " + writer + " into "
                 + name + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** Whether Hive's load, not zklock's committers, moves the table's files in: a
+     *  Hive-format table. */
+    private static boolean isHive(CatalogTable meta) {
+        scala.Option<String> provider = meta.provider();
+        return provider.isDefined() && provider.get().equalsIgnoreCase("hive");
+    }
+
+    /** The batch's rows appended, its job commit recorded; a failed write into a Hive-format
+     *  table undone at once (what Hive's load moved in removed), so that a batch that raised
+     *  wrote nothing. A failed write into another table keeps what it staged for the next
+     *  run to finish (BatchLog.finish). */
+    private static void write(BatchLog log, long batch, Dataset<Row> rows, CatalogTable meta,
+                              boolean hive) throws IOException {
+        try {
+            log.recording(batch, () -> append(rows, meta));
+        } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java
+            if (hive) {
+                try {
+                    log.undo(batch, new Path(meta.location()));
+                } catch (IOException | RuntimeException undoFailed) {  // the next run undoes
+                    e.addSuppressed(undoFailed);
+                }
+            }
+            throw EngineRefusal.sneaky(e);
         }
     }
 
