@@ -4,7 +4,7 @@ test_a_hive_format_table_takes_each_batch_once drives it, one step per run, and 
 by the data it prints.
 
 Usage: hive_batches_app.py HOSTS ROOT HOME SOURCE STEP. STEP ``create`` makes the table;
-``run`` streams what the source has (availableNow) and prints each batch's outcome, then
+(one partition, ds=d1, stored outside the table's directory); ``run`` streams what the source has (availableNow) and prints each batch's outcome, then
 ``IDS`` and the table's ids, sorted, as JSON; ``fail`` does the same expecting the run to
 fail, and prints ``FAILED`` with the error's first line.
 """
@@ -32,6 +32,8 @@ spark.sparkContext.setLogLevel("ERROR")
 enforce(spark, LockManager(hosts=hosts, root=root, retries=0))
 if step == "create":
     spark.sql("CREATE TABLE hv (id INT) PARTITIONED BY (ds STRING) STORED AS TEXTFILE")
+    # a partition stored outside the table's directory, as an external table's often are
+    spark.sql(f"ALTER TABLE hv ADD PARTITION (ds='d1') LOCATION '{home}/outside-d1'")
     print("CREATED")
     sys.exit(0)
 

@@ -1194,7 +1194,7 @@ def test_an_interrupted_statement_stops_waiting_at_once_and_holds_nothing(
                 ended.append(e)
 
         with other.acquire([(table, "X")], query_id="holder-interrupt"):
-            waiting = threading.Thread(target=run)
+            waiting = threading.Thread(target=run, daemon=True)
             waiting.start()
             assert wait_for(lambda: any(insert in q for q in waiting_queries(zk, root)),
                             timeout=120), "the INSERT never waited"

@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
+import java.util.UUID;
 import java.util.regex.Pattern;
 
 import org.apache.hadoop.conf.Configuration;
@@ -59,6 +60,8 @@ public final class BatchLog {
     /** Local property: the records' directory and the batch whose write runs on this thread,
      *  tab-separated (Staging.commitJob records its commit there). */
     static final String RECORDING = "zklock.commit.batch";
+    /** RECORDING's third field where the record names the id of the job's files. */
+    private static final String UNDOABLE = "undoable";
     /** Job conf: the id Spark names the job's files by (StagedCommitProtocol), kept in a
      *  batch's pending record so that a batch whose files Hive's load moves can be undone. */
     public static final String FILES_NAMED_BY = "zklock.commit.filesNamedBy";
@@ -147,10 +150,12 @@ public final class BatchLog {
     }
 
     /** Run {@code write}, the batch's write, with its job commit recorded here
-     *  ({@link #pending}, called by Staging.commitJob on this thread). */
-    public void recording(long batch, Runnable write) {
+     *  ({@link #pending}, called by Staging.commitJob on this thread); {@code undoable}: the
+     *  record names the id of the job's files, for {@link #undo} (a Hive-format table's
+     *  batch; a record of another table keeps the two lines earlier versions read). */
+    public void recording(long batch, boolean undoable, Runnable write) {
         SparkContext sc = SparkContext$.MODULE$.getActive().get();
-        sc.setLocalProperty(RECORDING, dir + "\t" + batch);
+        sc.setLocalProperty(RECORDING, dir + "\t" + batch + (undoable ? "\t" + UNDOABLE : ""));
         try {
             write.run();
         } finally {
@@ -168,12 +173,14 @@ public final class BatchLog {
         if (recording == null) {
             return false;
         }
-        String[] parts = recording.split("\t", 2);
+        String[] parts = recording.split("\t");
         Path record = new Path(parts[0], parts[1] + PENDING);
         FileSystem fs = recordsOn(record.getFileSystem(job.getConfiguration()));
-        write(fs, record, String.join("\n", committer.getOutputPath().toString(),
-            committer.getJobAttemptPath(job).toString(),
-            job.getConfiguration().get(FILES_NAMED_BY, "")).getBytes(StandardCharsets.UTF_8));
+        String content = committer.getOutputPath() + "\n" + committer.getJobAttemptPath(job);
+        if (parts.length > 2 && UNDOABLE.equals(parts[2])) {
+            content += "\n" + job.getConfiguration().get(FILES_NAMED_BY, "");
+        }
+        write(fs, record, content.getBytes(StandardCharsets.UTF_8));
         return true;
     }
 
@@ -214,7 +221,7 @@ public final class BatchLog {
         if (recording == null) {
             return false;
         }
-        String[] parts = recording.split("\t", 2);
+        String[] parts = recording.split("\t");
         Path record = new Path(parts[0], parts[1] + PENDING);
         FileSystem fs = recordsOn(record.getFileSystem(job.getConfiguration()));
         return fs.exists(record)
@@ -242,26 +249,42 @@ public final class BatchLog {
         return true;
     }
 
-    /** Undo batch {@code batch}'s write, cut off part-way or failed, in the table at
-     *  {@code location}, whose files Hive's load moved in one by one, which zklock can
-     *  neither finish nor check: every file of its job (named by the job's id, wherever it
-     *  got to: the table, its partitions, Hive's and zklock's staging) is deleted, then
-     *  its pending record, so the batch is written again as new. The caller holds the
-     *  batch's locks. Returns whether the batch had a pending record. */
-    public boolean undo(long batch, Path location) throws IOException {
+    /** Undo batch {@code batch}'s write, cut off part-way or failed, in a table whose files
+     *  Hive's load moved in one by one, which zklock can neither finish nor check: every
+     *  file of its job (named by the job's id, wherever it got to: the table, its
+     *  partitions, Hive's and zklock's staging) below each of {@code places} (the table's
+     *  directory and its partitions' locations outside it) is deleted. Its pending record
+     *  stays until the batch is written again (its job commit replaces it): a move Hive
+     *  still makes after this (its loads run on threads of their own, which a failure does
+     *  not wait for) is undone by the next run. The caller holds the batch's locks.
+     *  Returns whether the batch had a pending record. */
+    public boolean undo(long batch, List<Path> places) throws IOException {
         Path record = new Path(dir, batch + PENDING);
         if (!fs.exists(record)) {
             return false;
         }
         String id = lines(fs, record)[2];
-        if (id == null || id.isEmpty()) {
+        if (id == null || !isUuid(id)) {
             throw new IOException("zklock: batch " + batch + "'s record (" + record + ") does"
                 + " not name its files: remove what it wrote by hand, then the record");
         }
         CommitFence.check();
-        deleteFilesOf(id, location);
-        fs.delete(record, false);
+        for (Path place : places) {
+            if (fs.exists(place)) {
+                deleteFilesOf(id, place);
+            }
+        }
         return true;
+    }
+
+    /** Whether {@code id} is a UUID as Spark names a job's files by: nothing shorter can
+     *  match another job's file. */
+    private static boolean isUuid(String id) {
+        try {
+            return UUID.fromString(id).toString().equals(id);
+        } catch (IllegalArgumentException e) {
+            return false;
+        }
     }
 
     /** Delete every file below {@code under} whose name carries {@code id}, the records

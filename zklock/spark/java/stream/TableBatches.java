@@ -2,6 +2,8 @@ package zklock.stream;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
 
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Column;
@@ -10,8 +12,11 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.catalyst.catalog.CatalogTablePartition;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.internal.SQLConf;
+
+import scala.collection.Iterator;
 
 import zklock.EngineRefusal;
 import zklock.Protocol;
@@ -82,7 +87,7 @@ public final class TableBatches {
             BatchLog.State state = log.state(batch);
             for (long cutOff : log.unfinished()) {
                 if (hive) {  // its writer went on without it: none of it stays
-                    log.undo(cutOff, location);
+                    log.undo(cutOff, places(session, meta));
                 } else {
                     finish(session, meta, log, cutOff);
                 }
@@ -94,8 +99,9 @@ public final class TableBatches {
                 finish(session, meta, log, batch);  // cut off while its files moved: all now
                 outcome = Outcome.FINISHED;
             } else {
-                boolean undone = state == BatchLog.State.PENDING && log.undo(batch, location);
-                write(log, batch, rows, meta, hive);
+                boolean undone = state == BatchLog.State.PENDING
+                    && log.undo(batch, places(session, meta));
+                write(session, log, batch, rows, meta, hive);
                 outcome = undone ? Outcome.REWRITTEN : Outcome.WRITTEN;
             }
             log.committed(batch);
@@ -115,22 +121,44 @@ public final class TableBatches {
 
     /** The batch's rows appended, its job commit recorded; a failed write into a Hive-format
      *  table undone at once (what Hive's load moved in removed), so that a batch that raised
-     *  wrote nothing. A failed write into another table keeps what it staged for the next
+     *  leaves none of its rows, and again by the batch's next run (a move Hive made after
+     *  the failure). A failed write into another table keeps what it staged for the next
      *  run to finish (BatchLog.finish). */
-    private static void write(BatchLog log, long batch, Dataset<Row> rows, CatalogTable meta,
-                              boolean hive) throws IOException {
+    private static void write(SparkSession session, BatchLog log, long batch, Dataset<Row> rows,
+                              CatalogTable meta, boolean hive) {
         try {
-            log.recording(batch, () -> append(rows, meta));
+            log.recording(batch, hive, () -> append(rows, meta));
         } catch (Throwable e) {  // Spark's SparkException is a checked exception to Java
             if (hive) {
                 try {
-                    log.undo(batch, new Path(meta.location()));
+                    log.undo(batch, places(session, meta));
                 } catch (IOException | RuntimeException undoFailed) {  // the next run undoes
                     e.addSuppressed(undoFailed);
                 }
             }
             throw EngineRefusal.sneaky(e);
         }
+    }
+
+    /** Where a Hive-format table's files are: its directory, and the locations of its
+     *  partitions outside it (ADD PARTITION ... LOCATION), as the catalog has them now. */
+    private static List<Path> places(SparkSession session, CatalogTable meta) {
+        Path location = new Path(meta.location());
+        List<Path> places = new ArrayList<>();
+        places.add(location);
+        if (meta.partitionColumnNames().isEmpty()) {
+            return places;
+        }
+        String inside = location.toUri().getPath() + "/";
+        Iterator<CatalogTablePartition> partitions = session.sessionState().catalog()
+            .listPartitions(meta.identifier(), scala.Option.empty()).iterator();
+        while (partitions.hasNext()) {
+            Path at = new Path(partitions.next().location());
+            if (!at.toUri().getPath().startsWith(inside)) {
+                places.add(at);
+            }
+        }
+        return places;
     }
 
     /** The table as the catalog has it now; Spark's error (the table dropped) as it is. */
