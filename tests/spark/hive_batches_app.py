@@ -3,10 +3,11 @@ insert_once (Spark refuses a Hive-format table as a stream's target): test_strea
 test_a_hive_format_table_takes_each_batch_once drives it, one step per run, and judges it
 by the data it prints.
 
-Usage: hive_batches_app.py HOSTS ROOT HOME SOURCE STEP. STEP ``create`` makes the table;
-(one partition, ds=d1, stored outside the table's directory); ``run`` streams what the source has (availableNow) and prints each batch's outcome, then
-``IDS`` and the table's ids, sorted, as JSON; ``fail`` does the same expecting the run to
-fail, and prints ``FAILED`` with the error's first line.
+Usage: hive_batches_app.py HOSTS ROOT HOME SOURCE STEP. STEP ``create`` makes the table
+(one partition, ds=d1, stored outside the table's directory); ``run`` streams what the
+source has (availableNow) and prints each batch's outcome, then ``IDS`` and the table's
+ids, sorted, as JSON; ``fail`` does the same expecting the run to fail, and prints
+``FAILED`` with the error's first line.
 """
 
 from __future__ import annotations
