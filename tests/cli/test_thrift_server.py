@@ -11,7 +11,7 @@ import subprocess
 import threading
 
 import pytest
-from conftest import PYTHON, wait_for
+from conftest import PYTHON, wait_for, waiting_queries
 from zklock.cli.connect_server import pyspark_home
 
 from zklock import LockManager
@@ -116,6 +116,43 @@ def test_a_jdbc_clients_set_decides_how_its_statements_wait(thrift, zk_hosts):
     finally:
         holder.close()
     assert rows(url, "SELECT count(*) FROM jdbc_wait") == ["0"]
+
+
+def test_a_jdbc_statement_cancelled_while_it_waits_stops_at_once(thrift, zk_hosts, zk):
+    """A JDBC client's cancel (PyHive's cursor.cancel: Hive's CancelOperation, which the
+    Thrift server carries out by interrupting the statement's thread) of a statement waiting
+    for another holder's X: it stops waiting at once, while the holder still holds, its
+    wait withdrawn (`zklock waits`) and nothing written; before, it waited out its
+    retries."""
+    from pyhive import hive
+    from TCLIService.ttypes import TOperationState
+
+    host, port = thrift["url"].split("//", 1)[1].split("/", 1)[0].split(":")
+    root = thrift["root"]
+    conn = hive.connect(host=host, port=int(port), username="canceller")
+    holder = LockManager(hosts=zk_hosts, root=root, retries=200, retry_interval=0.05)
+    insert = "INSERT INTO jdbc_cancel VALUES (1)"
+    try:
+        cursor = conn.cursor()
+        cursor.execute("CREATE TABLE jdbc_cancel (id INT) USING parquet")
+        cursor.execute("SET spark.zklock.lock.retries=6000")  # 5 minutes of retries
+        with holder.acquire([("default.jdbc_cancel", "X")], query_id="holder-cancel"):
+            cursor.execute(insert, async_=True)
+            assert wait_for(lambda: insert in waiting_queries(zk, root), timeout=120), \
+                "the INSERT never waited"
+            cursor.cancel()
+            assert wait_for(lambda: insert not in waiting_queries(zk, root)), \
+                "the cancelled INSERT went on waiting"
+            assert cursor.poll().operationState == TOperationState.CANCELED_STATE
+            held = holder.show("default.jdbc_cancel", extended=True)
+            assert [h.data.query_id for h in held] == ["holder-cancel"]
+        holder.acquire([("default.jdbc_cancel", "X")], query_id="after-cancel",
+                       retries=0).release()
+        cursor.execute("SELECT count(*) FROM jdbc_cancel")
+        assert cursor.fetchall() == [(0,)]
+    finally:
+        holder.close()
+        conn.close()
 
 
 def status_of(state) -> dict:
