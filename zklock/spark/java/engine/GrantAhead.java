@@ -141,10 +141,12 @@ public final class GrantAhead {
      *  wait (Spark Connect's interrupt of an operation, the Thrift server's cancel of a
      *  statement) cancels the request, and is thrown once it answered, a grant that came
      *  first released. The lock client's own call is never interrupted: a grant abandoned
-     *  half-way would be held by no statement. */
-    static Asked now(EngineLockClient client, JsonNode answer, String handle, String request) {
+     *  half-way would be held by no statement. A block this asked ahead for (a micro-batch
+     *  asking again: its plan changed, or it waited and was planned again) stops waiting
+     *  when its query stops too, as its claim does. */
+    Asked now(EngineLockClient client, JsonNode answer, String handle, String request) {
         GrantAhead asking = new GrantAhead(client, answer, handle, Thread.currentThread(),
-            () -> false);
+            this == NONE ? () -> false : stopped);
         asking.state.set(State.CLAIMED);
         ASKING.execute(() -> asking.run(request));
         return asking.answered();

@@ -109,12 +109,12 @@ final class GrantRequest {
     }
 
     /** {@code answer}'s locks asked for now, waited for on this thread until they come or
-     *  it is interrupted (GrantAhead.now). */
+     *  it is interrupted, or its query stops (GrantAhead.now). */
     private GrantAhead.Asked askNow(JsonNode answer) {
         String handle = UUID.randomUUID().toString();
         String request = LockRequests.acquire(session, client, handle, answer, name, what,
             statement);
-        return GrantAhead.now(client, answer, handle, request);
+        return ahead.now(client, answer, handle, request);
     }
 
     /** {@code client}'s answer to {@code request}; where the call failed (the grant may
