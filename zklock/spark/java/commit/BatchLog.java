@@ -185,7 +185,8 @@ public final class BatchLog {
     }
 
     /** A pending record's lines: the job's output, its staging and the id its files are
-     *  named by (empty in a record of an earlier version). */
+     *  named by (null where the record has none: not a Hive-format table's, or an earlier
+     *  version's). */
     private static String[] lines(FileSystem fs, Path record) throws IOException {
         try (InputStream in = fs.open(record)) {
             ByteArrayOutputStream bytes = new ByteArrayOutputStream();

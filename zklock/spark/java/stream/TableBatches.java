@@ -13,6 +13,7 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.TableIdentifier;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.catalyst.catalog.CatalogTablePartition;
+import org.apache.spark.sql.execution.command.DDLUtils;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.internal.SQLConf;
 
@@ -81,7 +82,7 @@ public final class TableBatches {
         CatalogTable meta = current(session);
         String name = meta.identifier().quotedString();
         Path location = new Path(meta.location());
-        boolean hive = isHive(meta);
+        boolean hive = DDLUtils.isHiveTable(meta);  // Hive's load, not zklock's, moves its files
         try {
             BatchLog log = BatchLog.of(location, writer, session.sessionState().newHadoopConf());
             BatchLog.State state = log.state(batch);
@@ -110,13 +111,6 @@ public final class TableBatches {
             throw new UncheckedIOException("zklock: batch " + batch + " of " + writer + " into "
                 + name + ": " + e.getMessage(), e);
         }
-    }
-
-    /** Whether Hive's load, not zklock's committers, moves the table's files in: a
-     *  Hive-format table. */
-    private static boolean isHive(CatalogTable meta) {
-        scala.Option<String> provider = meta.provider();
-        return provider.isDefined() && provider.get().equalsIgnoreCase("hive");
     }
 
     /** The batch's rows appended, its job commit recorded; a failed write into a Hive-format
