@@ -990,9 +990,15 @@ def test_a_plain_clients_statements_reuse_the_servers_connections_to_python(serv
             cs.sql(f"INSERT INTO {table} VALUES ({100 + i}, 'reuse')")
             cs.table(table).count()
 
-    statements(3)  # the caller threads, the release sender and the lock manager start
-    before = len(list(tasks.iterdir()))
-    statements(15)  # 30 operations, each a call to Python
+    # each INSERT may meet the previous count's S, released when the server hears its
+    # execution end (LINGER_RETRIES above): it waits for it, as a statement does by default
+    cs.conf.set("spark.zklock.lock.retries", str(LINGER_RETRIES))
+    try:
+        statements(3)  # the caller threads, the release sender and the lock manager start
+        before = len(list(tasks.iterdir()))
+        statements(15)  # 30 operations, each a call to Python
+    finally:
+        cs.conf.unset("spark.zklock.lock.retries")
     # a few caller threads (a statement's call, the release sender's, and one started each
     # time a call came while the others were on their way back to wait, which a loaded
     # machine makes more of: the 4.0 compatibility run beside three spark-pipelines
