@@ -122,7 +122,8 @@ SERVER_ROOT = "/zklock-tests-connect-server"
 PLAIN_ROOT = "/zklock-tests-plain-connect-server"
 #: How often a test's own holder retries on the server's root: a plain client's read holds
 #: its S until the server hears its SQL execution end (Spark's listener bus, a moment after
-#: the client has its rows), so a holder asking for X right after one waits for that.
+#: the client has its rows) or sends its next request, so another holder asking for X right
+#: after one waits for that.
 LINGER_RETRIES = 200
 
 
@@ -921,6 +922,7 @@ def test_a_server_started_as_spark_starts_one_locks_plain_clients_through_its_ch
 
 LOCAL_CONNECT = """
 import sys
+import time
 from pyspark.sql import SparkSession
 from zklock import LockManager, LockNotAcquired
 from zklock.spark import LockingSession, configure
@@ -941,6 +943,24 @@ with other.acquire([("default.t", "X")], query_id="holder"):
         print("denied")
 locking.sql(insert)
 print("rows", locking.table("t").count())
+# a busy listener bus (each SQL event held 30 ms, as a loaded server's may be): a read's S is
+# released when its execution has ended, not when the bus says so, so the client's next
+# statement never meets it
+classic = SparkSession._instantiatedSession  # the classic session serving the client
+from pyspark.java_gateway import ensure_callback_server_started
+ensure_callback_server_started(classic.sparkContext._gateway)
+class BusyListener:
+    def __getattr__(self, name):
+        return lambda *event: time.sleep(0.03) if name == "onOtherEvent" else None
+    class Java:
+        implements = ["org.apache.spark.scheduler.SparkListenerInterface"]
+busy = BusyListener()
+classic.sparkContext._jsc.sc().addSparkListener(busy)
+for i in range(10):
+    locking.table("t").count()
+    locking.sql(insert)  # one attempt (retries=0)
+print("rows", locking.table("t").count())
+classic.sparkContext._jsc.sc().removeSparkListener(busy)
 locking.close()
 other.close()
 spark.stop()
@@ -952,7 +972,9 @@ def test_a_local_connect_session_built_with_configure_gets_the_plugin(zk_hosts, 
     """The issue's first case: ``spark.api.mode=connect`` with a local master, where PySpark
     starts the Connect server in the process. configure() adds zklock's plugin, so the
     session plans, denies and writes as a classic one. (Its own process: a process with a
-    classic session would reuse that session's JVM, which has no plugin.)"""
+    classic session would reuse that session's JVM, which has no plugin.) With the server's
+    listener bus slow, a read's S is gone before the client's next statement, which takes
+    X at its one attempt (before ExecutionEnds.releaseEnded, 39 of 40 were denied)."""
     out = subprocess.run([sys.executable, "-c", LOCAL_CONNECT, zk_hosts, root,
                           str(tmp_path / "wh")], capture_output=True, text=True, timeout=300,
                          cwd=tmp_path)
@@ -962,7 +984,8 @@ def test_a_local_connect_session_built_with_configure_gets_the_plugin(zk_hosts, 
         "session pyspark.sql.connect.session",
         "locks default:S default.t:S default.t/ds=a:X",
         "denied",
-        "rows 1"], (out.stdout[-2000:], out.stderr[-3000:])
+        "rows 1",
+        "rows 11"], (out.stdout[-2000:], out.stderr[-3000:])
 
 
 def test_cli_status(servers):
@@ -990,15 +1013,11 @@ def test_a_plain_clients_statements_reuse_the_servers_connections_to_python(serv
             cs.sql(f"INSERT INTO {table} VALUES ({100 + i}, 'reuse')")
             cs.table(table).count()
 
-    # each INSERT may meet the previous count's S, released when the server hears its
-    # execution end (LINGER_RETRIES above): it waits for it, as a statement does by default
-    cs.conf.set("spark.zklock.lock.retries", str(LINGER_RETRIES))
-    try:
-        statements(3)  # the caller threads, the release sender and the lock manager start
-        before = len(list(tasks.iterdir()))
-        statements(15)  # 30 operations, each a call to Python
-    finally:
-        cs.conf.unset("spark.zklock.lock.retries")
+    # (each INSERT, at its one retry, finds the previous count's S gone: its request carries
+    # the release of reads whose execution ended, ExecutionEnds.releaseEnded)
+    statements(3)  # the caller threads, the release sender and the lock manager start
+    before = len(list(tasks.iterdir()))
+    statements(15)  # 30 operations, each a call to Python
     # a few caller threads (a statement's call, the release sender's, and one started each
     # time a call came while the others were on their way back to wait, which a loaded
     # machine makes more of: the 4.0 compatibility run beside three spark-pipelines

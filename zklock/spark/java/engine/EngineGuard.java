@@ -206,10 +206,11 @@ final class EngineGuard {
         LEFT_TAGS.get().addAll(sessionTags);
     }
 
-    /** Release a detached guard's set (any thread; once). */
+    /** Release a detached guard's set (any thread; once): queued, as a returned
+     *  statement's is (Releases), so that its client's next request carries it. */
     void releaseDetached() {
         if (client != null && released.compareAndSet(false, true)) {
-            client.release(handle, false);
+            Releases.later(client, handle, nodes);
         }
     }
 

@@ -66,6 +66,23 @@ final class ExecutionEnds extends SparkListener {
         }
     }
 
+    /** Release now the sets of {@code sc}'s executions that have ended, whose end the
+     *  listener bus has not delivered yet: a statement's request calls this first, so that
+     *  a client's next statement never meets the locks of the read it already has the
+     *  rows of (Spark Connect sends a result's end after its execution's end is posted, and
+     *  the bus may deliver that later than the client's next statement arrives). */
+    static void releaseEnded(SparkContext sc) {
+        ExecutionEnds ends = LISTENERS.get(sc);
+        if (ends == null || ends.pending.isEmpty()) {
+            return;
+        }
+        for (Long execution : new ArrayList<>(ends.pending.keySet())) {
+            if (SQLExecution$.MODULE$.getQueryExecution(execution) == null) {
+                ends.releaseAll(execution);  // its end is posted before it is forgotten
+            }
+        }
+    }
+
     @Override
     public void onOtherEvent(SparkListenerEvent event) {
         if (event instanceof SparkListenerSQLExecutionEnd) {

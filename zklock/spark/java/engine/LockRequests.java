@@ -40,6 +40,7 @@ final class LockRequests {
             request.put(Field.STREAM, stream);
         }
         request.put(Field.CONF, CarriedConf.of(session));
+        ExecutionEnds.releaseEnded(sc);
         request.put(Field.RELEASES, Releases.takeFor(client));
         return Documents.write(request);
     }
