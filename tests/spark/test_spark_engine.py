@@ -638,6 +638,65 @@ def test_a_hive_serde_table_written_through_the_dataframe_api_is_locked(zk_hosts
     assert "lock not acquired" in lines[2] and "view-holder" in lines[2], lines
 
 
+CTRL_C = """
+import sys
+from pyspark.sql import SparkSession
+from zklock.spark import configure, enforce
+
+hosts, root, warehouse = sys.argv[1:4]
+spark = configure(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                  .config("spark.sql.warehouse.dir", warehouse)).getOrCreate()
+enforce(spark, hosts=hosts, root=root, retries=6000, retry_interval=0.05)  # 5 minutes
+spark.sql("CREATE TABLE interrupted (id INT) USING parquet")
+print("created", flush=True)
+sys.stdin.readline()  # the test holds X now
+try:
+    spark.sql("INSERT INTO interrupted VALUES (1)")
+    print("inserted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+sys.stdin.readline()  # the test released X
+print("rows", spark.table("interrupted").count(), flush=True)
+spark.stop()
+"""
+
+
+def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make_manager,
+                                                        tmp_path):
+    """Ctrl-C in a classic application (SIGINT: PySpark cancels its jobs and raises
+    KeyboardInterrupt) while a statement waits for another holder's X: its request is given
+    up at once (its wait withdrawn while the holder still holds), and it writes nothing once
+    the holder releases. Before, the interrupted INSERT waited on in the JVM and wrote its
+    row after the release."""
+    import signal
+
+    from polling import waiting_queries
+
+    app = subprocess.Popen([PYTHON, "-c", CTRL_C, zk_hosts, root, str(tmp_path / "wh")],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert app.stdout.readline().strip() == "created", app.stderr.read()[-2000:]
+        holder = make_manager()
+        with holder.acquire([("default.interrupted", "X")], query_id="holder-ctrl-c"):
+            app.stdin.write("go\n")
+            app.stdin.flush()
+            assert wait_for(lambda: any("INSERT INTO interrupted" in q
+                                        for q in waiting_queries(zk, root)), timeout=120)
+            app.send_signal(signal.SIGINT)
+            assert app.stdout.readline().strip() == "interrupted"
+            assert wait_for(lambda: not waiting_queries(zk, root), timeout=60), \
+                "the interrupted INSERT went on waiting"
+        app.stdin.write("released\n")
+        app.stdin.flush()
+        assert app.stdout.readline().strip() == "rows 0"
+        assert app.wait(timeout=120) == 0, app.stderr.read()[-2000:]
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+
+
 def test_lock_error_keeps_zklocks_own_exception_whole() -> None:
     """A LockLost raised in Python (a script's held set) passes through lock_error as it is:
     its text names the fence's refusal, which must not turn it into a LockLost of no objects."""

@@ -27,8 +27,10 @@ import collections
 import dataclasses
 import json
 import logging
+import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -254,6 +256,13 @@ class EngineLockClient:
                 cancelled.set()
         return _answer(Outcome.CANCELLED)
 
+    def cancel_waiting(self) -> None:
+        """Give up every request of this client that still waits (Ctrl-C: see
+        :func:`cancel_waits_on_interrupt`)."""
+        with self._lock:
+            for cancelled in self._waiting.values():
+                cancelled.set()
+
     def _cancellable(self, handle: str) -> threading.Event:
         """The event that cancels ``handle``'s request while it waits (set already where
         its cancel came first)."""
@@ -359,6 +368,7 @@ class EngineLockClient:
         self._previous = engine.install(self, client_profile(
             self.settings, self.settings if own_policy else None), _callbacks(self.spark))
         self._installed = True
+        cancel_waits_on_interrupt(self)
         return self
 
     def bind(self) -> EngineLockClient:
@@ -378,6 +388,7 @@ class EngineLockClient:
                 " its statements): close that one, or wrap another SparkSession"
                 " (session.newSession(), or spark.newSession()) for other settings")
         self._bound = self.spark._jsparkSession
+        cancel_waits_on_interrupt(self)
         return self
 
     def close(self) -> None:
@@ -404,6 +415,35 @@ class EngineLockClient:
             engine_of(self.spark).cancelLost(self.spark.sparkContext._jsc.sc(), query_id)
         except Exception:  # Spark already stopped: nothing left to cancel
             pass
+
+
+#: The lock clients of this process's classic sessions, whose waits Ctrl-C gives up.
+_INTERRUPTIBLE: weakref.WeakSet[EngineLockClient] = weakref.WeakSet()
+
+
+def cancel_waits_on_interrupt(client: EngineLockClient) -> None:
+    """Ctrl-C gives up ``client``'s waiting requests. PySpark's SIGINT handler (a classic
+    SparkContext's, in the main thread) cancels the application's jobs and raises
+    KeyboardInterrupt; a statement still waiting for its locks has no job yet, and would
+    run once granted, after its caller was told it was interrupted. zklock's handler,
+    chained before PySpark's, cancels every request this process's lock clients keep
+    waiting: each such statement fails at once, having written nothing (as Spark Connect's
+    interrupt does: GrantAhead.now). Installed from the main thread only, over a Python
+    handler only (a process that ignores SIGINT keeps doing so)."""
+    _INTERRUPTIBLE.add(client)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or getattr(previous, "cancels_lock_waits", False):
+        return
+
+    def interrupted(signum: int, frame: Any) -> Any:
+        for waiting in list(_INTERRUPTIBLE):
+            waiting.cancel_waiting()
+        return previous(signum, frame)
+
+    interrupted.cancels_lock_waits = True  # type: ignore[attr-defined]
+    signal.signal(signal.SIGINT, interrupted)
 
 
 def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:
