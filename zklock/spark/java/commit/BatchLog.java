@@ -93,13 +93,6 @@ public final class BatchLog {
             ? ((LocalFileSystem) fs).getRawFileSystem() : fs;
     }
 
-    /** Whether the table at {@code location} keeps records of batches: a stream's (or a
-     *  named foreachBatch writer's) table. */
-    public static boolean kept(Path location, Configuration conf) throws IOException {
-        Path dir = new Path(location, DIR);
-        return dir.getFileSystem(conf).exists(dir);
-    }
-
     /** The records of writer {@code appId} in the table at {@code location}; an
      *  IllegalArgumentException for an id that is not a plain name. */
     public static BatchLog of(Path location, String appId, Configuration conf)

@@ -69,7 +69,7 @@ public final class Staging {
         WriteOutcome.commitBegun();
         commit.run();
         WriteOutcome.commitDone();
-        remove(committer, context);
+        remove(committer.getJobAttemptPath(context), context.getConfiguration());
     }
 
     /** Hadoop's own job commit, as the committer's {@code super.commitJob}. */
@@ -95,12 +95,6 @@ public final class Staging {
             }
         }
         throw last != null ? last : new IOException("zklock: cannot create " + mine);
-    }
-
-    /** Remove the job's own staging, then {@code _temporary} itself if no other job stages
-     *  there (a non-recursive delete, which fails on a directory that is not empty). */
-    public static void remove(FileOutputCommitter committer, JobContext context) throws IOException {
-        remove(committer.getJobAttemptPath(context), context.getConfiguration());
     }
 
     /** {@link #remove} now and again after each of {@link #SETTLE_MS} (a failed job); not
@@ -134,6 +128,9 @@ public final class Staging {
         }
     }
 
+    /** Remove a job's own staging {@code mine}, then {@code _temporary} itself if no other
+     *  job stages there (a non-recursive delete, which fails on a directory that is not
+     *  empty). */
     static void remove(Path mine, Configuration conf) throws IOException {
         FileSystem fs = mine.getFileSystem(conf);
         fs.delete(mine, true);

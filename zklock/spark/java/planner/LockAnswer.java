@@ -139,10 +139,6 @@ public final class LockAnswer {
         return answer;
     }
 
-    public boolean isRefused() {
-        return Protocol.Kind.REFUSED.equals(fields.get(Field.KIND));
-    }
-
     public String toJson() {
         try {
             return JSON.writeValueAsString(fields);
