@@ -675,6 +675,8 @@ def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make
     app = subprocess.Popen([PYTHON, "-c", CTRL_C, zk_hosts, root, str(tmp_path / "wh")],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    hung = threading.Timer(300, app.kill)  # a hung application ends its reads (EOF)
+    hung.start()
     try:
         assert app.stdout.readline().strip() == "created", app.stderr.read()[-2000:]
         holder = make_manager()
@@ -692,6 +694,7 @@ def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make
         assert app.stdout.readline().strip() == "rows 0"
         assert app.wait(timeout=120) == 0, app.stderr.read()[-2000:]
     finally:
+        hung.cancel()
         if app.poll() is None:
             app.kill()
             app.wait()
