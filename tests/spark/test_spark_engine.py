@@ -672,13 +672,15 @@ def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make
 
     from polling import waiting_queries
 
-    app = subprocess.Popen([PYTHON, "-c", CTRL_C, zk_hosts, root, str(tmp_path / "wh")],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    errors = tmp_path / "app.err"  # a file, not a pipe no one reads while it runs
+    with errors.open("w") as err:
+        app = subprocess.Popen([PYTHON, "-c", CTRL_C, zk_hosts, root, str(tmp_path / "wh")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                               text=True, cwd=tmp_path)
     hung = threading.Timer(300, app.kill)  # a hung application ends its reads (EOF)
     hung.start()
     try:
-        assert app.stdout.readline().strip() == "created", app.stderr.read()[-2000:]
+        assert app.stdout.readline().strip() == "created", errors.read_text()[-2000:]
         holder = make_manager()
         with holder.acquire([("default.interrupted", "X")], query_id="holder-ctrl-c"):
             app.stdin.write("go\n")
@@ -692,7 +694,7 @@ def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make
         app.stdin.write("released\n")
         app.stdin.flush()
         assert app.stdout.readline().strip() == "rows 0"
-        assert app.wait(timeout=120) == 0, app.stderr.read()[-2000:]
+        assert app.wait(timeout=120) == 0, errors.read_text()[-2000:]
     finally:
         hung.cancel()
         if app.poll() is None:
