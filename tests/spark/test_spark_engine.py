@@ -702,6 +702,52 @@ def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make
             app.wait()
 
 
+def test_a_notebooks_interrupt_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root,
+                                                                      make_manager, tmp_path):
+    """A Jupyter notebook's interrupt (a real IPython kernel, interrupted as Jupyter does:
+    SIGINT, while ipykernel has put Python's default handler in place of PySpark's and
+    zklock's) of a cell whose statement waits for another holder's X: the cell ends with
+    KeyboardInterrupt, the call it abandoned is closed and py4j interrupts the statement's
+    JVM thread, which gives the request up (its wait withdrawn while the holder holds), and
+    the statement writes nothing once the holder releases."""
+    from jupyter_client.manager import start_new_kernel
+    from polling import waiting_queries
+
+    kernel, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path),
+                                      startup_timeout=120)
+
+    def run(code: str, timeout: float = 300) -> dict:
+        reply = client.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
+        return reply["content"]
+
+    try:
+        setup = run(f"""
+from pyspark.sql import SparkSession
+from zklock.spark import configure, enforce
+spark = configure(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                  .config("spark.sql.warehouse.dir", {str(tmp_path / "wh")!r})).getOrCreate()
+engine = enforce(spark, hosts={zk_hosts!r}, root={root!r}, retries=6000, retry_interval=0.05)
+spark.sql("CREATE TABLE in_notebook (id INT) USING parquet")
+""")
+        assert setup["status"] == "ok", setup
+        holder = make_manager()
+        with holder.acquire([("default.in_notebook", "X")], query_id="holder-notebook"):
+            cell = client.execute("spark.sql('INSERT INTO in_notebook VALUES (1)')")
+            assert wait_for(lambda: any("INSERT INTO in_notebook" in q
+                                        for q in waiting_queries(zk, root)), timeout=120)
+            kernel.interrupt_kernel()
+            reply = client.get_shell_msg(timeout=60)
+            assert reply["parent_header"]["msg_id"] == cell
+            assert reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+            assert wait_for(lambda: not waiting_queries(zk, root), timeout=60), \
+                "the interrupted INSERT went on waiting"
+        rows = run("rows = spark.table('in_notebook').count(); assert rows == 0, rows")
+        assert rows["status"] == "ok", rows
+    finally:
+        client.stop_channels()
+        kernel.shutdown_kernel(now=True)
+
+
 def test_lock_error_keeps_zklocks_own_exception_whole() -> None:
     """A LockLost raised in Python (a script's held set) passes through lock_error as it is:
     its text names the fence's refusal, which must not turn it into a LockLost of no objects."""

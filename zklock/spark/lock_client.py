@@ -178,6 +178,8 @@ class EngineLockClient:
         self._held: dict[str, LockSet] = {}  # by handle
         self._streams: dict[str, str] = {}  # a micro-batch's stream label, by handle
         self._waiting: dict[str, threading.Event] = {}  # a request's cancel, by handle
+        self._statements: set[str] = set()  # the waiting requests that are statements'
+        # (not a stream's micro-batch: the stream stops with its query)
         # cancels that came before their request (kept for it; at most this many)
         self._cancelled: collections.deque[str] = collections.deque(maxlen=1024)
         self._lock = threading.Lock()
@@ -211,10 +213,12 @@ class EngineLockClient:
             try:
                 lockset = self.manager.acquire_targets(
                     planned.targets, data, explicit=False, query_id=query_id,
-                    settings=settings, cancelled=self._cancellable(handle))
+                    settings=settings,
+                    cancelled=self._cancellable(handle, statement=Field.STREAM not in doc))
             finally:
                 with self._lock:
                     self._waiting.pop(handle, None)
+                    self._statements.discard(handle)
             with self._lock:
                 self._held[handle] = lockset
             if Field.STREAM in doc:  # a streaming query's micro-batch (MicroBatch.java)
@@ -256,22 +260,24 @@ class EngineLockClient:
                 cancelled.set()
         return _answer(Outcome.CANCELLED)
 
-    def cancel_waiting(self) -> None:
-        """Give up every request of this client that still waits (Ctrl-C: see
-        :func:`cancel_waits_on_interrupt`)."""
+    def cancel_statements(self) -> None:
+        """Give up every statement's request of this client that still waits (Ctrl-C: see
+        :func:`cancel_waits_on_interrupt`); a stream's batches wait on."""
         with self._lock:
-            for cancelled in self._waiting.values():
-                cancelled.set()
+            for handle in self._statements:
+                self._waiting[handle].set()
 
-    def _cancellable(self, handle: str) -> threading.Event:
+    def _cancellable(self, handle: str, statement: bool) -> threading.Event:
         """The event that cancels ``handle``'s request while it waits (set already where
-        its cancel came first)."""
+        its cancel came first); a ``statement``'s, an interrupt's too."""
         cancelled = threading.Event()
         with self._lock:
             if handle in self._cancelled:
                 self._cancelled.remove(handle)
                 cancelled.set()
             self._waiting[handle] = cancelled
+            if statement:
+                self._statements.add(handle)
         return cancelled
 
     def parse(self, request: str) -> str:
@@ -422,14 +428,19 @@ _INTERRUPTIBLE: weakref.WeakSet[EngineLockClient] = weakref.WeakSet()
 
 
 def cancel_waits_on_interrupt(client: EngineLockClient) -> None:
-    """Ctrl-C gives up ``client``'s waiting requests. PySpark's SIGINT handler (a classic
-    SparkContext's, in the main thread) cancels the application's jobs and raises
-    KeyboardInterrupt; a statement still waiting for its locks has no job yet, and would
-    run once granted, after its caller was told it was interrupted. zklock's handler,
-    chained before PySpark's, cancels every request this process's lock clients keep
-    waiting: each such statement fails at once, having written nothing (as Spark Connect's
-    interrupt does: GrantAhead.now). Installed from the main thread only, over a Python
-    handler only (a process that ignores SIGINT keeps doing so)."""
+    """Ctrl-C gives up the statements ``client`` keeps waiting for their locks. A classic
+    statement runs on the JVM thread serving its Python caller's py4j connection. PySpark's
+    SIGINT handler (a classic SparkContext's, in the main thread) cancels the application's
+    jobs, calling the JVM over that same connection, and raises KeyboardInterrupt: the
+    connection stays in use, no JVM thread is interrupted, and a statement still waiting for
+    its locks (no job yet) would run once granted, after its caller was told it was
+    interrupted. zklock's handler, chained before PySpark's, gives up every statement's
+    request this process's lock clients keep waiting: each fails at once, having written
+    nothing. (Where Python's default handler runs instead, as in a Jupyter kernel's cell,
+    the abandoned connection is closed and py4j interrupts its JVM thread, which gives the
+    request up: GrantAhead.now.) A stream's micro-batches wait on: a stream stops with its
+    query. Installed from the main thread only, over a Python handler only (a process that
+    ignores SIGINT keeps doing so)."""
     _INTERRUPTIBLE.add(client)
     if threading.current_thread() is not threading.main_thread():
         return
@@ -439,7 +450,7 @@ def cancel_waits_on_interrupt(client: EngineLockClient) -> None:
 
     def interrupted(signum: int, frame: Any) -> Any:
         for waiting in list(_INTERRUPTIBLE):
-            waiting.cancel_waiting()
+            waiting.cancel_statements()
         return previous(signum, frame)
 
     interrupted.cancels_lock_waits = True  # type: ignore[attr-defined]
