@@ -664,10 +664,11 @@ spark.stop()
 def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make_manager,
                                                         tmp_path):
     """Ctrl-C in a classic application (SIGINT: PySpark cancels its jobs and raises
-    KeyboardInterrupt) while a statement waits for another holder's X: its request is given
-    up at once (its wait withdrawn while the holder still holds), and it writes nothing once
-    the holder releases. Before, the interrupted INSERT waited on in the JVM and wrote its
-    row after the release."""
+    KeyboardInterrupt, as zklock's handler before it does on PySpark 3.5 too) while a
+    statement waits for another holder's X: its request is given up at once (its wait
+    withdrawn while the holder still holds), and it writes nothing once the holder releases.
+    Before, the interrupted INSERT waited on in the JVM and wrote its row after the
+    release."""
     import signal
 
     from polling import waiting_queries
@@ -707,9 +708,9 @@ def test_a_notebooks_interrupt_stops_a_statement_waiting_for_its_locks(zk, zk_ho
     """A Jupyter notebook's interrupt (a real IPython kernel, interrupted as Jupyter does:
     SIGINT, while ipykernel has put Python's default handler in place of PySpark's and
     zklock's) of a cell whose statement waits for another holder's X: the cell ends with
-    KeyboardInterrupt, the call it abandoned is closed and py4j interrupts the statement's
-    JVM thread, which gives the request up (its wait withdrawn while the holder holds), and
-    the statement writes nothing once the holder releases."""
+    KeyboardInterrupt, which gives the request up (its wait withdrawn while the holder
+    holds), and the statement writes nothing once the holder releases. (On PySpark 4 py4j
+    also interrupts the abandoned call's JVM thread; on 3.5 only the cell's end does it.)"""
     from jupyter_client.manager import start_new_kernel
     from polling import waiting_queries
 

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import logging
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -261,11 +262,13 @@ class EngineLockClient:
         return _answer(Outcome.CANCELLED)
 
     def cancel_statements(self) -> None:
-        """Give up every statement's request of this client that still waits (Ctrl-C: see
-        :func:`cancel_waits_on_interrupt`); a stream's batches wait on."""
-        with self._lock:
-            for handle in self._statements:
-                self._waiting[handle].set()
+        """Give up every statement's request of this client that still waits (an interrupt:
+        see :func:`cancel_waits_on_interrupt`); a stream's batches wait on. Takes no lock:
+        it runs in a signal handler, whose thread may hold this client's."""
+        for handle in list(self._statements):  # (a copy made whole: C code, under the GIL)
+            cancelled = self._waiting.get(handle)
+            if cancelled is not None:
+                cancelled.set()
 
     def _cancellable(self, handle: str, statement: bool) -> threading.Event:
         """The event that cancels ``handle``'s request while it waits (set already where
@@ -423,25 +426,36 @@ class EngineLockClient:
             pass
 
 
-#: The lock clients of this process's classic sessions, whose waits Ctrl-C gives up.
-_INTERRUPTIBLE: weakref.WeakSet[EngineLockClient] = weakref.WeakSet()
+#: The lock clients of this process's classic sessions, whose waits an interrupt gives up,
+#: by id: a dict, whose values a signal handler copies whole, however other threads add.
+_INTERRUPTIBLE: dict[int, weakref.ref[EngineLockClient]] = {}
+#: The IPython shells whose interrupted cells give them up (registered once each).
+_SHELLS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def cancel_waits_on_interrupt(client: EngineLockClient) -> None:
-    """Ctrl-C gives up the statements ``client`` keeps waiting for their locks. A classic
-    statement runs on the JVM thread serving its Python caller's py4j connection. PySpark's
-    SIGINT handler (a classic SparkContext's, in the main thread) cancels the application's
-    jobs, calling the JVM over that same connection, and raises KeyboardInterrupt: the
-    connection stays in use, no JVM thread is interrupted, and a statement still waiting for
-    its locks (no job yet) would run once granted, after its caller was told it was
-    interrupted. zklock's handler, chained before PySpark's, gives up every statement's
-    request this process's lock clients keep waiting: each fails at once, having written
-    nothing. (Where Python's default handler runs instead, as in a Jupyter kernel's cell,
-    the abandoned connection is closed and py4j interrupts its JVM thread, which gives the
-    request up: GrantAhead.now.) A stream's micro-batches wait on: a stream stops with its
-    query. Installed from the main thread only, over a Python handler only (a process that
-    ignores SIGINT keeps doing so)."""
-    _INTERRUPTIBLE.add(client)
+    """An interrupt gives up the statements ``client`` keeps waiting for their locks. A
+    classic statement runs on the JVM thread serving its Python caller's py4j connection,
+    which no interrupt reaches:
+
+    - PySpark's SIGINT handler (a classic SparkContext's, in the main thread) cancels the
+      application's jobs, calling the JVM over that same connection, and raises
+      KeyboardInterrupt; a statement still waiting for its locks (no job yet) would run
+      once granted, after its caller was told it was interrupted. zklock's handler,
+      chained before PySpark's (from the main thread, over a Python handler only: a
+      process that ignores SIGINT keeps doing so), gives up every statement's request the
+      process's lock clients keep waiting, then raises KeyboardInterrupt as PySpark 4's
+      does (PySpark 3.5's lets out the error of its call over the busy connection);
+    - a Jupyter notebook's kernel runs each cell under Python's default handler instead, so
+      a cell that ends in KeyboardInterrupt does the same as it ends (IPython's
+      ``post_run_cell``; on PySpark 4, py4j also interrupts the abandoned call's JVM
+      thread, which gives the request up: GrantAhead.now).
+
+    Each such statement fails at once, having written nothing. A stream's micro-batches
+    wait on: a stream stops with its query."""
+    key = id(client)
+    _INTERRUPTIBLE[key] = weakref.ref(client, lambda _ref: _INTERRUPTIBLE.pop(key, None))
+    _after_interrupted_cells()
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.getsignal(signal.SIGINT)
@@ -449,12 +463,40 @@ def cancel_waits_on_interrupt(client: EngineLockClient) -> None:
         return
 
     def interrupted(signum: int, frame: Any) -> Any:
-        for waiting in list(_INTERRUPTIBLE):
-            waiting.cancel_statements()
-        return previous(signum, frame)
+        try:
+            _cancel_statements()
+        except Exception:  # noqa: BLE001 (never in the way of the interrupt itself)
+            log.debug("giving up the waits on an interrupt failed", exc_info=True)
+        try:
+            return previous(signum, frame)
+        except Exception:  # (PySpark 3.5's handler: its call over the busy connection)
+            raise KeyboardInterrupt from None
 
     interrupted.cancels_lock_waits = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGINT, interrupted)
+
+
+def _cancel_statements() -> None:
+    for ref in list(_INTERRUPTIBLE.values()):
+        client = ref()
+        if client is not None:
+            client.cancel_statements()
+
+
+def _after_interrupted_cells() -> None:
+    """Give up the waits as a cell of the running IPython shell ends interrupted; nothing
+    outside IPython (it is not imported here)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or shell in _SHELLS:
+        return
+
+    def cell_ended(result: Any) -> None:
+        if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
+            _cancel_statements()
+
+    shell.events.register("post_run_cell", cell_ended)
+    _SHELLS.add(shell)
 
 
 def settings_of(spark: Any, overrides: dict[str, Any]) -> Settings:

@@ -72,8 +72,9 @@ final class Releases {
     private Releases() {
     }
 
-    /** Queue the release of {@code handle}'s set, which {@code client} granted and whose
-     *  statement completed with its locks held. */
+    /** Queue the release of {@code handle}'s set, which {@code client} granted: its
+     *  statement completed with its locks held, or a read's detached rows were all taken
+     *  (EngineGuard.releaseDetached: a loss while they were read cancelled its jobs). */
     static void later(EngineLockClient client, String handle, List<String> nodes) {
         INBOX.add(new Pending(client, handle, nodes));
         Thread running = sender;
@@ -207,8 +208,9 @@ final class Releases {
                 try {
                     JsonNode answer = JSON.readTree(client.release(p.handle, false));
                     if (Protocol.Outcome.LOST.equals(answer.path(Field.OUTCOME).asText())) {
-                        // its statement returned: its nodes were there at its end
-                        System.err.println("zklock: a set lost after its statement completed ("
+                        // its statement returned: its nodes were there at its end (a
+                        // detached read's loss, if any, cancelled its jobs as it came)
+                        System.err.println("zklock: a set lost before its release ("
                             + answer.path(Field.MESSAGE).asText(Protocol.Message.UNKNOWN_LOSS)
                             + ")");
                     }
