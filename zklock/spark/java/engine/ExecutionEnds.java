@@ -1,6 +1,6 @@
 // Releases a query's locks when its SQL execution ends, for the reads whose jobs run after
 // the call that planned them: an RDD handed to its caller (Arrow's toPandas, Spark Connect's
-// results, foreach, checkpoint). Spark posts SparkListenerSQLExecutionEnd after the
+// results, foreach, an eager checkpoint). Spark posts SparkListenerSQLExecutionEnd after the
 // execution's last job; the listener bus delivers it a moment later, so the locks are held
 // a little longer than the execution, never shorter.
 package zklock.engine;
