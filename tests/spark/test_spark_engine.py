@@ -671,16 +671,11 @@ def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make
     release."""
     import signal
 
+    from driven import driven
     from polling import waiting_queries
 
-    errors = tmp_path / "app.err"  # a file, not a pipe no one reads while it runs
-    with errors.open("w") as err:
-        app = subprocess.Popen([PYTHON, "-c", CTRL_C, zk_hosts, root, str(tmp_path / "wh")],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                               text=True, cwd=tmp_path)
-    hung = threading.Timer(300, app.kill)  # a hung application ends its reads (EOF)
-    hung.start()
-    try:
+    with driven([PYTHON, "-c", CTRL_C, zk_hosts, root, str(tmp_path / "wh")], tmp_path,
+                limit=300) as (app, errors):
         assert app.stdout.readline().strip() == "created", errors.read_text()[-2000:]
         holder = make_manager()
         with holder.acquire([("default.interrupted", "X")], query_id="holder-ctrl-c"):
@@ -696,11 +691,6 @@ def test_ctrl_c_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root, make
         app.stdin.flush()
         assert app.stdout.readline().strip() == "rows 0"
         assert app.wait(timeout=120) == 0, errors.read_text()[-2000:]
-    finally:
-        hung.cancel()
-        if app.poll() is None:
-            app.kill()
-            app.wait()
 
 
 def test_a_notebooks_interrupt_stops_a_statement_waiting_for_its_locks(zk, zk_hosts, root,

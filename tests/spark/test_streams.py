@@ -803,36 +803,27 @@ def test_a_hive_format_table_takes_each_batch_once(zk_hosts, root, tmp_path):
     part-way raises and leaves none of its rows, and lands once when run again."""
     home, source = tmp_path / "home", tmp_path / "source"
     home.mkdir()
-    errors = tmp_path / "app.err"  # a file, not a pipe: a failed batch logs a lot
-    with errors.open("w") as err:
-        process = subprocess.Popen(
-            [PYTHON, str(PROJECT / "tests" / "spark" / "hive_batches_app.py"), zk_hosts, root,
-             str(home), str(source)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=err, text=True, cwd=tmp_path)
-    hung = threading.Timer(900, process.kill)  # a hung application ends its reads (EOF)
-    hung.start()
+    from driven import driven
 
-    def app(step: str) -> list[str]:
-        process.stdin.write(step + "\n")
-        process.stdin.flush()
-        lines = []
-        for line in process.stdout:
-            if line.strip() == "END":
-                return [ln for ln in lines
-                        if ln.split(" ")[0] in ("BATCH", "IDS", "FAILED", "CREATED")]
-            lines.append(line.strip())
-        process.wait()
-        raise AssertionError("\n".join(lines)[-2000:] + errors.read_text()[-4000:])
+    app_path = str(PROJECT / "tests" / "spark" / "hive_batches_app.py")
+    with driven([PYTHON, app_path, zk_hosts, root, str(home), str(source)], tmp_path,
+                limit=900) as (process, errors):
 
-    try:
+        def app(step: str) -> list[str]:
+            process.stdin.write(step + "\n")
+            process.stdin.flush()
+            lines = []
+            for line in process.stdout:
+                if line.strip() == "END":
+                    return [ln for ln in lines
+                            if ln.split(" ")[0] in ("BATCH", "IDS", "FAILED", "CREATED")]
+                lines.append(line.strip())
+            process.wait()
+            raise AssertionError("\n".join(lines)[-2000:] + errors.read_text()[-4000:])
+
         hive_batches(app, home, source)
         process.stdin.close()
         assert process.wait(timeout=120) == 0, errors.read_text()[-4000:]
-    finally:
-        hung.cancel()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def hive_batches(app, home: Path, source: Path) -> None:
